@@ -1,0 +1,126 @@
+-- The moonhttp module: route registration with groups and middleware on top
+-- of the C core (moonhttp.core). Middleware is composed once, when the
+-- script has finished loading, so a request costs one route lookup and one
+-- call into the composed handler.
+local core = require "moonhttp.core"
+local cjson = require "cjson"
+
+local M = {
+  sleep = core.sleep,
+  now = core.now,
+  server = core.server,
+  not_found = core.not_found,
+  method_not_allowed = core.method_not_allowed,
+  json = { encode = cjson.encode, decode = cjson.decode, null = cjson.null },
+}
+
+local routes = {}
+
+local function where(level)
+  local info = debug.getinfo(level, "Sl")
+  if not info then return "?" end
+  return info.short_src .. ":" .. (info.currentline or 0)
+end
+
+local function check_open(what)
+  if core.started() then
+    error(what .. ": routes are fixed once the server has started", 3)
+  end
+end
+
+-- "GET /x" -> "GET", "/x"; "/x" -> nil, "/x"
+local function split_method(pattern)
+  local method, rest = pattern:match("^(%S+)[ \t]+(.*)$")
+  if method then return method, rest end
+  return nil, pattern
+end
+
+local Scope = {}
+Scope.__index = Scope
+
+local function new_scope(prefix, parent)
+  return setmetatable({ prefix = prefix, parent = parent, middleware = {} }, Scope)
+end
+
+local function add_route(scope, pattern, handler, level)
+  check_open("http.handle")
+  if type(pattern) ~= "string" then
+    error("http.handle: pattern must be a string", level)
+  end
+  if type(handler) ~= "function" then
+    error("http.handle: handler must be a function", level)
+  end
+  local method, path = split_method(pattern)
+  local prefix = ""
+  local s = scope
+  while s do prefix = s.prefix .. prefix; s = s.parent end
+  if prefix ~= "" then
+    if path:sub(1, 1) ~= "/" then
+      error("http.group: patterns in a group must start with '/': " .. pattern, level)
+    end
+    path = prefix .. path
+  end
+  routes[#routes + 1] = {
+    pattern = method and (method .. " " .. path) or path,
+    handler = handler,
+    where = where(level + 1),
+    scope = scope,
+  }
+end
+
+function Scope:handle(pattern, handler) add_route(self, pattern, handler, 3) end
+
+function Scope:use(middleware)
+  check_open("use")
+  if type(middleware) ~= "function" then
+    error("use: middleware must be a function(next) returning a handler", 2)
+  end
+  self.middleware[#self.middleware + 1] = middleware
+  return self
+end
+
+function Scope:group(prefix)
+  if type(prefix) ~= "string" or prefix:sub(1, 1) ~= "/" then
+    error("group: prefix must be a path starting with '/'", 2)
+  end
+  return new_scope(prefix:gsub("/+$", ""), self)
+end
+
+local root = new_scope("", nil)
+
+function M.handle(pattern, handler) add_route(root, pattern, handler, 3) end
+function M.use(middleware) Scope.use(root, middleware); return M end
+function M.group(prefix)
+  if type(prefix) ~= "string" or prefix:sub(1, 1) ~= "/" then
+    error("http.group: prefix must be a path starting with '/'", 2)
+  end
+  return new_scope(prefix:gsub("/+$", ""), root)
+end
+
+function M.log(level, ...) core.log(level, ...) end
+
+-- Wraps h in the middleware of its scope and all enclosing scopes; the
+-- outermost scope's first middleware runs first.
+local function compose(h, scope, pattern)
+  local s = scope
+  while s do
+    for i = #s.middleware, 1, -1 do
+      h = s.middleware[i](h)
+      if type(h) ~= "function" then
+        error("middleware did not return a handler function (for " .. pattern .. ")", 0)
+      end
+    end
+    s = s.parent
+  end
+  return h
+end
+
+-- Called by the C core once the script has run.
+function M._finalize()
+  for _, r in ipairs(routes) do
+    core.register(r.pattern, compose(r.handler, r.scope, r.pattern), r.where)
+  end
+  routes = {}
+end
+
+return M

@@ -1,0 +1,438 @@
+#include "config.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN };
+
+struct setting {
+    const char *name; /* Lua key; the flag is --name with '_' as '-' */
+    enum setting_type type;
+    size_t offset;
+    double min, max;
+    const char *help;
+};
+
+#define OFF(field) offsetof(struct mh_config, field)
+
+static const struct setting settings[] = {
+    {"listen", T_LISTEN, OFF(listen), 0, 0, "address to listen on, host:port or :port (repeatable)"},
+    {"workers", T_STRING, OFF(workers), 0, 0, "worker processes: N or auto (one per core)"},
+    {"read_header_timeout", T_DURATION, OFF(read_header_timeout), 0, 86400,
+     "seconds to read a request head, from its first byte"},
+    {"read_timeout", T_DURATION, OFF(read_timeout), 0, 86400,
+     "seconds to read a whole request incl. body (0 = off)"},
+    {"write_timeout", T_DURATION, OFF(write_timeout), 0, 86400,
+     "seconds from end of request head to end of response (0 = off)"},
+    {"idle_timeout", T_DURATION, OFF(idle_timeout), 0, 86400,
+     "seconds a keep-alive connection may wait for its next request"},
+    {"shutdown_timeout", T_DURATION, OFF(shutdown_timeout), 0, 86400,
+     "seconds in-flight requests get on graceful stop"},
+    {"max_header_bytes", T_BYTES, OFF(max_header_bytes), 256, 16 << 20,
+     "request line + headers limit (431, or 414 for a long target)"},
+    {"max_body_bytes", T_BYTES, OFF(max_body_bytes), 0, 1L << 40, "request body limit (413)"},
+    {"max_connections", T_INT, OFF(max_connections), 1, 1 << 24,
+     "open connections per worker; accept pauses above it"},
+    {"keepalive_requests", T_INT, OFF(keepalive_requests), 0, 1L << 40,
+     "requests per connection before it is closed (0 = no limit)"},
+    {"backlog", T_INT, OFF(backlog), 1, 1 << 20, "listen(2) backlog"},
+    {"tcp_nodelay", T_BOOL, OFF(tcp_nodelay), 0, 0, "set TCP_NODELAY on accepted sockets"},
+    {"redirect_code", T_INT, OFF(redirect_code), 300, 399,
+     "status of path-cleaning redirects (307, or 301 as Go 1.22)"},
+    {"clean_path", T_STRING, OFF(clean_path), 0, 0,
+     "non-canonical paths: redirect (as Go) or rewrite (route the clean path)"},
+    {"log_level", T_STRING, OFF(log_level), 0, 0, "error, warn, info or debug"},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) {
+        fputs("moonhttp: out of memory\n", stderr);
+        exit(1);
+    }
+    return d;
+}
+
+void mh_config_init(struct mh_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->read_header_timeout = 5;
+    c->read_timeout = 0;
+    c->write_timeout = 30;
+    c->idle_timeout = 60;
+    c->shutdown_timeout = 10;
+    c->max_header_bytes = 64 * 1024;
+    c->max_body_bytes = 1 << 20;
+    c->max_connections = 10000;
+    c->keepalive_requests = 0;
+    c->backlog = 4096;
+    c->redirect_code = 307;
+    c->tcp_nodelay = true;
+    c->clean_path = xstrdup("redirect");
+    c->log_level = xstrdup("info");
+    c->workers = xstrdup("auto");
+    c->mode = MH_MODE_SERVE;
+}
+
+static void clear_listen(struct mh_config *c)
+{
+    for (size_t i = 0; i < c->nlisten; i++)
+        free(c->listen[i]);
+    c->nlisten = 0;
+}
+
+void mh_config_free(struct mh_config *c)
+{
+    clear_listen(c);
+    free(c->clean_path);
+    free(c->log_level);
+    free(c->workers);
+}
+
+/* Parses "1.5", "500ms", "2s", "1m" into seconds. */
+static int parse_duration(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v))
+        return -1;
+    if (*end == 0 || strcmp(end, "s") == 0)
+        ;
+    else if (strcmp(end, "ms") == 0)
+        v /= 1000;
+    else if (strcmp(end, "m") == 0)
+        v *= 60;
+    else
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Parses "1048576", "64k", "1m", "1g" (binary multiples) into bytes. */
+static int parse_bytes(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v))
+        return -1;
+    switch (*end) {
+    case 0:
+        break;
+    case 'k': case 'K': v *= 1024; end++; break;
+    case 'm': case 'M': v *= 1024 * 1024; end++; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+    default: return -1;
+    }
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int set_number(struct mh_config *c, const struct setting *s, double v, char *err,
+                      size_t errlen)
+{
+    if (v < s->min || v > s->max || (s->type != T_DURATION && v != floor(v))) {
+        snprintf(err, errlen, "%s: %g is out of range (%g..%g%s)", s->name, v, s->min, s->max,
+                 s->type == T_DURATION ? " seconds" : ", whole numbers");
+        return -1;
+    }
+    char *field = (char *)c + s->offset;
+    if (s->type == T_DURATION)
+        *(double *)field = v;
+    else
+        *(long *)field = (long)v;
+    return 0;
+}
+
+static int set_string_value(struct mh_config *c, const struct setting *s, const char *v,
+                            char *err, size_t errlen)
+{
+    char *field = (char *)c + s->offset;
+    double d;
+    switch (s->type) {
+    case T_DURATION:
+        if (parse_duration(v, &d) < 0) {
+            snprintf(err, errlen, "%s: \"%s\" is not a duration (e.g. 5, 1.5s, 500ms)", s->name, v);
+            return -1;
+        }
+        return set_number(c, s, d, err, errlen);
+    case T_BYTES:
+        if (parse_bytes(v, &d) < 0) {
+            snprintf(err, errlen, "%s: \"%s\" is not a size (e.g. 65536, 64k, 1m)", s->name, v);
+            return -1;
+        }
+        return set_number(c, s, d, err, errlen);
+    case T_INT: {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || errno) {
+            snprintf(err, errlen, "%s: \"%s\" is not a whole number", s->name, v);
+            return -1;
+        }
+        return set_number(c, s, (double)n, err, errlen);
+    }
+    case T_BOOL:
+        if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes"))
+            *(bool *)field = true;
+        else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no"))
+            *(bool *)field = false;
+        else {
+            snprintf(err, errlen, "%s: \"%s\" is not on/off", s->name, v);
+            return -1;
+        }
+        return 0;
+    case T_STRING:
+        free(*(char **)field);
+        *(char **)field = xstrdup(v);
+        return 0;
+    case T_LISTEN:
+        if (c->nlisten == MH_MAX_LISTEN) {
+            snprintf(err, errlen, "listen: at most %d addresses", MH_MAX_LISTEN);
+            return -1;
+        }
+        c->listen[c->nlisten++] = xstrdup(v);
+        return 0;
+    }
+    return -1;
+}
+
+static const struct setting *find_setting(const char *name, size_t len, bool flag_form)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *n = settings[i].name;
+        if (strlen(n) != len)
+            continue;
+        size_t j = 0;
+        for (; j < len; j++) {
+            char ch = name[j];
+            if (flag_form && ch == '-')
+                ch = '_';
+            if (ch != n[j])
+                break;
+        }
+        if (j == len)
+            return &settings[i];
+    }
+    return NULL;
+}
+
+void mh_config_print_help(const char *argv0)
+{
+    struct mh_config d;
+    mh_config_init(&d);
+    printf("usage: %s [flags] app.lua            serve app.lua\n"
+           "       %s run script.lua [args...]   run a script on the event loop\n"
+           "       %s --check app.lua            load app.lua, build routes, report errors\n\n"
+           "flags (they override http.server{...} in the script):\n",
+           argv0, argv0, argv0);
+    printf("  %-28s %s\n", "--dev", "one worker, reload when the script or its modules change");
+    printf("  %-28s %s\n", "--check", "load the script and build the routes, then exit 0/1");
+    printf("  %-28s %s\n", "--help, --version", "");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        char flag[64], def[64];
+        snprintf(flag, sizeof flag, "--%s", s->name);
+        for (char *p = flag + 2; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        const char *field = (const char *)&d + s->offset;
+        switch (s->type) {
+        case T_DURATION: snprintf(def, sizeof def, "%gs", *(const double *)field); break;
+        case T_BYTES:
+        case T_INT: snprintf(def, sizeof def, "%ld", *(const long *)field); break;
+        case T_BOOL: snprintf(def, sizeof def, "%s", *(const bool *)field ? "on" : "off"); break;
+        case T_STRING: snprintf(def, sizeof def, "%s", *(char *const *)field); break;
+        case T_LISTEN: snprintf(def, sizeof def, ":8080"); break;
+        }
+        printf("  %-28s %s (default %s)\n", flag, s->help, def);
+    }
+    mh_config_free(&d);
+}
+
+int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    int i = 1;
+    if (argc > 1 && strcmp(argv[1], "run") == 0) {
+        c->mode = MH_MODE_RUN;
+        i = 2;
+    }
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-') {
+            c->script = a;
+            c->script_argc = argc - i;
+            c->script_argv = argv + i;
+            if (c->mode != MH_MODE_RUN && i + 1 < argc) {
+                snprintf(err, errlen, "unexpected argument after script: %s", argv[i + 1]);
+                return -1;
+            }
+            break;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            mh_config_print_help(argv[0]);
+            return 1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("moonhttp %s\n", MH_VERSION);
+            return 1;
+        }
+        if (!strcmp(a, "--dev")) {
+            c->dev = true;
+            continue;
+        }
+        if (!strcmp(a, "--check")) {
+            c->mode = MH_MODE_CHECK;
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const struct setting *s = find_setting(name, nlen, true);
+        if (!s) {
+            snprintf(err, errlen, "unknown flag %s (see --help)", a);
+            return -1;
+        }
+        const char *val = eq ? eq + 1 : NULL;
+        if (!val) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "flag %s needs a value", a);
+                return -1;
+            }
+            val = argv[++i];
+        }
+        size_t idx = (size_t)(s - settings);
+        if (s->type == T_LISTEN && !c->_from_cli[idx])
+            clear_listen(c);
+        if (set_string_value(c, s, val, err, errlen) < 0)
+            return -1;
+        c->_from_cli[idx] = 1;
+    }
+    if (!c->script) {
+        snprintf(err, errlen, "no script given (usage: moonhttp [flags] app.lua; see --help)");
+        return -1;
+    }
+    return 0;
+}
+
+static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_State *L, int vidx,
+                           char *err, size_t errlen)
+{
+    char *field = (char *)c + s->offset;
+    int t = lua_type(L, vidx);
+    if (s->type == T_BOOL) {
+        if (t != LUA_TBOOLEAN) {
+            snprintf(err, errlen, "%s: expected a boolean, got %s", s->name, lua_typename(L, t));
+            return -1;
+        }
+        *(bool *)field = lua_toboolean(L, vidx);
+        return 0;
+    }
+    if (s->type == T_LISTEN) {
+        clear_listen(c);
+        if (t == LUA_TSTRING)
+            return set_string_value(c, s, lua_tostring(L, vidx), err, errlen);
+        if (t != LUA_TTABLE) {
+            snprintf(err, errlen, "listen: expected a string or a list of strings");
+            return -1;
+        }
+        lua_Integer n = luaL_len(L, vidx);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, vidx, i);
+            if (lua_type(L, -1) != LUA_TSTRING) {
+                lua_pop(L, 1);
+                snprintf(err, errlen, "listen[%lld]: expected a string", (long long)i);
+                return -1;
+            }
+            int rc = set_string_value(c, s, lua_tostring(L, -1), err, errlen);
+            lua_pop(L, 1);
+            if (rc < 0)
+                return rc;
+        }
+        return 0;
+    }
+    if (t == LUA_TNUMBER && s->type != T_STRING)
+        return set_number(c, s, lua_tonumber(L, vidx), err, errlen);
+    if (t == LUA_TSTRING || (t == LUA_TNUMBER && s->type == T_STRING))
+        return set_string_value(c, s, lua_tostring(L, vidx), err, errlen);
+    snprintf(err, errlen, "%s: unexpected %s", s->name, lua_typename(L, t));
+    return -1;
+}
+
+int mh_config_apply_lua(struct mh_config *c, lua_State *L, int idx, char *err, size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            lua_pop(L, 2);
+            snprintf(err, errlen, "http.server: setting names must be strings");
+            return -1;
+        }
+        size_t klen;
+        const char *k = lua_tolstring(L, -2, &klen);
+        const struct setting *s = find_setting(k, klen, false);
+        if (!s) {
+            snprintf(err, errlen, "http.server: unknown setting \"%s\"", k);
+            lua_pop(L, 2);
+            return -1;
+        }
+        int rc = 0;
+        if (!c->_from_cli[s - settings])
+            rc = apply_lua_value(c, s, L, -1, err, errlen);
+        lua_pop(L, 1);
+        if (rc < 0) {
+            lua_pop(L, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
+{
+    if (strcmp(c->clean_path, "redirect") && strcmp(c->clean_path, "rewrite")) {
+        snprintf(err, errlen, "clean_path: \"%s\" is not redirect or rewrite", c->clean_path);
+        return -1;
+    }
+    if (mh_log_level_parse(c->log_level) < 0) {
+        snprintf(err, errlen, "log_level: \"%s\" is not error, warn, info or debug", c->log_level);
+        return -1;
+    }
+    if (strcmp(c->workers, "auto")) {
+        char *end;
+        long n = strtol(c->workers, &end, 10);
+        if (*end || n < 1 || n > 1024) {
+            snprintf(err, errlen, "workers: \"%s\" is not auto or a number 1..1024", c->workers);
+            return -1;
+        }
+    }
+    if (c->nlisten == 0)
+        c->listen[c->nlisten++] = xstrdup(":8080");
+    return 0;
+}
+
+int mh_config_workers(const struct mh_config *c)
+{
+    if (c->dev)
+        return 1;
+    if (strcmp(c->workers, "auto") == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (int)n : 1;
+    }
+    return atoi(c->workers);
+}

@@ -1,0 +1,75 @@
+#ifndef MH_CONFIG_H
+#define MH_CONFIG_H
+/*
+ * Server settings: defaults (DESIGN.md §3), values from the script's
+ * http.server{...} and command-line flags, merged so that flags win, and
+ * validated once at startup. One table of descriptors drives all three, and
+ * --help, so a setting cannot exist in one place and not the others.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+
+struct lua_State;
+
+#define MH_MAX_LISTEN 8
+
+enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
+
+struct mh_config {
+    /* settings (seconds as double, sizes in bytes) */
+    double read_header_timeout;
+    double read_timeout;
+    double write_timeout;
+    double idle_timeout;
+    double shutdown_timeout;
+    long max_header_bytes;
+    long max_body_bytes;
+    long max_connections;
+    long keepalive_requests;
+    long backlog;
+    long redirect_code;
+    bool tcp_nodelay;
+    char *clean_path; /* "redirect" | "rewrite" */
+    char *log_level;
+    char *workers; /* "N" | "auto" */
+    size_t nlisten;
+    char *listen[MH_MAX_LISTEN];
+
+    /* command line only */
+    enum mh_run_mode mode;
+    bool dev;
+    const char *script;
+    int script_argc; /* arguments after the script, for `run` */
+    char **script_argv;
+
+    /* which settings came from the command line: they beat the script's */
+    unsigned char _from_cli[32];
+};
+
+/* Fills in the defaults. */
+void mh_config_init(struct mh_config *c);
+void mh_config_free(struct mh_config *c);
+
+/*
+ * Parses argv. Returns 0 to go on, 1 when the program should exit 0 (--help,
+ * --version), -1 on a usage error (message written to err).
+ */
+int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/*
+ * Applies the settings table at stack index `idx` of L (from http.server{}),
+ * except those already set on the command line. Unknown keys and bad values
+ * are errors. Returns 0, or -1 with a message in err.
+ */
+int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char *err,
+                        size_t errlen);
+
+/* Cross-field checks after everything is merged. 0 or -1 with err. */
+int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
+
+/* Number of workers to run ("auto" = online CPUs). */
+int mh_config_workers(const struct mh_config *c);
+
+void mh_config_print_help(const char *argv0);
+
+#endif

@@ -1,0 +1,209 @@
+#include "http_parse.h"
+
+#include "conn.h"
+#include "worker.h"
+
+#include <string.h>
+
+enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE };
+
+static inline struct mh_conn *conn_of(llhttp_t *p)
+{
+    return p->data;
+}
+
+static inline uint32_t offset_in_head(struct mh_conn *c, const char *at)
+{
+    return (uint32_t)(at - (c->in.data + c->req_start));
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_conn *c = conn_of(p);
+    if (c->req.target.len == 0)
+        c->req.target.off = offset_in_head(c, at);
+    c->req.target.len += (uint32_t)len;
+    return 0;
+}
+
+static int on_url_complete(llhttp_t *p)
+{
+    conn_of(p)->url_done = true;
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_conn *c = conn_of(p);
+    struct mh_request *r = &c->req;
+    if (r->nheaders == 0 || c->last_was_value) {
+        if (mh_request_add_header(r, offset_in_head(c, at), (uint32_t)len) < 0)
+            return -1;
+    } else {
+        r->headers[r->nheaders - 1].name.len += (uint32_t)len;
+    }
+    c->last_was_value = false;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_conn *c = conn_of(p);
+    struct mh_header *h = &c->req.headers[c->req.nheaders - 1];
+    if (!c->last_was_value) {
+        h->value.off = offset_in_head(c, at);
+        h->value.len = (uint32_t)len;
+    } else {
+        h->value.len += (uint32_t)len;
+    }
+    c->last_was_value = true;
+    return 0;
+}
+
+/* The status the head deserves, or 0 when it may be handled. */
+static int check_head(struct mh_conn *c)
+{
+    struct mh_request *r = &c->req;
+    const char *base = mh_conn_head(c);
+    if (r->http_major != 1 || r->http_minor > 1)
+        return 505;
+    for (uint32_t i = 0; i < r->nheaders; i++) {
+        struct mh_header *h = &r->headers[i];
+        /* llhttp keeps trailing whitespace of values; RFC 9110 says it is not part of them. */
+        while (h->value.len && (base[h->value.off + h->value.len - 1] == ' ' ||
+                                base[h->value.off + h->value.len - 1] == '\t'))
+            h->value.len--;
+    }
+    mh_request_split_target(r, base);
+    int host = mh_request_find_header(r, base, "Host", 4, 0);
+    if (host >= 0 && mh_request_find_header(r, base, "Host", 4, (size_t)host + 1) >= 0)
+        return 400; /* RFC 9112 §3.2: more than one Host is a bad request */
+    if (r->host.len == 0) {
+        if (host >= 0)
+            r->host = r->headers[host].value;
+        else if (r->http_minor >= 1)
+            return 400;
+    }
+    if (r->path.len == 0 || (base[r->path.off] != '/' && r->method != HTTP_OPTIONS &&
+                             r->method != HTTP_CONNECT)) {
+        if (!(r->method == HTTP_OPTIONS && r->path.len == 1 && base[r->path.off] == '*'))
+            return 400;
+    }
+    int te = mh_request_find_header(r, base, "Transfer-Encoding", 17, 0);
+    if (te >= 0 && !(c->parser.flags & F_CHUNKED))
+        return 501; /* a coding other than chunked */
+    int ex = mh_request_find_header(r, base, "Expect", 6, 0);
+    if (ex >= 0) {
+        struct mh_slice v = r->headers[ex].value;
+        if (!mh_strieq(base + v.off, v.len, "100-continue", 12))
+            return 417;
+        r->expect_continue = r->http_minor >= 1;
+    }
+    if (r->has_body && !(c->parser.flags & F_CHUNKED) &&
+        r->content_length > (uint64_t)c->worker->config->max_body_bytes)
+        return 413;
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct mh_conn *c = conn_of(p);
+    struct mh_request *r = &c->req;
+    r->method = (uint8_t)p->method;
+    r->http_major = p->http_major;
+    r->http_minor = p->http_minor;
+    r->keep_alive = llhttp_should_keep_alive(p);
+    r->content_length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
+    r->has_body = (p->flags & F_CHUNKED) || r->content_length > 0;
+    c->pause = MH_PAUSE_HEAD;
+    return HPE_PAUSED;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_conn *c = conn_of(p);
+    c->body_received += len;
+    if (c->draining)
+        return 0;
+    if (c->body_received > (uint64_t)c->worker->config->max_body_bytes) {
+        c->body_state = MH_BODY_TOO_LARGE;
+        return -1;
+    }
+    return mh_buf_append(&c->body, at, len);
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    conn_of(p)->pause = MH_PAUSE_MESSAGE;
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t *settings(void)
+{
+    static llhttp_settings_t s;
+    static int ready;
+    if (!ready) {
+        llhttp_settings_init(&s);
+        s.on_url = on_url;
+        s.on_url_complete = on_url_complete;
+        s.on_header_field = on_header_field;
+        s.on_header_value = on_header_value;
+        s.on_headers_complete = on_headers_complete;
+        s.on_body = on_body;
+        s.on_message_complete = on_message_complete;
+        ready = 1;
+    }
+    return &s;
+}
+
+void mh_http_parser_init(struct mh_conn *c)
+{
+    llhttp_init(&c->parser, HTTP_REQUEST, settings());
+    c->parser.data = c;
+}
+
+static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
+{
+    switch (e) {
+    case HPE_CB_HEADERS_COMPLETE:
+        return 0; /* set by check_head */
+    case HPE_USER:
+        return c->body_state == MH_BODY_TOO_LARGE ? 413 : 500;
+    case HPE_INVALID_VERSION:
+        return 505;
+    case HPE_INVALID_TRANSFER_ENCODING:
+        return 501;
+    default:
+        return 400;
+    }
+}
+
+enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
+{
+    const char *start = c->in.data + c->parse_pos;
+    size_t avail = c->in.len - c->parse_pos;
+    c->pause = MH_PAUSE_NONE;
+    llhttp_errno_t e = llhttp_execute(&c->parser, start, avail);
+    if (e == HPE_OK) {
+        c->parse_pos = c->in.len;
+        return MH_PARSE_NEED_MORE;
+    }
+    c->parse_pos += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+    if (e == HPE_PAUSED_UPGRADE) {
+        /* We never switch protocols: keep parsing HTTP/1.1 after it. */
+        llhttp_resume_after_upgrade(&c->parser);
+        return MH_PARSE_MESSAGE_DONE;
+    }
+    if (e == HPE_PAUSED) {
+        llhttp_resume(&c->parser);
+        if (c->pause == MH_PAUSE_HEAD) {
+            c->head_len = c->parse_pos - c->req_start;
+            if ((*status = check_head(c)) != 0)
+                return MH_PARSE_ERROR;
+            return MH_PARSE_HEAD_DONE;
+        }
+        return MH_PARSE_MESSAGE_DONE;
+    }
+    *status = status_for_error(c, e);
+    return MH_PARSE_ERROR;
+}

@@ -1,0 +1,42 @@
+#ifndef MH_LISTENER_H
+#define MH_LISTENER_H
+/*
+ * Listening sockets: address parsing, bind/listen with SO_REUSEPORT (so
+ * several workers can share a port), batched non-blocking accept, and the
+ * reserve descriptor that lets us shed a connection when the process runs
+ * out of file descriptors instead of spinning on a readable listen socket.
+ */
+#include <ev.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+
+struct mh_worker;
+
+struct mh_listener {
+    int fd;
+    char *addr; /* as configured, for logs */
+    ev_io io;
+    bool paused;
+    struct mh_worker *worker;
+};
+
+/*
+ * Parses "host:port", ":port", "[v6]:port" or "port" into a socket address.
+ * An empty host means all addresses: [::] dual-stack. Returns NULL or an error.
+ */
+const char *mh_listen_addr_parse(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+
+/* Creates, binds and listens. Returns NULL, or an error with errno-based detail in err. */
+const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlog, char *err,
+                             size_t errlen);
+void mh_listener_close(struct mh_listener *l);
+
+/* Starts or stops accepting on the worker's loop. */
+void mh_listener_start(struct mh_listener *l, struct mh_worker *w);
+void mh_listener_pause(struct mh_listener *l);
+void mh_listener_resume(struct mh_listener *l);
+
+/* The port actually bound (useful with port 0). */
+int mh_listener_port(const struct mh_listener *l);
+
+#endif

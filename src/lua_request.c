@@ -1,0 +1,353 @@
+#include "lua_request.h"
+
+#include "conn.h"
+#include "lua_sched.h"
+#include "router.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#define REQUEST_MT "moonhttp.Request"
+
+static struct mh_conn *check_req(lua_State *L)
+{
+    struct mh_lua_req *r = luaL_checkudata(L, 1, REQUEST_MT);
+    if (!r->conn)
+        luaL_error(L, "request finished: this req belongs to a handler that has returned");
+    return r->conn;
+}
+
+static void push_slice(lua_State *L, const struct mh_conn *c, struct mh_slice s)
+{
+    lua_pushlstring(L, mh_conn_head(c) + s.off, s.len);
+}
+
+/* Pushes the %-decoded form of an escaped path (or segment); a malformed escape stays as is. */
+static void push_unescaped(lua_State *L, const char *p, size_t len)
+{
+    if (!memchr(p, '%', len)) {
+        lua_pushlstring(L, p, len);
+        return;
+    }
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, len);
+    long n = mh_path_unescape(p, len, out);
+    if (n < 0) {
+        memcpy(out, p, len);
+        n = (long)len;
+    }
+    luaL_pushresultsize(&b, (size_t)n);
+}
+
+static void push_form_unescaped(lua_State *L, const char *p, size_t len)
+{
+    if (!memchr(p, '%', len) && !memchr(p, '+', len)) {
+        lua_pushlstring(L, p, len);
+        return;
+    }
+    luaL_Buffer b;
+    char *out = luaL_buffinitsize(L, &b, len);
+    luaL_pushresultsize(&b, mh_form_unescape(p, len, out));
+}
+
+static int push_path(lua_State *L, struct mh_conn *c)
+{
+    const struct mh_request *r = &c->req;
+    if (r->route_path && r->route_path != mh_conn_head(c) + r->path.off) {
+        /* routed on a cleaned copy (clean_path = "rewrite") */
+        push_unescaped(L, r->route_path, r->route_path_len);
+    } else {
+        push_unescaped(L, mh_conn_head(c) + r->path.off, r->path.len);
+    }
+    return 1;
+}
+
+static int req_index(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    size_t len;
+    const char *k = luaL_checklstring(L, 2, &len);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1; /* a method */
+    const struct mh_request *r = &c->req;
+    char buf[64];
+    switch (len) {
+    case 4:
+        if (!memcmp(k, "path", 4))
+            return push_path(L, c);
+        if (!memcmp(k, "host", 4))
+            return push_slice(L, c, r->host), 1;
+        break;
+    case 5:
+        if (!memcmp(k, "query", 5))
+            return push_slice(L, c, r->query), 1;
+        if (!memcmp(k, "proto", 5)) {
+            lua_pushstring(L, r->http_minor ? "HTTP/1.1" : "HTTP/1.0");
+            return 1;
+        }
+        break;
+    case 6:
+        if (!memcmp(k, "method", 6)) {
+            lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
+            return 1;
+        }
+        break;
+    case 7:
+        if (!memcmp(k, "pattern", 7)) {
+            if (r->route)
+                lua_pushstring(L, mh_route_pattern(r->route));
+            else
+                lua_pushnil(L);
+            return 1;
+        }
+        break;
+    case 8:
+        if (!memcmp(k, "raw_path", 8))
+            return push_slice(L, c, r->path), 1;
+        break;
+    case 11:
+        if (!memcmp(k, "remote_addr", 11)) {
+            lua_pushstring(L, mh_conn_remote_addr(c, buf, sizeof buf));
+            return 1;
+        }
+        break;
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
+static int req_pathvalue(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    size_t len;
+    const char *name = luaL_checklstring(L, 2, &len);
+    const struct mh_request *r = &c->req;
+    int i = r->route ? mh_route_wildcard_index(r->route, name, len) : -1;
+    if (i < 0 || (uint32_t)i >= r->ncaptures) {
+        lua_pushnil(L);
+        return 1;
+    }
+    push_unescaped(L, r->route_path + r->captures[i].off, r->captures[i].len);
+    return 1;
+}
+
+/*
+ * Walks "a=1&b=2" pairs. For each, calls fn with the raw key and value.
+ * Returns early when fn returns non-zero.
+ */
+static void each_query_pair(const char *q, size_t len,
+                            int (*fn)(lua_State *L, const char *k, size_t kl, const char *v,
+                                      size_t vl, void *ud),
+                            lua_State *L, void *ud)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t end = i;
+        while (end < len && q[end] != '&')
+            end++;
+        if (end > i) {
+            const char *eq = memchr(q + i, '=', end - i);
+            const char *k = q + i;
+            size_t kl = eq ? (size_t)(eq - k) : end - i;
+            const char *v = eq ? eq + 1 : q + end;
+            size_t vl = eq ? (size_t)(q + end - v) : 0;
+            if (fn(L, k, kl, v, vl, ud))
+                return;
+        }
+        i = end + 1;
+    }
+}
+
+struct arg_search {
+    const char *name;
+    size_t len;
+    bool found;
+};
+
+static int match_arg(lua_State *L, const char *k, size_t kl, const char *v, size_t vl, void *ud)
+{
+    struct arg_search *s = ud;
+    push_form_unescaped(L, k, kl);
+    size_t dl;
+    const char *dk = lua_tolstring(L, -1, &dl);
+    bool same = dl == s->len && memcmp(dk, s->name, dl) == 0;
+    lua_pop(L, 1);
+    if (!same)
+        return 0;
+    push_form_unescaped(L, v, vl);
+    s->found = true;
+    return 1;
+}
+
+static int req_arg(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    struct arg_search s;
+    s.name = luaL_checklstring(L, 2, &s.len);
+    s.found = false;
+    each_query_pair(mh_conn_head(c) + c->req.query.off, c->req.query.len, match_arg, L, &s);
+    if (!s.found)
+        lua_pushnil(L);
+    return 1;
+}
+
+static int add_arg(lua_State *L, const char *k, size_t kl, const char *v, size_t vl, void *ud)
+{
+    (void)ud;
+    push_form_unescaped(L, k, kl);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, -3) == LUA_TNIL) { /* first value wins, as req:arg */
+        lua_pop(L, 1);
+        push_form_unescaped(L, v, vl);
+        lua_rawset(L, -3);
+    } else {
+        lua_pop(L, 2);
+    }
+    return 0;
+}
+
+static int req_args(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    lua_newtable(L);
+    each_query_pair(mh_conn_head(c) + c->req.query.off, c->req.query.len, add_arg, L, NULL);
+    return 1;
+}
+
+static int req_header(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    size_t len;
+    const char *name = luaL_checklstring(L, 2, &len);
+    int i = mh_request_find_header(&c->req, mh_conn_head(c), name, len, 0);
+    if (i < 0)
+        lua_pushnil(L);
+    else
+        push_slice(L, c, c->req.headers[i].value);
+    return 1;
+}
+
+static int req_headers(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    const struct mh_request *r = &c->req;
+    const char *base = mh_conn_head(c);
+    lua_createtable(L, 0, (int)r->nheaders);
+    for (uint32_t i = 0; i < r->nheaders; i++) {
+        const struct mh_header *h = &r->headers[i];
+        luaL_Buffer b;
+        char *p = luaL_buffinitsize(L, &b, h->name.len);
+        for (uint32_t j = 0; j < h->name.len; j++) {
+            char ch = base[h->name.off + j];
+            p[j] = (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32) : ch;
+        }
+        luaL_pushresultsize(&b, h->name.len);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, -3) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_createtable(L, 1, 0);
+            lua_pushvalue(L, -2);
+            lua_pushvalue(L, -2);
+            lua_rawset(L, -5);
+        }
+        push_slice(L, c, h->value);
+        lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+        lua_pop(L, 2);
+    }
+    return 1;
+}
+
+/* Pushes what a finished body wait produced: data, or nil and why not. */
+static int push_body_error(lua_State *L, struct mh_conn *c)
+{
+    lua_pushnil(L);
+    if (c->closed)
+        lua_pushliteral(L, "connection closed");
+    else if (c->body_state == MH_BODY_TOO_LARGE)
+        lua_pushliteral(L, "body too large");
+    else if (c->peer_closed)
+        lua_pushliteral(L, "connection closed");
+    else
+        lua_pushliteral(L, "malformed body");
+    return 2;
+}
+
+static int push_whole_body(struct mh_task *t, lua_State *L)
+{
+    struct mh_conn *c = t->conn;
+    if (c->closed || (c->body_state != MH_BODY_NONE))
+        return push_body_error(L, c);
+    lua_pushlstring(L, c->body.data ? c->body.data : "", c->body.len);
+    c->body.len = 0;
+    return 1;
+}
+
+static int push_some_body(struct mh_task *t, lua_State *L)
+{
+    struct mh_conn *c = t->conn;
+    if (c->body.len > 0) {
+        size_t n = c->body.len < t->want_bytes ? c->body.len : t->want_bytes;
+        lua_pushlstring(L, c->body.data, n);
+        mh_buf_consume(&c->body, n);
+        return 1;
+    }
+    if (c->closed || c->body_state != MH_BODY_NONE)
+        return push_body_error(L, c);
+    lua_pushnil(L); /* end of body */
+    return 1;
+}
+
+static int req_body(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    struct mh_task *t = mh_task_check(L, "req:body");
+    if (mh_conn_want_body(c, true))
+        return push_whole_body(t, L);
+    return mh_task_yield(L, t, MH_WAIT_BODY, push_whole_body);
+}
+
+static int req_read(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    lua_Integer n = luaL_optinteger(L, 2, 64 * 1024);
+    luaL_argcheck(L, n > 0, 2, "must be positive");
+    struct mh_task *t = mh_task_check(L, "req:read");
+    t->want_bytes = (size_t)n;
+    if (c->body.len > 0 || mh_conn_want_body(c, false))
+        return push_some_body(t, L);
+    return mh_task_yield(L, t, MH_WAIT_BODY, push_some_body);
+}
+
+static int req_tostring(lua_State *L)
+{
+    struct mh_lua_req *r = luaL_checkudata(L, 1, REQUEST_MT);
+    if (!r->conn) {
+        lua_pushliteral(L, "moonhttp.Request (finished)");
+        return 1;
+    }
+    const struct mh_request *q = &r->conn->req;
+    lua_pushfstring(L, "moonhttp.Request (%s ", llhttp_method_name((llhttp_method_t)q->method));
+    push_slice(L, r->conn, q->target);
+    lua_pushliteral(L, ")");
+    lua_concat(L, 3);
+    return 1;
+}
+
+void mh_lua_request_open(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"pathvalue", req_pathvalue}, {"arg", req_arg},   {"args", req_args},
+        {"header", req_header},       {"headers", req_headers}, {"body", req_body},
+        {"read", req_read},           {NULL, NULL},
+    };
+    luaL_newmetatable(L, REQUEST_MT);
+    luaL_newlib(L, methods);
+    lua_pushcclosure(L, req_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, req_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "moonhttp.Request");
+    lua_setfield(L, -2, "__name");
+    lua_pop(L, 1);
+}

@@ -1,0 +1,190 @@
+#include "lua_response.h"
+
+#include "conn.h"
+#include "lua_sched.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#define RESPONSE_MT "moonhttp.Response"
+
+static struct mh_lua_res *check_res(lua_State *L)
+{
+    struct mh_lua_res *r = luaL_checkudata(L, 1, RESPONSE_MT);
+    if (!r->conn)
+        luaL_error(L, "request finished: this res belongs to a handler that has returned");
+    return r;
+}
+
+static void check_not_written(lua_State *L, struct mh_conn *c, const char *what)
+{
+    if (c->res.written)
+        luaL_error(L, "%s: the response has started (res:write was called); set the status and "
+                      "headers before writing",
+                   what);
+}
+
+static int res_status(lua_State *L)
+{
+    struct mh_conn *c = check_res(L)->conn;
+    lua_Integer code = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, code >= 100 && code <= 999, 2, "status must be 100..999");
+    luaL_argcheck(L, code != 100 && code != 101, 2, "1xx responses are sent by the server");
+    check_not_written(L, c, "res:status");
+    c->res.status = (int)code;
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int set_header(lua_State *L, bool replace)
+{
+    struct mh_conn *c = check_res(L)->conn;
+    size_t nlen, vlen;
+    const char *name = luaL_checklstring(L, 2, &nlen);
+    const char *value = luaL_checklstring(L, 3, &vlen);
+    check_not_written(L, c, replace ? "res:header" : "res:add_header");
+    const char *err = mh_response_header(&c->res, name, nlen, value, vlen, replace);
+    if (err)
+        return luaL_error(L, "header %s: %s", name, err);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int res_header(lua_State *L)
+{
+    return set_header(L, true);
+}
+
+static int res_add_header(lua_State *L)
+{
+    return set_header(L, false);
+}
+
+static int resume_written(struct mh_task *t, lua_State *co)
+{
+    if (t->conn->closed) {
+        lua_pushnil(co);
+        lua_pushliteral(co, "connection closed");
+        return 2;
+    }
+    lua_pushboolean(co, 1);
+    return 1;
+}
+
+/*
+ * Stages the values in [first, top] as body bytes. Past the streaming
+ * threshold they go out (chunked); past the high-water mark of unsent output
+ * the handler waits for the client to read.
+ */
+static int write_values(lua_State *L, struct mh_lua_res *r, int first)
+{
+    struct mh_conn *c = r->conn;
+    int top = lua_gettop(L);
+    for (int i = first; i <= top; i++)
+        luaL_checklstring(L, i, NULL); /* type errors before any byte is staged */
+    if (c->closed) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "connection closed");
+        return 2;
+    }
+    c->res.written = true;
+    for (int i = first; i <= top; i++) {
+        size_t len;
+        const char *s = lua_tolstring(L, i, &len);
+        if (mh_buf_append(&c->res.body, s, len) < 0)
+            return luaL_error(L, "res:write: out of memory");
+    }
+    if (c->res.body.len >= MH_RESPONSE_STREAM_AT) {
+        mh_conn_flush_response(c);
+        if (mh_task_output_high(r->task)) {
+            struct mh_task *t = mh_task_check(L, "res:write");
+            return mh_task_yield(L, t, MH_WAIT_WRITABLE, resume_written);
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int res_write(lua_State *L)
+{
+    return write_values(L, check_res(L), 2);
+}
+
+static int res_flush(lua_State *L)
+{
+    struct mh_lua_res *r = check_res(L);
+    r->conn->res.written = true;
+    mh_conn_flush_response(r->conn);
+    lua_pushboolean(L, !r->conn->closed);
+    return 1;
+}
+
+/* res:json(value [, status]) with lua-cjson's encoder (upvalue 1). */
+static int res_json(lua_State *L)
+{
+    struct mh_lua_res *r = check_res(L);
+    struct mh_conn *c = r->conn;
+    luaL_checkany(L, 2);
+    if (!lua_isnoneornil(L, 3)) {
+        lua_Integer code = luaL_checkinteger(L, 3);
+        luaL_argcheck(L, code >= 200 && code <= 999, 3, "status must be 200..999");
+        check_not_written(L, c, "res:json");
+        c->res.status = (int)code;
+    }
+    if (!c->res.has_type && !c->res.written)
+        mh_response_header(&c->res, "Content-Type", 12, "application/json", 16, true);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, 2);
+    lua_call(L, 1, 1);
+    lua_replace(L, 2);
+    lua_settop(L, 2);
+    return write_values(L, r, 2);
+}
+
+static int res_redirect(lua_State *L)
+{
+    struct mh_conn *c = check_res(L)->conn;
+    size_t len;
+    const char *url = luaL_checklstring(L, 2, &len);
+    lua_Integer code = luaL_optinteger(L, 3, 302);
+    luaL_argcheck(L, code >= 300 && code <= 399, 3, "redirect status must be 3xx");
+    check_not_written(L, c, "res:redirect");
+    const char *err = mh_response_header(&c->res, "Location", 8, url, len, true);
+    if (err)
+        return luaL_error(L, "res:redirect: %s", err);
+    c->res.status = (int)code;
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int res_tostring(lua_State *L)
+{
+    struct mh_lua_res *r = luaL_checkudata(L, 1, RESPONSE_MT);
+    if (r->conn)
+        lua_pushfstring(L, "moonhttp.Response (%d)", r->conn->res.status);
+    else
+        lua_pushliteral(L, "moonhttp.Response (finished)");
+    return 1;
+}
+
+void mh_lua_response_open(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"status", res_status}, {"header", res_header}, {"add_header", res_add_header},
+        {"write", res_write},   {"flush", res_flush},   {"redirect", res_redirect},
+        {NULL, NULL},
+    };
+    luaL_newmetatable(L, RESPONSE_MT);
+    luaL_newlib(L, methods);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "cjson");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "encode");
+    lua_remove(L, -2);
+    lua_pushcclosure(L, res_json, 1);
+    lua_setfield(L, -2, "json");
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, res_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+}

@@ -1,0 +1,323 @@
+#include "lua_vm.h"
+
+#include "log.h"
+#include "lua_request.h"
+#include "lua_response.h"
+#include "lua_sched.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mh_lua_embedded {
+    const char *name;
+    const char *src;
+    size_t len;
+};
+extern const struct mh_lua_embedded mh_lua_embedded[];
+
+static const char GEN_KEY = 'g'; /* registry key: light userdata of our generation */
+
+struct mh_gen *mh_gen_of(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &GEN_KEY);
+    struct mh_gen *g = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    return g;
+}
+
+void mh_lua_traceback(lua_State *L, lua_State *co, const char *msg)
+{
+    luaL_traceback(L, co, msg ? msg : "(error object is not a string)", 0);
+}
+
+/* ---- moonhttp.core: what the Lua side of the API builds on --------------- */
+
+static struct mh_gen *check_loading(lua_State *L, const char *what)
+{
+    struct mh_gen *g = mh_gen_of(L);
+    if (g->started)
+        luaL_error(L, "%s: routes and settings are fixed once the server has started", what);
+    return g;
+}
+
+/* core.register(pattern, handler, where) */
+static int l_register(lua_State *L)
+{
+    struct mh_gen *g = check_loading(L, "http.handle");
+    size_t plen;
+    const char *pattern = luaL_checklstring(L, 1, &plen);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    const char *where = luaL_optstring(L, 3, "?");
+    lua_pushvalue(L, 2);
+    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    char err[512];
+    if (mh_router_add(g->_builder, pattern, plen, ref, where, err, sizeof err) < 0) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+        return luaL_error(L, "%s: %s", where, err);
+    }
+    return 0;
+}
+
+/* core.server{...}: settings, merged with the command line after the script ran. */
+static int l_server(lua_State *L)
+{
+    struct mh_gen *g = check_loading(L, "http.server");
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (g->settings_ref != LUA_NOREF)
+        luaL_unref(L, LUA_REGISTRYINDEX, g->settings_ref);
+    lua_pushvalue(L, 1);
+    g->settings_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+static int set_special_handler(lua_State *L, int *slot, const char *what)
+{
+    check_loading(L, what);
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    if (*slot != LUA_NOREF)
+        luaL_unref(L, LUA_REGISTRYINDEX, *slot);
+    lua_pushvalue(L, 1);
+    *slot = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+static int l_not_found(lua_State *L)
+{
+    return set_special_handler(L, &mh_gen_of(L)->not_found_ref, "http.not_found");
+}
+
+static int l_method_not_allowed(lua_State *L)
+{
+    return set_special_handler(L, &mh_gen_of(L)->method_not_allowed_ref,
+                               "http.method_not_allowed");
+}
+
+static int l_started(lua_State *L)
+{
+    lua_pushboolean(L, mh_gen_of(L)->started);
+    return 1;
+}
+
+/* core.log(level, ...): values are joined with tabs, as print does. */
+static int l_log(lua_State *L)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    int level = luaL_checkoption(L, 1, NULL, levels);
+    if (!mh_log_enabled((enum mh_log_level)level))
+        return 0;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int n = lua_gettop(L);
+    for (int i = 2; i <= n; i++) {
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+        if (i < n)
+            luaL_addchar(&b, '\t');
+    }
+    luaL_pushresult(&b);
+    mh_log((enum mh_log_level)level, "%s", lua_tostring(L, -1));
+    return 0;
+}
+
+static int open_core(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        {"register", l_register},
+        {"server", l_server},
+        {"not_found", l_not_found},
+        {"method_not_allowed", l_method_not_allowed},
+        {"started", l_started},
+        {"log", l_log},
+        {NULL, NULL},
+    };
+    luaL_newlib(L, fns);
+    mh_sched_open(L);
+    return 1;
+}
+
+static int load_embedded(lua_State *L)
+{
+    const struct mh_lua_embedded *m = lua_touserdata(L, lua_upvalueindex(1));
+    char chunk[128];
+    snprintf(chunk, sizeof chunk, "=[moonhttp] %s", m->name);
+    if (luaL_loadbuffer(L, m->src, m->len, chunk) != LUA_OK)
+        return lua_error(L);
+    lua_call(L, 0, 1);
+    return 1;
+}
+
+/* package.preload entries for moonhttp.core and the embedded lua/moonhttp modules. */
+static void install_preloads(lua_State *L)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "preload");
+    lua_pushcfunction(L, open_core);
+    lua_setfield(L, -2, "moonhttp.core");
+    for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
+        lua_pushlightuserdata(L, (void *)m);
+        lua_pushcclosure(L, load_embedded, 1);
+        /* lua/moonhttp/init.lua is the module "moonhttp" itself. */
+        lua_setfield(L, -2, strcmp(m->name, "moonhttp.init") == 0 ? "moonhttp" : m->name);
+    }
+    lua_pop(L, 2);
+}
+
+/* Lets the script require modules that sit next to it. */
+static void add_script_dir_to_path(lua_State *L, const char *script)
+{
+    const char *slash = strrchr(script, '/');
+    int dirlen = slash ? (int)(slash - script) : 1;
+    const char *dir = slash ? script : ".";
+    lua_getglobal(L, "package");
+    char buf[4096];
+    lua_getfield(L, -1, "path");
+    snprintf(buf, sizeof buf, "%.*s/?.lua;%.*s/?/init.lua;%s", dirlen, dir, dirlen, dir,
+             lua_tostring(L, -1));
+    lua_pop(L, 1);
+    lua_pushstring(L, buf);
+    lua_setfield(L, -2, "path");
+    lua_pop(L, 1);
+}
+
+static int msgh_traceback(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (!msg)
+        msg = luaL_tolstring(L, 1, NULL);
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* Runs moonhttp._finalize() if the script loaded the module: composes middleware, registers. */
+static int finalize_routes(lua_State *L, char *err, size_t errlen)
+{
+    lua_pushcfunction(L, msgh_traceback);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "loaded");
+    lua_getfield(L, -1, "moonhttp");
+    lua_remove(L, -2);
+    lua_remove(L, -2);
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 2);
+        return 0;
+    }
+    lua_getfield(L, -1, "_finalize");
+    lua_remove(L, -2);
+    if (lua_pcall(L, 0, 0, -2) != LUA_OK) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+        lua_pop(L, 2);
+        return -1;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+static struct mh_gen *gen_alloc(struct mh_config *config)
+{
+    struct mh_gen *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->config = config;
+    g->refs = 1;
+    g->not_found_ref = g->method_not_allowed_ref = g->settings_ref = LUA_NOREF;
+    g->L = luaL_newstate();
+    g->_builder = mh_router_builder_new();
+    if (!g->L || !g->_builder) {
+        if (g->L)
+            lua_close(g->L);
+        mh_router_builder_free(g->_builder);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void gen_free(struct mh_gen *g)
+{
+    mh_task_pool_free(g); /* the coroutines themselves are collected by lua_close */
+    if (g->L)
+        lua_close(g->L);
+    mh_router_builder_free(g->_builder);
+    mh_router_free(g->router);
+    free(g);
+}
+
+static void set_arg_table(lua_State *L, struct mh_config *config)
+{
+    lua_createtable(L, config->script_argc, 1);
+    for (int i = 0; i < config->script_argc; i++) {
+        lua_pushstring(L, config->script_argv[i]);
+        lua_rawseti(L, -2, i);
+    }
+    lua_setglobal(L, "arg");
+}
+
+struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen)
+{
+    struct mh_gen *g = gen_alloc(config);
+    if (!g) {
+        snprintf(err, errlen, "out of memory creating a Lua state");
+        return NULL;
+    }
+    lua_State *L = g->L;
+    luaL_openlibs(L);
+    lua_pushlightuserdata(L, g);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &GEN_KEY);
+    *(struct mh_task **)lua_getextraspace(L) = NULL;
+    install_preloads(L);
+    add_script_dir_to_path(L, config->script);
+    set_arg_table(L, config);
+    mh_lua_request_open(L);
+    mh_lua_response_open(L);
+
+    lua_pushcfunction(L, msgh_traceback);
+    if (luaL_loadfile(L, config->script) != LUA_OK) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+        goto fail;
+    }
+    if (config->mode == MH_MODE_RUN) {
+        /* The script runs later as a task, so it may wait. Leave it on the stack. */
+        lua_remove(L, -2);
+        g->started = true;
+        if (!(g->router = mh_router_build(g->_builder, err, errlen)))
+            goto fail;
+        return g;
+    }
+    if (lua_pcall(L, 0, 0, -2) != LUA_OK) {
+        snprintf(err, errlen, "%s", lua_tostring(L, -1));
+        goto fail;
+    }
+    lua_pop(L, 1);
+    if (finalize_routes(L, err, errlen) < 0)
+        goto fail;
+    g->started = true;
+    if (g->settings_ref != LUA_NOREF && !reload) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, g->settings_ref);
+        int rc = mh_config_apply_lua(config, L, -1, err, errlen);
+        lua_pop(L, 1);
+        if (rc < 0)
+            goto fail;
+    }
+    if (!(g->router = mh_router_build(g->_builder, err, errlen)))
+        goto fail;
+    mh_router_builder_free(g->_builder);
+    g->_builder = NULL;
+    return g;
+fail:
+    gen_free(g);
+    return NULL;
+}
+
+void mh_gen_ref(struct mh_gen *g)
+{
+    g->refs++;
+}
+
+void mh_gen_unref(struct mh_gen *g)
+{
+    if (--g->refs == 0)
+        gen_free(g);
+}

@@ -1,0 +1,54 @@
+#ifndef MH_LUA_VM_H
+#define MH_LUA_VM_H
+/*
+ * Lua states and generations. A generation is one load of the app script:
+ * its Lua state, the router built from its registrations, and its pool of
+ * request coroutines. Requests pin the generation they started on, so a
+ * reload can install a new one while old requests finish on the old; a
+ * generation is closed when its last reference goes.
+ */
+#include <lua.h>
+#include <stdbool.h>
+
+#include "config.h"
+#include "router.h"
+
+struct mh_worker;
+struct mh_task;
+
+struct mh_gen {
+    lua_State *L;
+    struct mh_router *router;
+    struct mh_router_builder *_builder; /* while the script loads */
+    struct mh_config *config;
+    struct mh_worker *worker; /* set once serving */
+    int refs;
+    int not_found_ref; /* LUA_NOREF when not set */
+    int method_not_allowed_ref;
+    int settings_ref;          /* http.server{} table */
+    bool started;              /* registration is closed */
+    struct mh_task *free_tasks; /* coroutine pool */
+    unsigned ntasks;
+};
+
+/*
+ * Creates a generation: a fresh Lua state with the moonhttp module, runs
+ * `script`, then closes registration and builds the router. For
+ * MH_MODE_RUN the script is not run here (see mh_gen_run_script). Applies
+ * the script's http.server{} settings to config unless `reload`. Returns NULL
+ * with a message (file:line for script errors) in err.
+ */
+struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen);
+void mh_gen_ref(struct mh_gen *g);
+/* Drops a reference; the last one closes the Lua state and frees the router. */
+void mh_gen_unref(struct mh_gen *g);
+
+/* The generation a Lua state belongs to (stored in its registry). */
+struct mh_gen *mh_gen_of(lua_State *L);
+
+/*
+ * Pushes "msg\ntraceback" of coroutine co onto L, for logs.
+ */
+void mh_lua_traceback(lua_State *L, lua_State *co, const char *msg);
+
+#endif

@@ -1,0 +1,123 @@
+#include "request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void mh_request_reset(struct mh_request *r)
+{
+    struct mh_header *h = r->headers;
+    uint32_t cap = r->headers_cap;
+    struct mh_buf cleaned = r->cleaned;
+    cleaned.len = 0;
+    memset(r, 0, sizeof *r);
+    r->headers = h;
+    r->headers_cap = cap;
+    r->cleaned = cleaned;
+    r->handler_id = -1;
+}
+
+void mh_request_free(struct mh_request *r)
+{
+    free(r->headers);
+    mh_buf_free(&r->cleaned);
+    memset(r, 0, sizeof *r);
+}
+
+int mh_request_add_header(struct mh_request *r, uint32_t off, uint32_t len)
+{
+    if (r->nheaders == r->headers_cap) {
+        uint32_t ncap = r->headers_cap ? r->headers_cap * 2 : 16;
+        struct mh_header *h = realloc(r->headers, ncap * sizeof *h);
+        if (!h)
+            return -1;
+        r->headers = h;
+        r->headers_cap = ncap;
+    }
+    struct mh_header *h = &r->headers[r->nheaders++];
+    h->name.off = off;
+    h->name.len = len;
+    h->value.off = off;
+    h->value.len = 0;
+    return 0;
+}
+
+static inline unsigned char lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
+
+bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return false;
+    for (size_t i = 0; i < alen; i++)
+        if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
+            return false;
+    return true;
+}
+
+int mh_request_find_header(const struct mh_request *r, const char *base, const char *name,
+                           size_t len, size_t start)
+{
+    for (size_t i = start; i < r->nheaders; i++) {
+        const struct mh_header *h = &r->headers[i];
+        if (mh_strieq(base + h->name.off, h->name.len, name, len))
+            return (int)i;
+    }
+    return -1;
+}
+
+void mh_request_split_target(struct mh_request *r, const char *base)
+{
+    const char *t = base + r->target.off;
+    uint32_t n = r->target.len, start = 0;
+    /* absolute-form: scheme://authority/path */
+    const char *sep = n > 3 ? memchr(t, ':', n < 8 ? n : 8) : NULL;
+    if (sep && (uint32_t)(sep - t) + 2 < n && sep[1] == '/' && sep[2] == '/') {
+        uint32_t a = (uint32_t)(sep - t) + 3, e = a;
+        while (e < n && t[e] != '/' && t[e] != '?')
+            e++;
+        r->host.off = r->target.off + a;
+        r->host.len = e - a;
+        start = e;
+    }
+    uint32_t q = start;
+    while (q < n && t[q] != '?')
+        q++;
+    r->path.off = r->target.off + start;
+    r->path.len = q - start;
+    if (q < n) {
+        r->query.off = r->target.off + q + 1;
+        r->query.len = n - q - 1;
+    } else {
+        r->query.off = r->target.off + n;
+        r->query.len = 0;
+    }
+}
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = lower(c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+size_t mh_form_unescape(const char *in, size_t len, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        if (c == '+') {
+            out[o++] = ' ';
+        } else if (c == '%' && i + 2 < len && hexval((unsigned char)in[i + 1]) >= 0 && hexval((unsigned char)in[i + 2]) >= 0) {
+            out[o++] = (char)(hexval((unsigned char)in[i + 1]) * 16 + hexval((unsigned char)in[i + 2]));
+            i += 2;
+        } else {
+            out[o++] = c;
+        }
+    }
+    return o;
+}

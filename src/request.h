@@ -1,0 +1,76 @@
+#ifndef MH_REQUEST_H
+#define MH_REQUEST_H
+/*
+ * A parsed request head. Every string is a slice (offset, length) into the
+ * connection's read buffer, relative to the first byte of this request, so
+ * the bytes are never copied and stay valid when the buffer moves or grows.
+ * llhttp may deliver a field in pieces across reads; since the bytes of one
+ * request are contiguous in the buffer, a piece only extends the slice.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "router.h"
+
+struct mh_slice {
+    uint32_t off, len;
+};
+
+struct mh_header {
+    struct mh_slice name, value;
+};
+
+struct mh_request {
+    struct mh_slice target; /* request-target as sent */
+    struct mh_slice path;   /* escaped path part of target */
+    struct mh_slice query;  /* after '?', without it */
+    struct mh_slice host;   /* Host header or authority of an absolute target */
+    struct mh_header *headers;
+    uint32_t nheaders, headers_cap;
+    uint8_t method; /* llhttp_method_t */
+    uint8_t http_major, http_minor;
+    bool keep_alive;      /* the client allows reuse */
+    bool expect_continue; /* "Expect: 100-continue" */
+    bool has_body;        /* Content-Length > 0 or chunked */
+    uint64_t content_length;
+
+    /* routing result */
+    const struct mh_route *route;
+    int handler_id;
+    const char *route_path; /* what captures index: the head or `cleaned` */
+    uint32_t route_path_len;
+    uint32_t ncaptures;
+    struct mh_route_capture captures[MH_ROUTE_MAX_WILDCARDS];
+    struct mh_buf cleaned; /* cleaned path when rerouted (rare) */
+};
+
+/* Clears per-request fields, keeping the header array's memory. */
+void mh_request_reset(struct mh_request *r);
+void mh_request_free(struct mh_request *r);
+
+/* Appends a header slot; -1 on OOM. */
+int mh_request_add_header(struct mh_request *r, uint32_t off, uint32_t len);
+
+/*
+ * Finds the first header named `name` (case-insensitive) in the head at
+ * `base`. Returns its index or -1.
+ */
+int mh_request_find_header(const struct mh_request *r, const char *base, const char *name,
+                           size_t len, size_t start);
+
+/* Splits target into path and query, and takes host from an absolute-form target. */
+void mh_request_split_target(struct mh_request *r, const char *base);
+
+/* ASCII case-insensitive equality. */
+bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen);
+
+/*
+ * Decodes application/x-www-form-urlencoded text ('+' is space, %XX) into
+ * out (at least len bytes). Malformed escapes are kept literally, as Go's
+ * url.ParseQuery rejects them but browsers send them; returns the length.
+ */
+size_t mh_form_unescape(const char *in, size_t len, char *out);
+
+#endif

@@ -1,0 +1,244 @@
+#include "response.h"
+
+#include "request.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mh_response_reset(struct mh_response *r)
+{
+    struct mh_buf h = r->headers, b = r->body;
+    h.len = b.len = 0;
+    memset(r, 0, sizeof *r);
+    r->headers = h;
+    r->body = b;
+    r->status = 200;
+}
+
+void mh_response_free(struct mh_response *r)
+{
+    mh_buf_free(&r->headers);
+    mh_buf_free(&r->body);
+}
+
+bool mh_status_bodyless(int status)
+{
+    return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
+const char *mh_status_text(int s)
+{
+    switch (s) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 422: return "Unprocessable Content";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+static bool is_tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return true;
+    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Removes every serialized header line named `name`. */
+static void remove_header(struct mh_buf *h, const char *name, size_t nlen)
+{
+    size_t i = 0;
+    while (i < h->len) {
+        char *line = h->data + i;
+        char *eol = memchr(line, '\n', h->len - i);
+        size_t llen = (size_t)(eol - line) + 1;
+        char *colon = memchr(line, ':', llen);
+        if (colon && mh_strieq(line, (size_t)(colon - line), name, nlen)) {
+            memmove(line, line + llen, h->len - i - llen);
+            h->len -= llen;
+        } else {
+            i += llen;
+        }
+    }
+}
+
+const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
+                               const char *value, size_t vlen, bool replace)
+{
+    if (nlen == 0)
+        return "empty header name";
+    for (size_t i = 0; i < nlen; i++)
+        if (!is_tchar((unsigned char)name[i]))
+            return "invalid character in header name";
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if (c == '\r' || c == '\n' || c == 0)
+            return "CR, LF or NUL in header value";
+    }
+    if (mh_strieq(name, nlen, "Content-Length", 14)) {
+        uint64_t v = 0;
+        if (vlen == 0 || vlen > 19)
+            return "bad Content-Length";
+        for (size_t i = 0; i < vlen; i++) {
+            if (value[i] < '0' || value[i] > '9')
+                return "bad Content-Length";
+            v = v * 10 + (uint64_t)(value[i] - '0');
+        }
+        r->has_length = true;
+        r->declared_length = v;
+        return NULL;
+    }
+    if (mh_strieq(name, nlen, "Connection", 10)) {
+        if (mh_strieq(value, vlen, "close", 5))
+            r->close = true;
+        return NULL;
+    }
+    if (mh_strieq(name, nlen, "Transfer-Encoding", 17))
+        return "Transfer-Encoding is managed by the server";
+    if (mh_strieq(name, nlen, "Content-Type", 12))
+        r->has_type = true;
+    else if (mh_strieq(name, nlen, "Server", 6))
+        r->has_server = true;
+    if (replace)
+        remove_header(&r->headers, name, nlen);
+    if (mh_buf_reserve(&r->headers, nlen + vlen + 4) < 0)
+        return "out of memory";
+    mh_buf_append(&r->headers, name, nlen);
+    mh_buf_append(&r->headers, ": ", 2);
+    mh_buf_append(&r->headers, value, vlen);
+    mh_buf_append(&r->headers, "\r\n", 2);
+    return NULL;
+}
+
+static int append_status_line(struct mh_buf *out, int status)
+{
+    /* The common lines are constants: no formatting on the hot path. */
+    switch (status) {
+    case 200: return mh_buf_append(out, "HTTP/1.1 200 OK\r\n", 17);
+    case 404: return mh_buf_append(out, "HTTP/1.1 404 Not Found\r\n", 24);
+    default: {
+        char line[64];
+        int n = snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", status, mh_status_text(status));
+        return mh_buf_append(out, line, (size_t)n);
+    }
+    }
+}
+
+static int append_u64(struct mh_buf *out, uint64_t v)
+{
+    char tmp[24], *p = tmp + sizeof tmp;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return mh_buf_append(out, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+static int append_head(struct mh_response *r, struct mh_buf *out, const struct mh_head_ctx *ctx,
+                       bool complete)
+{
+    bool bodyless = mh_status_bodyless(r->status);
+    if (mh_buf_reserve(out, 160 + r->headers.len + ctx->date_len) < 0)
+        return -1;
+    append_status_line(out, r->status);
+    if (!r->has_server)
+        mh_buf_append(out, "Server: moonhttp\r\n", 18);
+    mh_buf_append(out, ctx->date_line, ctx->date_len);
+    if (!r->has_type && !bodyless && (r->body.len > 0 || !complete))
+        mh_buf_append(out, "Content-Type: text/plain; charset=utf-8\r\n", 41);
+    mh_buf_append(out, r->headers.data, r->headers.len);
+    if (!bodyless) {
+        if (r->has_length) {
+            mh_buf_append(out, "Content-Length: ", 16);
+            append_u64(out, r->declared_length);
+            mh_buf_append(out, "\r\n", 2);
+        } else if (complete) {
+            mh_buf_append(out, "Content-Length: ", 16);
+            append_u64(out, r->body.len);
+            mh_buf_append(out, "\r\n", 2);
+        } else if (ctx->http_minor >= 1) {
+            r->chunked = true;
+            mh_buf_append(out, "Transfer-Encoding: chunked\r\n", 28);
+        }
+        /* else: HTTP/1.0 without a length: the body ends when we close. */
+    }
+    if (!ctx->keep_alive)
+        mh_buf_append(out, "Connection: close\r\n", 19);
+    else if (ctx->http_minor == 0)
+        mh_buf_append(out, "Connection: keep-alive\r\n", 24);
+    mh_buf_append(out, "\r\n", 2);
+    r->head_sent = true;
+    return 0;
+}
+
+int mh_response_emit(struct mh_response *r, struct mh_buf *out, const struct mh_head_ctx *ctx,
+                     bool complete)
+{
+    if (!r->head_sent && append_head(r, out, ctx, complete) < 0)
+        return -1;
+    bool send_body = !ctx->head_method && !mh_status_bodyless(r->status);
+    if (r->body.len && send_body) {
+        if (r->chunked) {
+            char sz[24];
+            int n = snprintf(sz, sizeof sz, "%zx\r\n", r->body.len);
+            if (mh_buf_reserve(out, (size_t)n + r->body.len + 2) < 0)
+                return -1;
+            mh_buf_append(out, sz, (size_t)n);
+            mh_buf_append(out, r->body.data, r->body.len);
+            mh_buf_append(out, "\r\n", 2);
+        } else if (mh_buf_append(out, r->body.data, r->body.len) < 0) {
+            return -1;
+        }
+    }
+    r->body_sent += r->body.len;
+    r->body.len = 0;
+    if (complete && r->chunked && send_body && mh_buf_append(out, "0\r\n\r\n", 5) < 0)
+        return -1;
+    return 0;
+}
+
+int mh_response_simple(struct mh_buf *out, int status, const char *extra, const char *body,
+                       const struct mh_head_ctx *ctx)
+{
+    struct mh_response r;
+    memset(&r, 0, sizeof r);
+    r.status = status;
+    if (extra)
+        r.headers.data = (char *)extra, r.headers.len = strlen(extra);
+    if (body)
+        r.body.data = (char *)body, r.body.len = strlen(body);
+    return mh_response_emit(&r, out, ctx, true);
+}
