@@ -145,7 +145,7 @@ static int is_valid_name(const char *s, size_t n)
     do {                                                                                           \
         char reason_[160];                                                                         \
         snprintf(reason_, sizeof reason_, __VA_ARGS__);                                            \
-        set_err(err, errlen, "invalid pattern \"%.*s\": %s", (int)len, pattern, reason_);         \
+        set_err(err, errlen, "invalid pattern \"%.*s\": %s", (int)len, pattern, reason_);          \
         free(r);                                                                                   \
         return NULL;                                                                               \
     } while (0)
@@ -188,15 +188,15 @@ static struct mh_route *parse_pattern(const char *pattern, size_t len, int handl
         BAD("host contains '{' (missing initial '/'?)");
     const char *path = slash;
     size_t plen = len - (size_t)(slash - pattern);
-    if (mlen && !(mlen == 7 && memcmp(pattern, "CONNECT", 7) == 0) &&
-        !mh_path_is_clean(path, plen))
+    if (mlen && !(mlen == 7 && memcmp(pattern, "CONNECT", 7) == 0) && !mh_path_is_clean(path, plen))
         BAD("non-CONNECT pattern with unclean path can never match");
 
     size_t nslash = 0;
     for (size_t i = 0; i < plen; i++)
         nslash += path[i] == '/';
     size_t wlen = where ? strlen(where) : 0;
-    size_t size = sizeof *r + nslash * sizeof(struct rseg) + len + 1 + wlen + 1 + host_len + 1 + plen;
+    size_t size =
+        sizeof *r + nslash * sizeof(struct rseg) + len + 1 + wlen + 1 + host_len + 1 + plen;
     r = calloc(1, size);
     if (!r) {
         set_err(err, errlen, "out of memory");
@@ -586,9 +586,8 @@ static struct rnode *node_build(const struct mh_route **routes, size_t cnt, uint
                 }
                 n->lits = nl;
             }
-            n->lits[n->nlits++] = (struct rlit){seg_text(r, s), s->len,
-                                                hash_bytes(MH_FNV_BASIS, seg_text(r, s), s->len),
-                                                child};
+            n->lits[n->nlits++] = (struct rlit){
+                seg_text(r, s), s->len, hash_bytes(MH_FNV_BASIS, seg_text(r, s), s->len), child};
             break;
         case SEG_WILD:
             n->wild = child;
@@ -862,10 +861,9 @@ static int build_methods(struct mh_router *r, char *err, size_t errlen)
     r->get_id = method_id(r, "GET", 3);
     r->head_id = method_id(r, "HEAD", 4);
     for (size_t i = 0; i < r->n; i++)
-        r->routes[i]->mid =
-            r->routes[i]->method_len
-                ? method_id(r, route_data(r->routes[i]), r->routes[i]->method_len)
-                : -1;
+        r->routes[i]->mid = r->routes[i]->method_len
+                                ? method_id(r, route_data(r->routes[i]), r->routes[i]->method_len)
+                                : -1;
     return 0;
 }
 
@@ -900,8 +898,8 @@ static int build_trees(struct mh_router *r, const struct mh_route **sorted)
                 return -1;
             }
             r->hosts = nh;
-            r->hosts[r->nhosts++] =
-                (struct rhost){route_data(sorted[i]) + sorted[i]->host_off, sorted[i]->host_len, root};
+            r->hosts[r->nhosts++] = (struct rhost){route_data(sorted[i]) + sorted[i]->host_off,
+                                                   sorted[i]->host_len, root};
         }
         i = j;
     }
@@ -1137,10 +1135,10 @@ static enum mh_route_status redirect(struct mh_route_match *m, const char *loc, 
     return MH_ROUTE_REDIRECT;
 }
 
-enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method, size_t method_len,
-                                      const char *host, size_t host_len, const char *path,
-                                      size_t path_len, enum mh_clean_mode clean, char *scratch,
-                                      size_t scratch_len, struct mh_route_match *m)
+enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method,
+                                      size_t method_len, const char *host, size_t host_len,
+                                      const char *path, size_t path_len, enum mh_clean_mode clean,
+                                      char *scratch, size_t scratch_len, struct mh_route_match *m)
 {
     m->route = NULL;
     m->handler_id = -1;

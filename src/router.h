@@ -75,7 +75,7 @@ struct mh_route_match {
     size_t path_len;
     unsigned ncaptures;
     struct mh_route_capture captures[MH_ROUTE_MAX_WILDCARDS]; /* in wildcard order */
-    const char *allow;                                        /* METHOD_NOT_ALLOWED: "GET, HEAD, POST" */
+    const char *allow; /* METHOD_NOT_ALLOWED: "GET, HEAD, POST" */
     size_t allow_len;
     const char *location; /* REDIRECT: escaped path to send in Location */
     size_t location_len;
@@ -94,10 +94,11 @@ struct mh_route_match {
  * and the trailing-slash redirect is skipped. Safe to call from several
  * threads on one router: the router is never written after the build.
  */
-enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method, size_t method_len,
-                                      const char *host, size_t host_len, const char *path,
-                                      size_t path_len, enum mh_clean_mode clean, char *scratch,
-                                      size_t scratch_len, struct mh_route_match *match);
+enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method,
+                                      size_t method_len, const char *host, size_t host_len,
+                                      const char *path, size_t path_len, enum mh_clean_mode clean,
+                                      char *scratch, size_t scratch_len,
+                                      struct mh_route_match *match);
 
 /* The pattern as registered, for req.pattern and logs (NUL-terminated). */
 const char *mh_route_pattern(const struct mh_route *route);
