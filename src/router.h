@@ -14,6 +14,13 @@
 #include <stdint.h>
 
 #define MH_ROUTE_MAX_WILDCARDS 16
+/*
+ * Room for the Allow header value in a match. mh_router_build rejects a route
+ * set whose methods, joined, would not fit, so lookups never truncate.
+ */
+#define MH_ROUTE_ALLOW_MAX 256
+/* At most this many distinct methods (HEAD counts when GET is registered). */
+#define MH_ROUTE_MAX_METHODS 64
 
 struct mh_router_builder;
 struct mh_router;
@@ -68,25 +75,40 @@ struct mh_route_match {
     size_t path_len;
     unsigned ncaptures;
     struct mh_route_capture captures[MH_ROUTE_MAX_WILDCARDS]; /* in wildcard order */
-    const char *allow;                                        /* METHOD_NOT_ALLOWED: "GET, HEAD, POST" */
+    const char *allow; /* METHOD_NOT_ALLOWED: "GET, HEAD, POST" */
     size_t allow_len;
     const char *location; /* REDIRECT: escaped path to send in Location */
     size_t location_len;
+    char _allow_buf[MH_ROUTE_ALLOW_MAX]; /* backs `allow`: the lookup writes it, never the caller */
 };
 
 /*
  * Finds the handler for a request. `path` is the escaped request path (no
  * query); `host` may include a port (ignored for matching). `scratch` (at
- * least path_len + 2 bytes) receives a cleaned path when one is needed.
- * CONNECT requests are not cleaned, as in Go.
+ * least path_len + 2 bytes) receives a cleaned path when one is needed, and the
+ * "path/" candidate of the trailing-slash redirect. CONNECT requests are not
+ * cleaned, as in Go. Order of decisions, as Go's ServeMux: trailing-slash
+ * redirect (on the cleaned path), then the clean redirect (MH_CLEAN_REDIRECT
+ * only), then FOUND, then METHOD_NOT_ALLOWED, then NOT_FOUND. A scratch buffer
+ * smaller than path_len + 2 is misuse: an unclean path then gives NOT_FOUND
+ * and the trailing-slash redirect is skipped. Safe to call from several
+ * threads on one router: the router is never written after the build.
  */
-enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method, size_t method_len,
-                                      const char *host, size_t host_len, const char *path,
-                                      size_t path_len, enum mh_clean_mode clean, char *scratch,
-                                      size_t scratch_len, struct mh_route_match *match);
+enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method,
+                                      size_t method_len, const char *host, size_t host_len,
+                                      const char *path, size_t path_len, enum mh_clean_mode clean,
+                                      char *scratch, size_t scratch_len,
+                                      struct mh_route_match *match);
 
-/* The pattern as registered, for req.pattern and logs. */
+/* The pattern as registered, for req.pattern and logs (NUL-terminated). */
 const char *mh_route_pattern(const struct mh_route *route);
+/* The `where` given to mh_router_add (NUL-terminated, owned by the router). */
+const char *mh_route_where(const struct mh_route *route);
+/*
+ * Name of the i-th wildcard (capture order, 0-based) and its length in *len;
+ * NULL when i is out of range. Not NUL-terminated: a slice of the pattern.
+ */
+const char *mh_route_wildcard_name(const struct mh_route *route, unsigned i, size_t *len);
 /* Index of wildcard `name` in the captures, or -1. */
 int mh_route_wildcard_index(const struct mh_route *route, const char *name, size_t len);
 /* Number of routes in the router. */
