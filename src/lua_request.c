@@ -9,6 +9,8 @@
 
 #define REQUEST_MT "moonhttp.Request"
 
+const char mh_request_mt_key = 0;
+
 static struct mh_conn *check_req(lua_State *L)
 {
     struct mh_lua_req *r = luaL_checkudata(L, 1, REQUEST_MT);
@@ -349,5 +351,5 @@ void mh_lua_request_open(lua_State *L)
     lua_setfield(L, -2, "__tostring");
     lua_pushliteral(L, "moonhttp.Request");
     lua_setfield(L, -2, "__name");
-    lua_pop(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &mh_request_mt_key);
 }

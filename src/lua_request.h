@@ -3,6 +3,9 @@
 /* The `req` userdata ("moonhttp.Request"): fields and methods of DESIGN.md §2. */
 #include <lua.h>
 
+/* Registry key (light userdata) of the metatable, for fast lookup per request. */
+extern const char mh_request_mt_key;
+
 /* Creates the metatable in L's registry. */
 void mh_lua_request_open(lua_State *L);
 

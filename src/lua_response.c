@@ -8,6 +8,8 @@
 
 #define RESPONSE_MT "moonhttp.Response"
 
+const char mh_response_mt_key = 0;
+
 static struct mh_lua_res *check_res(lua_State *L)
 {
     struct mh_lua_res *r = luaL_checkudata(L, 1, RESPONSE_MT);
@@ -186,5 +188,5 @@ void mh_lua_response_open(lua_State *L)
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, res_tostring);
     lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &mh_response_mt_key);
 }

@@ -2,6 +2,8 @@
 
 #include "conn.h"
 #include "log.h"
+#include "lua_request.h"
+#include "lua_response.h"
 #include "lua_vm.h"
 #include "worker.h"
 
@@ -33,15 +35,6 @@ static struct mh_task *task_get(struct mh_gen *g)
     t->gen = g;
     t->co = lua_newthread(L);
     t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    t->req = lua_newuserdatauv(L, sizeof *t->req, 0);
-    luaL_setmetatable(L, "moonhttp.Request");
-    t->req_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    t->res = lua_newuserdatauv(L, sizeof *t->res, 0);
-    luaL_setmetatable(L, "moonhttp.Response");
-    t->res_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    t->req->conn = NULL;
-    t->res->conn = NULL;
-    t->req->task = t->res->task = t;
     *(struct mh_task **)lua_getextraspace(t->co) = t;
     ev_init(&t->timer, on_task_timer);
     t->timer.data = t;
@@ -53,7 +46,8 @@ static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
     t->conn = NULL;
-    t->req->conn = t->res->conn = NULL;
+    t->req = NULL;
+    t->res = NULL;
     t->wait = MH_WAIT_NONE;
     t->on_resume = NULL;
     t->next_free = g->free_tasks;
@@ -150,10 +144,12 @@ static void task_resume(struct mh_task *t, int nargs)
         lua_pop(g->L, 1);
         t->exit_status = 1;
     }
-    if (st == LUA_OK)
-        lua_settop(co, 0);
-    else
+    /* Stray references to req/res now raise "request finished". */
+    if (t->req)
+        t->req->conn = t->res->conn = NULL;
+    if (st != LUA_OK)
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
+    lua_settop(co, 0);
     if (t->on_done)
         t->on_done(t);
     task_put(t);
@@ -177,12 +173,24 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const c
     mh_conn_ref(c);
     t->conn = c;
     t->on_done = NULL;
-    t->req->conn = t->res->conn = c;
     c->task = t;
     lua_State *co = t->co;
+    /*
+     * Fresh req/res objects per request, so a reference a handler keeps
+     * cannot see a later request; the copies at the bottom of the stack keep
+     * them alive until the task ends and invalidates them.
+     */
+    t->req = lua_newuserdatauv(co, sizeof *t->req, 0);
+    lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_request_mt_key);
+    lua_setmetatable(co, -2);
+    t->res = lua_newuserdatauv(co, sizeof *t->res, 0);
+    lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_response_mt_key);
+    lua_setmetatable(co, -2);
+    t->req->conn = t->res->conn = c;
+    t->req->task = t->res->task = t;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
-    lua_rawgeti(co, LUA_REGISTRYINDEX, t->req_ref);
-    lua_rawgeti(co, LUA_REGISTRYINDEX, t->res_ref);
+    lua_pushvalue(co, 1);
+    lua_pushvalue(co, 2);
     int nargs = 2;
     if (extra) {
         lua_pushlstring(co, extra, extra_len);

@@ -28,8 +28,7 @@ typedef int (*mh_task_resume_fn)(struct mh_task *t, lua_State *co);
 struct mh_task {
     lua_State *co;
     int co_ref; /* anchors the coroutine in the registry */
-    int req_ref, res_ref;
-    struct mh_lua_req *req; /* reused per request, invalidated after */
+    struct mh_lua_req *req; /* this request's objects, invalidated when it ends */
     struct mh_lua_res *res;
     struct mh_gen *gen;
     struct mh_conn *conn; /* NULL for a `run` script */

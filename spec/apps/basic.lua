@@ -1,0 +1,111 @@
+-- The app the core specs talk to.
+local http = require "moonhttp"
+
+http.handle("GET /hello", function(req, res)
+  res:header("Content-Type", "text/plain")
+  res:write("hello ", "world")
+end)
+
+http.handle("/echo", function(req, res)
+  local body, err = req:body()
+  if not body then
+    res:status(400)
+    res:write("error: ", err)
+    return
+  end
+  res:header("X-Method", req.method)
+  res:header("X-Length", tostring(#body))
+  res:write(body)
+end)
+
+http.handle("POST /stream-in", function(req, res)
+  local n, chunks = 0, 0
+  while true do
+    local data, err = req:read(1000)
+    if not data then
+      if err then res:status(400); res:write(err) return end
+      break
+    end
+    n = n + #data
+    chunks = chunks + 1
+  end
+  res:write(string.format("%d bytes in %d reads", n, chunks))
+end)
+
+http.handle("GET /info", function(req, res)
+  res:json({
+    method = req.method, path = req.path, raw_path = req.raw_path, query = req.query,
+    host = req.host, proto = req.proto, remote_addr = req.remote_addr, pattern = req.pattern,
+    a = req:arg("a"), args = req:args(), ua = req:header("user-agent"),
+    x = req:headers()["x-multi"],
+  })
+end)
+
+http.handle("GET /users/{id}/files/{rest...}", function(req, res)
+  res:write(req:pathvalue("id"), "|", req:pathvalue("rest"))
+end)
+
+http.handle("GET /error", function(req, res)
+  error("boom in handler")
+end)
+
+http.handle("GET /error-after-write", function(req, res)
+  res:write("partial")
+  res:flush()
+  http.sleep(0.05)
+  error("late boom")
+end)
+
+http.handle("GET /sleep", function(req, res)
+  local s = tonumber(req:arg("s") or "1")
+  http.sleep(s)
+  res:write("slept ", tostring(s))
+end)
+
+http.handle("GET /stream", function(req, res)
+  res:write("first;")
+  http.sleep(0.05)
+  res:write("second;")
+  http.sleep(0.05)
+  res:write("third")
+end)
+
+http.handle("GET /big", function(req, res)
+  local n = tonumber(req:arg("n") or "1000000")
+  local chunk = string.rep("x", 8192)
+  local sent = 0
+  while sent < n do
+    local k = math.min(#chunk, n - sent)
+    assert(res:write(k == #chunk and chunk or chunk:sub(1, k)))
+    sent = sent + k
+  end
+end)
+
+http.handle("GET /status/{code}", function(req, res)
+  res:status(tonumber(req:pathvalue("code")))
+end)
+
+http.handle("GET /close", function(req, res)
+  res:header("Connection", "close")
+  res:write("bye")
+end)
+
+http.handle("GET /redirect", function(req, res)
+  res:redirect("/hello", 303)
+end)
+
+http.handle("GET /inject", function(req, res)
+  local ok, err = pcall(res.header, res, "X-Bad", "a\r\nInjected: yes")
+  res:write(ok and "accepted" or ("rejected: " .. tostring(err)))
+end)
+
+http.handle("GET /yield", function(req, res)
+  coroutine.yield()
+end)
+
+local saved
+http.handle("GET /save", function(req, res) saved = req; res:write("saved") end)
+http.handle("GET /use-saved", function(req, res)
+  local ok, err = pcall(function() return saved.method end)
+  res:write(ok and "no error" or tostring(err))
+end)

@@ -1,0 +1,294 @@
+-- Starts the real moonhttp binary on a free port and talks to it over real
+-- sockets. Errors here raise, so a broken helper fails the spec that uses it
+-- (busted would otherwise report a helper error as an odd pass).
+local socket = require "socket"
+
+local H = {}
+
+H.bin = os.getenv("MOONHTTP_BIN") or "build/moonhttp"
+assert(io.open(H.bin, "r"), "moonhttp binary not found at " .. H.bin .. " (set MOONHTTP_BIN)")
+
+local tmpdir = os.getenv("TMPDIR") or "/tmp"
+local counter = 0
+
+local function tmpname(suffix)
+  counter = counter + 1
+  return string.format("%s/mh-spec-%d-%d-%d%s", tmpdir, os.time(), math.random(1e9), counter,
+    suffix or "")
+end
+H.tmpname = tmpname
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+H.read_file = read_file
+
+function H.write_file(path, content)
+  local f = assert(io.open(path, "wb"))
+  f:write(content)
+  f:close()
+  return path
+end
+
+--- Writes Lua source to a temporary script file and returns its path.
+function H.script(source)
+  return H.write_file(tmpname(".lua"), source)
+end
+
+local function shell_quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+H.shell_quote = shell_quote
+
+--- Runs the binary to completion: returns exit code and combined output.
+function H.run(args)
+  local out = tmpname(".out")
+  local cmd = H.bin
+  for _, a in ipairs(args) do cmd = cmd .. " " .. shell_quote(a) end
+  local ok, how, code = os.execute(cmd .. " >" .. out .. " 2>&1 </dev/null")
+  local output = read_file(out) or ""
+  os.remove(out)
+  if how == "signal" then code = 128 + code end
+  return code, output
+end
+
+local Server = {}
+Server.__index = Server
+
+--- Starts `moonhttp [flags] script` listening on 127.0.0.1 on a free port.
+-- opts.flags: extra command-line flags; opts.env: "VAR=value ..." prefix.
+function H.start(script, opts)
+  opts = opts or {}
+  if script:find("\n") then script = H.script(script) end
+  local log, rc = tmpname(".log"), tmpname(".rc")
+  local args = { "--listen", "127.0.0.1:0", "--workers", "1" }
+  for _, f in ipairs(opts.flags or {}) do args[#args + 1] = f end
+  local cmd = H.bin
+  for _, a in ipairs(args) do cmd = cmd .. " " .. shell_quote(a) end
+  cmd = cmd .. " " .. shell_quote(script)
+  -- The wrapper shell reports the server's pid, then its exit status into rc.
+  local wrapper = string.format("%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s",
+    opts.env or "", cmd, log, rc)
+  local pipe = assert(io.popen("sh -c " .. shell_quote(wrapper), "r"))
+  local pid = tonumber(pipe:read("l"))
+  assert(pid, "could not start " .. cmd)
+  local self = setmetatable({ pid = pid, log = log, rc = rc, pipe = pipe, script = script }, Server)
+  local deadline = socket.gettime() + 10
+  while socket.gettime() < deadline do
+    local text = read_file(log) or ""
+    local port = text:match("listening on [^\n]* %(port (%d+)%)")
+    if port then
+      self.port = tonumber(port)
+      return self
+    end
+    if read_file(rc) then break end
+    socket.sleep(0.02)
+  end
+  local text = read_file(log) or ""
+  self:stop()
+  error("server did not start: " .. text)
+end
+
+function Server:signal(sig)
+  os.execute(string.format("kill -%s %d 2>/dev/null", sig, self.pid))
+end
+
+function Server:alive()
+  return os.execute(string.format("kill -0 %d 2>/dev/null", self.pid)) == true
+end
+
+--- Waits for the server to exit (after a signal) and returns its exit status.
+function Server:wait(timeout)
+  local deadline = socket.gettime() + (timeout or 10)
+  while socket.gettime() < deadline do
+    local rc = read_file(self.rc)
+    if rc and rc:match("%d") then
+      if self.pipe then self.pipe:close(); self.pipe = nil end
+      return tonumber(rc:match("%d+"))
+    end
+    socket.sleep(0.02)
+  end
+  return nil
+end
+
+--- Stops the server (SIGTERM, then SIGKILL) and returns its exit status.
+function Server:stop()
+  if self.stopped then return self.status end
+  self.stopped = true
+  self:signal("TERM")
+  local status = self:wait(15)
+  if not status then
+    self:signal("KILL")
+    status = self:wait(5)
+  end
+  self.status = status
+  return status
+end
+
+function Server:logtext()
+  return read_file(self.log) or ""
+end
+
+-- A raw client connection ---------------------------------------------------
+
+local Conn = {}
+Conn.__index = Conn
+
+function H.connect(port, timeout)
+  local s = assert(socket.tcp())
+  s:settimeout(timeout or 5)
+  assert(s:connect("127.0.0.1", port))
+  s:setoption("tcp-nodelay", true)
+  return setmetatable({ sock = s, buf = "", timeout = timeout or 5 }, Conn)
+end
+
+function Server:connect(timeout) return H.connect(self.port, timeout) end
+
+function Conn:send(data)
+  local i = 1
+  while i <= #data do
+    local n, err, last = self.sock:send(data, i)
+    if not n then return nil, err end
+    i = n + 1
+  end
+  return true
+end
+
+function Conn:settimeout(t) self.timeout = t; self.sock:settimeout(t) end
+
+-- Reads whatever is available (waiting up to the timeout for something) into
+-- the buffer; returns false on close or timeout. luasocket's receive(n) waits
+-- for all n bytes, so wait with select and then take what is there.
+function Conn:fill()
+  local s = self.sock
+  if not s:dirty() then
+    local ready = socket.select({ s }, nil, self.timeout or 5)
+    if #ready == 0 then self.err = "timeout"; return false end
+  end
+  s:settimeout(0)
+  local data, err, partial = s:receive(65536)
+  s:settimeout(self.timeout or 5)
+  data = data or partial
+  if data and #data > 0 then
+    self.buf = self.buf .. data
+    return true
+  end
+  self.err = err
+  return false
+end
+
+function Conn:read_line()
+  while true do
+    local i = self.buf:find("\r\n", 1, true)
+    if i then
+      local line = self.buf:sub(1, i - 1)
+      self.buf = self.buf:sub(i + 2)
+      return line
+    end
+    if not self:fill() then return nil, self.err end
+  end
+end
+
+function Conn:read_bytes(n)
+  while #self.buf < n do
+    if not self:fill() then return nil, self.err end
+  end
+  local s = self.buf:sub(1, n)
+  self.buf = self.buf:sub(n + 1)
+  return s
+end
+
+--- Reads until the server closes; returns what came.
+function Conn:read_all()
+  while self:fill() do end
+  local s = self.buf
+  self.buf = ""
+  return s
+end
+
+--- True when the server closed the connection (EOF) within `timeout` seconds.
+function Conn:closed_by_peer(timeout)
+  local saved = self.timeout
+  self.timeout = timeout or 2
+  while self:fill() do end
+  self.timeout = saved
+  return self.err ~= "timeout"
+end
+
+--- Parses one response. opts.head: the request was HEAD (no body).
+-- Returns {status, reason, proto, headers (lowercase name -> value), body}.
+function Conn:read_response(opts)
+  opts = opts or {}
+  local line, err = self:read_line()
+  if not line then return nil, err end
+  local proto, status, reason = line:match("^(HTTP/1%.%d) (%d%d%d) ?(.*)$")
+  if not proto then return nil, "bad status line: " .. line end
+  local res = { proto = proto, status = tonumber(status), reason = reason, headers = {}, raw_headers = {} }
+  while true do
+    local h = self:read_line()
+    if not h then return nil, "eof in headers" end
+    if h == "" then break end
+    local name, value = h:match("^([^:]+):%s*(.-)%s*$")
+    res.raw_headers[#res.raw_headers + 1] = h
+    local k = name:lower()
+    res.headers[k] = res.headers[k] and (res.headers[k] .. ", " .. value) or value
+  end
+  if res.status < 200 then
+    res.body = ""
+    return res
+  end
+  local te, cl = res.headers["transfer-encoding"], res.headers["content-length"]
+  if opts.head or res.status == 204 or res.status == 304 then
+    res.body = ""
+  elseif te and te:lower():find("chunked") then
+    local parts = {}
+    while true do
+      local size_line = self:read_line()
+      if not size_line then return nil, "eof in chunked body" end
+      local size = tonumber(size_line:match("^%x+"), 16)
+      if not size then return nil, "bad chunk size: " .. size_line end
+      if size == 0 then
+        repeat local t = self:read_line() until t == "" or t == nil
+        break
+      end
+      parts[#parts + 1] = self:read_bytes(size)
+      self:read_line()
+    end
+    res.body = table.concat(parts)
+    res.chunks = #parts
+  elseif cl then
+    res.body = self:read_bytes(tonumber(cl))
+  else
+    res.body = self:read_all()
+  end
+  return res
+end
+
+function Conn:close() self.sock:close() end
+
+--- One request on a fresh connection. Returns the parsed response.
+function H.request(port, method, path, headers, body)
+  local c = H.connect(port)
+  local lines = { method .. " " .. path .. " HTTP/1.1", "Host: localhost" }
+  for k, v in pairs(headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+  if body then lines[#lines + 1] = "Content-Length: " .. #body end
+  lines[#lines + 1] = "Connection: close"
+  assert(c:send(table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or "")))
+  local res, err = c:read_response({ head = method == "HEAD" })
+  c:close()
+  return res, err
+end
+
+function Server:get(path, headers) return H.request(self.port, "GET", path, headers) end
+function Server:request(method, path, headers, body)
+  return H.request(self.port, method, path, headers, body)
+end
+
+H.sleep = socket.sleep
+H.now = socket.gettime
+
+return H
