@@ -44,6 +44,14 @@ local function shell_quote(s)
 end
 H.shell_quote = shell_quote
 
+--- Raises if a sanitizer (ASan, UBSan, LeakSanitizer) reported anything.
+function H.check_sanitizers(text, what)
+  if text:find("ERROR: AddressSanitizer", 1, true) or text:find("runtime error:", 1, true)
+      or text:find("ERROR: LeakSanitizer", 1, true) then
+    error("sanitizer report from moonhttp (" .. tostring(what) .. "):\n" .. text, 2)
+  end
+end
+
 --- Runs the binary to completion: returns exit code and combined output.
 function H.run(args)
   local out = tmpname(".out")
@@ -52,6 +60,7 @@ function H.run(args)
   local ok, how, code = os.execute(cmd .. " >" .. out .. " 2>&1 </dev/null")
   local output = read_file(out) or ""
   os.remove(out)
+  H.check_sanitizers(output, table.concat(args, " "))
   if how == "signal" then code = 128 + code end
   return code, output
 end
@@ -126,6 +135,7 @@ function Server:stop()
     status = self:wait(5)
   end
   self.status = status
+  H.check_sanitizers(self:logtext(), self.script)
   return status
 end
 

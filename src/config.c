@@ -421,7 +421,7 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
             return -1;
         }
     }
-    if (c->nlisten == 0)
+    if (c->nlisten == 0 && c->mode != MH_MODE_RUN)
         c->listen[c->nlisten++] = xstrdup(":8080");
     return 0;
 }

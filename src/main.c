@@ -23,7 +23,6 @@ static int run_script(struct mh_config *config, struct mh_gen *g)
 {
     struct mh_worker w;
     char err[512];
-    config->nlisten = 0;
     if (mh_worker_init(&w, EV_DEFAULT, config, g, err, sizeof err) < 0) {
         fprintf(stderr, "moonhttp: %s\n", err);
         return 1;
