@@ -60,19 +60,40 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
-/* The status the head deserves, or 0 when it may be handled. */
+/*
+ * Checks llhttp leaves to us (it is lenient on these, or they are policy):
+ * the exact request-line shape, header names and values that could be read
+ * differently by another parser on the path, framing we do not implement.
+ * Returns the status the head deserves, or 0 when it may be handled.
+ */
 static int check_head(struct mh_conn *c)
 {
     struct mh_request *r = &c->req;
     const char *base = mh_conn_head(c);
+    size_t t_end = (size_t)r->target.off + r->target.len;
+    /* method SP target SP version: exactly one space each side of the target */
+    if (r->target.off < 2 || base[r->target.off - 1] != ' ' || base[r->target.off - 2] == ' ')
+        return 400;
+    if (base[t_end] != ' ')
+        return 400; /* no version: an HTTP/0.9 request line */
     if (r->http_major != 1 || r->http_minor > 1)
         return 505;
+    if (t_end > (size_t)c->worker->config->max_header_bytes)
+        return 414;
     for (uint32_t i = 0; i < r->nheaders; i++) {
         struct mh_header *h = &r->headers[i];
+        if (h->name.len == 0)
+            return 400;
         /* llhttp keeps trailing whitespace of values; RFC 9110 says it is not part of them. */
         while (h->value.len && (base[h->value.off + h->value.len - 1] == ' ' ||
                                 base[h->value.off + h->value.len - 1] == '\t'))
             h->value.len--;
+        /* obs-fold (a value continued on the next line) and stray CR/LF: RFC 9112 §5.2 */
+        for (uint32_t j = 0; j < h->value.len; j++) {
+            char ch = base[h->value.off + j];
+            if (ch == '\r' || ch == '\n' || ch == 0)
+                return 400;
+        }
     }
     mh_request_split_target(r, base);
     int host = mh_request_find_header(r, base, "Host", 4, 0);
@@ -89,9 +110,14 @@ static int check_head(struct mh_conn *c)
         if (!(r->method == HTTP_OPTIONS && r->path.len == 1 && base[r->path.off] == '*'))
             return 400;
     }
+    /* Only "chunked", alone: other codings (gzip, ...) are not implemented. */
     int te = mh_request_find_header(r, base, "Transfer-Encoding", 17, 0);
-    if (te >= 0 && !(c->parser.flags & F_CHUNKED))
-        return 501; /* a coding other than chunked */
+    if (te >= 0) {
+        struct mh_slice v = r->headers[te].value;
+        if (!mh_strieq(base + v.off, v.len, "chunked", 7) ||
+            mh_request_find_header(r, base, "Transfer-Encoding", 17, (size_t)te + 1) >= 0)
+            return 501;
+    }
     int ex = mh_request_find_header(r, base, "Expect", 6, 0);
     if (ex >= 0) {
         struct mh_slice v = r->headers[ex].value;
@@ -162,6 +188,18 @@ void mh_http_parser_init(struct mh_conn *c)
     c->parser.data = c;
 }
 
+/* Whether the unknown method llhttp rejected is at least a well-formed token (then 501). */
+static bool method_is_token(struct mh_conn *c)
+{
+    const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
+    while (p < end && (*p == '\r' || *p == '\n'))
+        p++;
+    const char *start = p;
+    while (p < end && (mh_is_tchar((unsigned char)*p)))
+        p++;
+    return p > start && p < end && *p == ' ';
+}
+
 static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
 {
     switch (e) {
@@ -173,6 +211,8 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
         return 505;
     case HPE_INVALID_TRANSFER_ENCODING:
         return 501;
+    case HPE_INVALID_METHOD:
+        return method_is_token(c) ? 501 : 400;
     default:
         return 400;
     }

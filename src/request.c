@@ -46,6 +46,13 @@ static inline unsigned char lower(unsigned char c)
     return (c >= 'A' && c <= 'Z') ? c + 32 : c;
 }
 
+bool mh_is_tchar(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return true;
+    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
 bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
 {
     if (alen != blen)

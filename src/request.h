@@ -63,6 +63,9 @@ int mh_request_find_header(const struct mh_request *r, const char *base, const c
 /* Splits target into path and query, and takes host from an absolute-form target. */
 void mh_request_split_target(struct mh_request *r, const char *base);
 
+/* Whether c may appear in a token (RFC 9110 tchar): methods, header names. */
+bool mh_is_tchar(unsigned char c);
+
 /* ASCII case-insensitive equality. */
 bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen);
 

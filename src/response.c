@@ -70,13 +70,6 @@ const char *mh_status_text(int s)
     }
 }
 
-static bool is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return true;
-    return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 /* Removes every serialized header line named `name`. */
 static void remove_header(struct mh_buf *h, const char *name, size_t nlen)
 {
@@ -101,7 +94,7 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
     if (nlen == 0)
         return "empty header name";
     for (size_t i = 0; i < nlen; i++)
-        if (!is_tchar((unsigned char)name[i]))
+        if (!mh_is_tchar((unsigned char)name[i]))
             return "invalid character in header name";
     for (size_t i = 0; i < vlen; i++) {
         unsigned char c = (unsigned char)value[i];

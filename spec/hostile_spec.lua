@@ -1,0 +1,96 @@
+-- Hostile and malformed input, written as data: the bytes a client sends,
+-- the status it must get, and whether the connection stays open after.
+local H = require "helper"
+
+local big_target = "/" .. string.rep("a", 3000)
+local big_header = "X-Big: " .. string.rep("b", 3000) .. "\r\n"
+local many_headers = string.rep("X-Many: 1\r\n", 400)
+
+-- { name, request bytes, expected status (nil = connection closed with no response),
+--   keep = connection stays open after }
+local cases = {
+  { "plain GET", "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
+  { "empty lines before the request are ignored", "\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
+  { "absolute-form target", "GET http://a/hello HTTP/1.1\r\nHost: b\r\n\r\n", 200, keep = true },
+  { "tab in a header value", "GET /hello HTTP/1.1\r\nHost: a\r\nX: a\tb\r\n\r\n", 200, keep = true },
+  { "obs-text in a header value", "GET /hello HTTP/1.1\r\nHost: a\r\nX: caf\xc3\xa9\r\n\r\n", 200, keep = true },
+  { "chunk extensions", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n0\r\n\r\n", 200, keep = true },
+  { "chunked trailers", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-T: 1\r\n\r\n", 200, keep = true },
+  { "HTTP/1.1 without Host", "GET /hello HTTP/1.1\r\n\r\n", 400 },
+  { "two Host headers", "GET /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400 },
+  { "HTTP/2.0 on an HTTP/1 connection", "GET /hello HTTP/2.0\r\nHost: a\r\n\r\n", 505 },
+  { "HTTP/1.2", "GET /hello HTTP/1.2\r\nHost: a\r\n\r\n", 505 },
+  { "HTTP/0.9 version", "GET /hello HTTP/0.9\r\nHost: a\r\n\r\n", 505 },
+  { "bad protocol name", "GET /hello FOO/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "lowercase method", "get /hello HTTP/1.1\r\nHost: a\r\n\r\n", 501 },
+  { "unknown method", "FROB /hello HTTP/1.1\r\nHost: a\r\n\r\n", 501 },
+  { "two spaces in the request line", "GET  /hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "space in the target", "GET /he llo HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "target without a slash", "GET hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "missing version", "GET /hello\r\nHost: a\r\n\r\n", 400 },
+  { "Content-Length with Transfer-Encoding (smuggling)", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400 },
+  { "two different Content-Lengths", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", 400 },
+  { "two equal Content-Lengths", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400 },
+  { "Content-Length list", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\nhello", 400 },
+  { "negative Content-Length", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400 },
+  { "Content-Length with a plus sign", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello", 400 },
+  { "non-numeric Content-Length", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5x\r\n\r\nhello", 400 },
+  { "overflowing Content-Length", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n", 400 },
+  { "Content-Length over max_body_bytes", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n", 413 },
+  { "chunked body over max_body_bytes", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" .. string.rep("x", 2048) .. "\r\n0\r\n\r\n", 413 },
+  { "unknown transfer coding", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 501 },
+  { "chunked not last", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 501 },
+  { "gzip then chunked", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501 },
+  { "bad chunk size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400 },
+  { "overflowing chunk size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffffff\r\nhello\r\n0\r\n\r\n", 400 },
+  { "chunk data longer than its size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX\r\n0\r\n\r\n", 400 },
+  { "obs-fold", "GET /hello HTTP/1.1\r\nHost: a\r\nX-Folded: a\r\n b\r\n\r\n", 400 },
+  { "bare LF line endings", "GET /hello HTTP/1.1\nHost: a\n\n", 400 },
+  { "bare CR in a header value", "GET /hello HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n", 400 },
+  { "NUL in a header value", "GET /hello HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n", 400 },
+  { "control character in a header value", "GET /hello HTTP/1.1\r\nHost: a\r\nX: a\1b\r\n\r\n", 400 },
+  { "space before the colon", "GET /hello HTTP/1.1\r\nHost : a\r\n\r\n", 400 },
+  { "invalid character in a header name", "GET /hello HTTP/1.1\r\nHost: a\r\nX(y): 1\r\n\r\n", 400 },
+  { "header line without a colon", "GET /hello HTTP/1.1\r\nHost: a\r\nNoColon\r\n\r\n", 400 },
+  { "empty header name", "GET /hello HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n", 400 },
+  { "target over max_header_bytes", "GET " .. big_target .. " HTTP/1.1\r\nHost: a\r\n\r\n", 414 },
+  { "header over max_header_bytes", "GET /hello HTTP/1.1\r\nHost: a\r\n" .. big_header .. "\r\n", 431 },
+  { "too many headers", "GET /hello HTTP/1.1\r\nHost: a\r\n" .. many_headers .. "\r\n", 431 },
+  { "Expect other than 100-continue", "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nExpect: 200-ok\r\n\r\nx", 417 },
+  { "garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", 400 },
+  { "binary noise", "\0\1\2\3\4\5\6\7\r\n\r\n", 400 },
+  { "good request then garbage", "GET /hello HTTP/1.1\r\nHost: a\r\n\r\nBLAH\r\n\r\n", { 200, 400 } },
+  { "header injection from a handler is refused", "GET /inject HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
+}
+
+describe("hostile input", function()
+  local srv
+  setup(function()
+    srv = H.start("spec/apps/basic.lua", { flags = { "--max-body-bytes", "1024", "--max-header-bytes", "2048" } })
+  end)
+  teardown(function() srv:stop() end)
+
+  for _, case in ipairs(cases) do
+    local name, bytes, want = case[1], case[2], case[3]
+    it(name .. " -> " .. (type(want) == "table" and table.concat(want, ", ") or tostring(want)), function()
+      local c = srv:connect()
+      assert(c:send(bytes))
+      local statuses = type(want) == "table" and want or { want }
+      for _, status in ipairs(statuses) do
+        local res, err = c:read_response()
+        assert.is_truthy(res, "no response: " .. tostring(err))
+        assert.equal(status, res.status)
+        if status >= 400 then
+          assert.equal("close", res.headers["connection"])
+        end
+      end
+      assert.equal(case.keep == true, not c:closed_by_peer(0.3),
+        case.keep and "connection should stay open" or "connection should be closed")
+      c:close()
+    end)
+  end
+
+  it("keeps serving after all of that", function()
+    assert.equal(200, srv:get("/hello").status)
+  end)
+end)
