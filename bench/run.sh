@@ -37,10 +37,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
-# Each server has its own port, so a server that failed to stop can never be
-# measured in place of the next one.
-declare -A PORT=([moonhttp]=18080 [nginx-lua]=18081 [go]=18082 [floor]=18083 [h2o]=18084)
+source bench/lib.sh
 # The loads: name and wrk arguments (without the URL, always loopback).
 LOADS="c100 c1000 pipe16"
 load_args() {
@@ -50,7 +47,6 @@ load_args() {
     pipe16) echo "-t1 -c100 -s $ROOT/bench/wrk/pipeline.lua" ;;
     esac
 }
-EXPECTED_BODY='{"name":"baseline","users":[]}'
 
 # The CPUs are fixed: two-core VMs have nothing else to give.
 SERVER_CPU=0
@@ -71,20 +67,6 @@ mkdir -p "$RUN_DIR"
 RAW=$RUN_DIR/raw.tsv
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-bench.XXXXXX")
 CLK_TCK=$(getconf CLK_TCK)
-SERVER_PID=""
-
-log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-# All descendants of a pid (nginx and moonhttp fork workers, h2o a helper).
-tree_pids() {
-    local p c
-    for p in "$@"; do
-        echo "$p"
-        for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
-            tree_pids "$c"
-        done
-    done
-}
 
 # utime+stime in clock ticks summed over the server's process tree. A
 # process's stat already includes all of its threads (Go's runtime threads);
@@ -101,32 +83,16 @@ tree_ticks() {
     echo "$sum"
 }
 
-# CPU 0's counters: "busy total steal" in ticks. Busy is user+nice+system+
-# irq+softirq: all work that ran on the CPU. idle and iowait are not work;
-# steal is time the hypervisor ran someone else, not our work, so it is
-# excluded from busy but reported, as a noise gauge. guest is already part of
-# user.
+# CPU counters in ticks: "busy total steal" of the server CPU, then "busy
+# total" of the client CPU. Busy is user+nice+system+irq+softirq: all work that
+# ran on the CPU. idle and iowait are not work; steal is time the hypervisor
+# ran someone else, not our work, so it is left out of busy but reported as a
+# noise gauge. guest is already part of user. The client CPU's busy share
+# tells whether wrk, not the server, was the limit.
 cpu_ticks() {
-    awk -v cpu="cpu$SERVER_CPU" '$1 == cpu {
-        busy = $2 + $3 + $4 + $7 + $8; total = busy + $5 + $6 + $9
-        print busy, total, $9 }' /proc/stat
-}
-
-stop_server() {
-    [ -n "$SERVER_PID" ] || return 0
-    local pids i
-    pids=$(tree_pids "$SERVER_PID")
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    for i in $(seq 50); do
-        kill -0 "$SERVER_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    # Whatever ignored TERM (or a worker orphaned by a crashed master).
-    for p in $pids; do
-        kill -KILL "$p" 2>/dev/null || true
-    done
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
+    awk -v s="cpu$SERVER_CPU" -v c="cpu$CLIENT_CPU" '
+        $1 == s || $1 == c { busy[$1] = $2 + $3 + $4 + $7 + $8; total[$1] = busy[$1] + $5 + $6 + $9; steal[$1] = $9 }
+        END { print busy[s], total[s], steal[s], busy[c], total[c] }' /proc/stat
 }
 
 cleanup() {
@@ -135,85 +101,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# Builds what needs building once per run. Go's caches go to the work dir so
-# nothing outside the tree is written and no network is needed.
-build_all() {
-    cc -O2 -o "$WORK/epoll_floor" bench/floor/epoll_floor.c
-    if command -v go >/dev/null; then
-        (cd bench/go && GOCACHE=$WORK/gocache GOPATH=$WORK/gopath GOFLAGS=-mod=mod \
-            GOPROXY=off GOTOOLCHAIN=local go build -o "$WORK/go-bench" .)
-    fi
-}
-
-# Returns 1 (after saying why) when the server cannot run on this machine.
-available() {
-    case "$1" in
-    moonhttp)
-        [ -x "$MOONHTTP_BIN" ] || { SKIP_REASON="binary $MOONHTTP_BIN missing (build it: make build)"; return 1; }
-        [ -f examples/api.lua ] || { SKIP_REASON="examples/api.lua missing"; return 1; }
-        ;;
-    nginx-lua)
-        command -v nginx >/dev/null && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] ||
-            { SKIP_REASON="nginx-light or libnginx-mod-http-lua not installed"; return 1; }
-        ;;
-    go) [ -x "$WORK/go-bench" ] || { SKIP_REASON="golang-go not installed"; return 1; } ;;
-    floor) ;;
-    h2o) command -v h2o >/dev/null || { SKIP_REASON="h2o not installed"; return 1; } ;;
-    *) SKIP_REASON="unknown server"; return 1 ;;
-    esac
-}
-
-# Starts a server pinned to the server CPU; children inherit the affinity.
-start_server() {
-    local name=$1 port=${PORT[$1]} dir=$WORK/$1 logf=$RUN_DIR/$1.log
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    if port_open "$port"; then
-        echo "run.sh: port $port is already taken; not benchmarking whatever listens there" >&2
-        return 1
-    fi
-    local fill="s|@PORT@|$port|g; s|@PREFIX@|$dir|g; s|@USER@|$(id -un)|g"
-    case "$name" in
-    moonhttp)
-        taskset -c $SERVER_CPU "$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 examples/api.lua \
-            >>"$logf" 2>&1 &
-        ;;
-    nginx-lua)
-        sed -e "$fill" bench/nginx/nginx.conf.in >"$dir/nginx.conf"
-        taskset -c $SERVER_CPU nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >>"$logf" 2>&1 &
-        ;;
-    go)
-        GOMAXPROCS=1 taskset -c $SERVER_CPU "$WORK/go-bench" "$port" >>"$logf" 2>&1 &
-        ;;
-    floor)
-        taskset -c $SERVER_CPU "$WORK/epoll_floor" "$port" >>"$logf" 2>&1 &
-        ;;
-    h2o)
-        printf '%s' "$EXPECTED_BODY" >"$dir/users.json"
-        sed -e "$fill" bench/h2o/h2o.conf.in >"$dir/h2o.conf"
-        taskset -c $SERVER_CPU h2o -c "$dir/h2o.conf" >>"$logf" 2>&1 &
-        ;;
-    esac
-    SERVER_PID=$!
-    local i
-    for i in $(seq 100); do
-        port_open "$port" && break
-        kill -0 "$SERVER_PID" 2>/dev/null || { echo "run.sh: $name exited at start, see $logf" >&2; SERVER_PID=""; return 1; }
-        sleep 0.1
-    done
-    port_open "$port" || { echo "run.sh: $name did not listen on $port in 10 s" >&2; stop_server; return 1; }
-    # A server answering the wrong thing must not enter the table.
-    local body
-    body=$(curl -s --max-time 2 "http://127.0.0.1:$port/api/users" || true)
-    if [ "$body" != "$EXPECTED_BODY" ]; then
-        echo "run.sh: $name answered /api/users with '$body', expected '$EXPECTED_BODY'" >&2
-        stop_server
-        return 1
-    fi
-}
 
 # Converts wrk's latency ("812.00us", "1.20ms", "2.01s") to milliseconds.
 # Pipelined runs print 0.00us for high percentiles: wrk times a pipelined
@@ -253,23 +140,25 @@ measure() {
     # shellcheck disable=SC2086
     set -- $c0 $c1
     awk -v r="$round" -v s="$name" -v l="$load" -v w="$wrk_fields" -v req="$req" \
-        -v dp=$((p1 - p0)) -v db=$(($4 - $1)) -v dt=$(($5 - $2)) -v ds=$(($6 - $3)) -v hz="$CLK_TCK" '
+        -v dp=$((p1 - p0)) -v db=$(($6 - $1)) -v dt=$(($7 - $2)) -v ds=$(($8 - $3)) \
+        -v cb=$(($9 - $4)) -v ct=$((${10} - $5)) -v hz="$CLK_TCK" '
         BEGIN {
             proc = req > 0 ? dp / hz * 1e6 / req : 0
             cpu0 = req > 0 ? db / hz * 1e6 / req : 0
             steal = dt > 0 ? 100 * ds / dt : 0
-            printf "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.1f\n", r, s, l, w, proc, cpu0, steal
+            client = ct > 0 ? 100 * cb / ct : 0
+            printf "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.1f\t%.1f\n", r, s, l, w, proc, cpu0, steal, client
         }' >>"$RAW"
-    tail -n 1 "$RAW" | awk -F'\t' '{ printf "  %-6s %10.0f req/s  p50 %.3f ms  p99 %.3f ms  proc %.2f us/req  cpu0 %.2f us/req  steal %s%%  errors %d/%d\n",
-        $3, $4, $6, $7, $10, $11, $12, $8, $9 }' >&2
+    tail -n 1 "$RAW" | awk -F'\t' '{ printf "  %-6s %10.0f req/s  p50 %.3f ms  p99 %.3f ms  proc %.2f us/req  cpu0 %.2f us/req  steal %s%%  wrk cpu %s%%  errors %d/%d\n",
+        $3, $4, $6, $7, $10, $11, $12, $13, $8, $9 }' >&2
 }
 
 log "run $STAMP: rounds=$ROUNDS duration=${DURATION}s servers: $SERVERS"
-build_all
-printf 'round\tserver\tload\trps\trequests\tp50_ms\tp99_ms\tsocket_errors\tnon2xx\tproc_us_per_req\tcpu0_us_per_req\tsteal_pct\n' >"$RAW"
+build_floor
+build_go
+printf 'round\tserver\tload\trps\trequests\tp50_ms\tp99_ms\tsocket_errors\tnon2xx\tproc_us_per_req\tcpu0_us_per_req\tsteal_pct\twrk_cpu_pct\n' >"$RAW"
 ACTIVE=""
 for s in $SERVERS; do
-    SKIP_REASON=""
     if available "$s"; then
         ACTIVE="$ACTIVE $s"
     else
@@ -281,7 +170,8 @@ done
 for round in $(seq "$ROUNDS"); do
     for s in $ACTIVE; do
         log "round $round/$ROUNDS: $s on port ${PORT[$s]}"
-        if ! start_server "$s"; then
+        if ! start_server "$s" "$RUN_DIR/$s.log" 10 taskset -c $SERVER_CPU || ! check_body "$s"; then
+            stop_server
             printf '#fail\t%s\tround %s: did not start or answered wrongly (see %s.log)\n' "$s" "$round" "$s" >>"$RAW"
             continue
         fi

@@ -41,7 +41,8 @@ $1 == "#fail" { fail[$2] = fail[$2] (fail[$2] ? "; " : "") $3; next }
 {
     k = $2 SUBSEP $3
     n = ++cnt[k]
-    for (c = 4; c <= 12; c++) val[k, c, n] = $c
+    for (c = 4; c <= 13; c++) val[k, c, n] = $c
+    if (NF < 13) noclient = 1 # raw.tsv from before the wrk CPU column
     errs[k] += $8 + $9
     seen[$2] = 1
 }
@@ -57,22 +58,23 @@ END {
     for (li = 1; li <= nload; li++) {
         LOADK = loads[li]
         printf "### %s\n\n", title[LOADK]
-        print "| server | req/s | p50 ms | p99 ms | CPU µs/req (process) | CPU µs/req (cpu0) | req/s ÷ nginx | CPU/req ÷ nginx | errors | steal % |"
-        print "|---|---|---|---|---|---|---|---|---|---|"
+        print "| server | req/s | p50 ms | p99 ms | CPU µs/req (process) | CPU µs/req (cpu0) | req/s ÷ nginx | CPU/req ÷ nginx | errors | steal % | wrk CPU % |"
+        print "|---|---|---|---|---|---|---|---|---|---|---|"
         for (si = 1; si <= nserv; si++) {
             s = order[si]; k = s SUBSEP LOADK
             if (!(k in cnt)) {
                 why = s in skip ? skip[s] : (s in fail ? fail[s] : "")
                 if (why != "" || s == "moonhttp")
-                    printf "| %s | pending%s | | | | | | | | |\n", name[s], why != "" ? ": " why : ""
+                    printf "| %s | pending%s | | | | | | | | | |\n", name[s], why != "" ? ": " why : ""
                 continue
             }
             # wrk times a pipelined batch, not each response: no latencies.
             lat50 = LOADK == "pipe16" ? "—" : cell(k, 6, "%.2f")
             lat99 = LOADK == "pipe16" ? "—" : cell(k, 7, "%.2f")
-            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", name[s],
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", name[s],
                 cell(k, 4, "%.0f"), lat50, lat99, cell(k, 10, "%.2f"), cell(k, 11, "%.2f"),
-                ratio(k, 4), ratio(k, 10), errs[k], cell(k, 12, "%.0f")
+                ratio(k, 4), ratio(k, 10), errs[k], cell(k, 12, "%.0f"),
+                noclient ? "—" : cell(k, 13, "%.0f")
         }
         print ""
     }
@@ -80,4 +82,6 @@ END {
     print "utime+stime of the server and its children ÷ requests. (cpu0): busy time of the"
     print "server CPU (user+nice+system+irq+softirq, steal excluded) ÷ requests. Ratios use"
     print "medians; lower CPU/req is better. errors: wrk socket errors + non-2xx, all rounds."
+    print "steal %: share of the server CPU the hypervisor took. wrk CPU %: busy share of the"
+    print "client CPU; near 100 means wrk, not the server, set the req/s."
 }' "$1"
