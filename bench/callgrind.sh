@@ -76,5 +76,6 @@ main=$(for f in "$OUT"/callgrind.out."$N2".*; do
 done | sort -n | tail -n 1 | cut -d' ' -f2)
 echo "top $TOP functions by own instructions, $N2-request run ($main):" | tee -a "$OUT/summary.txt"
 callgrind_annotate --threshold=100 "$main" 2>/dev/null |
-    awk '/^-+$/ { sep++; next } sep >= 3 && NF && n < '"$TOP"' { print; n++ }' | tee -a "$OUT/summary.txt"
+    grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' | head -n "$TOP" |
+    tee -a "$OUT/summary.txt"
 log "callgrind output in $OUT"
