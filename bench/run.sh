@@ -24,7 +24,7 @@ DURATION=10
 WARMUP=1
 SERVERS="moonhttp nginx-lua go floor h2o"
 usage() {
-    sed -n '4p' "$0" | sed 's/^# *//'
+    echo "usage: bench/run.sh [--rounds N] [--duration S] [--quick] [--servers \"a b ...\"]" >&2
     exit 2
 }
 while [ $# -gt 0 ]; do
@@ -37,7 +37,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+case "$ROUNDS$DURATION" in '' | *[!0-9]*) usage ;; esac
+# Bounded run time: nobody meant an hour-long run.
+[ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 20 ] && [ "$DURATION" -ge 1 ] && [ "$DURATION" -le 120 ] || usage
+
 source bench/lib.sh
+
 # The loads: name and wrk arguments (without the URL, always loopback).
 LOADS="c100 c1000 pipe16"
 load_args() {
