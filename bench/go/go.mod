@@ -1,0 +1,3 @@
+module moonhttp/bench/go
+
+go 1.19

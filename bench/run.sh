@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Benchmarks moonhttp against nginx + lua-nginx-module, Go's ServeMux, a raw
+# epoll floor and (if installed) h2o, and writes a table of medians.
+#
+#   bench/run.sh [--rounds N] [--duration S] [--quick] [--servers "a b ..."]
+#
+# Method (bench/README.md explains why): every server gets one worker pinned to
+# CPU 0, wrk runs pinned to CPU 1; rounds interleave the servers so slow drift
+# in the host (steal, thermal, neighbours) spreads over all of them instead of
+# landing on one. Per load we record wrk's req/s, p50, p99 and errors, and the
+# server's CPU per request measured two ways: the server processes' own
+# utime+stime, and CPU 0's busy time from /proc/stat (which also catches
+# kernel work done on CPU 0 on the server's behalf, e.g. softirqs).
+#
+# Output: bench/results/run-<timestamp>/ holds raw.tsv, every wrk report and
+# server logs; bench/results/table.md (and the run's copy) the medians.
+set -eu
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+ROUNDS=3
+DURATION=10
+WARMUP=1
+SERVERS="moonhttp nginx-lua go floor h2o"
+usage() {
+    echo "usage: bench/run.sh [--rounds N] [--duration S] [--quick] [--servers \"a b ...\"]" >&2
+    exit 2
+}
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --quick) ROUNDS=1; DURATION=3; shift ;;
+    --servers) SERVERS=$2; shift 2 ;;
+    *) usage ;;
+    esac
+done
+
+case "$ROUNDS$DURATION" in '' | *[!0-9]*) usage ;; esac
+# Bounded run time: nobody meant an hour-long run.
+[ "$ROUNDS" -ge 1 ] && [ "$ROUNDS" -le 20 ] && [ "$DURATION" -ge 1 ] && [ "$DURATION" -le 120 ] || usage
+
+source bench/lib.sh
+
+# The loads: name and wrk arguments (without the URL, always loopback).
+LOADS="c100 c1000 pipe16"
+load_args() {
+    case "$1" in
+    c100) echo "-t1 -c100" ;;
+    c1000) echo "-t1 -c1000" ;;
+    pipe16) echo "-t1 -c100 -s $ROOT/bench/wrk/pipeline.lua" ;;
+    esac
+}
+
+# The CPUs are fixed: two-core VMs have nothing else to give.
+SERVER_CPU=0
+CLIENT_CPU=1
+if [ "$(nproc)" -lt 2 ]; then
+    echo "run.sh: needs 2 CPUs (server on $SERVER_CPU, wrk on $CLIENT_CPU)" >&2
+    exit 1
+fi
+for tool in wrk taskset curl cc; do
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool is missing (make deps / scripts/deps.sh --bench)" >&2; exit 1; }
+done
+# -c1000 needs more than the usual 1024 descriptors, in wrk and in servers.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+STAMP=$(date +%Y%m%d-%H%M%S)
+RUN_DIR=$ROOT/bench/results/run-$STAMP
+mkdir -p "$RUN_DIR"
+RAW=$RUN_DIR/raw.tsv
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-bench.XXXXXX")
+CLK_TCK=$(getconf CLK_TCK)
+
+# utime+stime in clock ticks summed over the server's process tree. A
+# process's stat already includes all of its threads (Go's runtime threads);
+# live children must be added by hand (cutime only counts reaped ones).
+# The comm field may contain spaces, so cut after the last ')'.
+tree_ticks() {
+    local sum=0 p f
+    for p in $(tree_pids "$1"); do
+        f=$(cat /proc/"$p"/stat 2>/dev/null) || continue
+        set -- ${f##*) }
+        # after comm: state(3) ... utime is field 14, stime 15 => $12 $13 here
+        sum=$((sum + ${12} + ${13}))
+    done
+    echo "$sum"
+}
+
+# CPU counters in ticks: "busy total steal" of the server CPU, then "busy
+# total" of the client CPU. Busy is user+nice+system+irq+softirq: all work that
+# ran on the CPU. idle and iowait are not work; steal is time the hypervisor
+# ran someone else, not our work, so it is left out of busy but reported as a
+# noise gauge. guest is already part of user. The client CPU's busy share
+# tells whether wrk, not the server, was the limit.
+cpu_ticks() {
+    awk -v s="cpu$SERVER_CPU" -v c="cpu$CLIENT_CPU" '
+        $1 == s || $1 == c { busy[$1] = $2 + $3 + $4 + $7 + $8; total[$1] = busy[$1] + $5 + $6 + $9; steal[$1] = $9 }
+        END { print busy[s], total[s], steal[s], busy[c], total[c] }' /proc/stat
+}
+
+cleanup() {
+    stop_server
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Converts wrk's latency ("812.00us", "1.20ms", "2.01s") to milliseconds.
+# Pipelined runs print 0.00us for high percentiles: wrk times a pipelined
+# batch, not each response, so those figures are not read (see README).
+parse_wrk() {
+    awk '
+    function ms(v) {
+        if (v ~ /us$/) return v / 1000
+        if (v ~ /ms$/) return v + 0
+        if (v ~ /s$/) return v * 1000
+        return v
+    }
+    /^ +50%/ { p50 = ms($2) }
+    /^ +99%/ { p99 = ms($2) }
+    / requests in / { req = $1 }
+    /^Requests\/sec:/ { rps = $2 }
+    /Socket errors:/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
+    /Non-2xx or 3xx responses:/ { non2xx = $5 }
+    END { printf "%s\t%d\t%.3f\t%.3f\t%d\t%d\n", rps, req, p50, p99, err + 0, non2xx + 0 }
+    ' "$1"
+}
+
+measure() {
+    local round=$1 name=$2 load=$3 port=${PORT[$2]}
+    local out=$RUN_DIR/wrk-r$round-$name-$load.txt
+    local c0 c1 p0 p1
+    c0=$(cpu_ticks)
+    p0=$(tree_ticks "$SERVER_PID")
+    # shellcheck disable=SC2046 # load_args is a word list on purpose
+    taskset -c $CLIENT_CPU wrk $(load_args "$load") -d"${DURATION}s" --latency \
+        "http://127.0.0.1:$port/api/users" >"$out" 2>&1 || true
+    p1=$(tree_ticks "$SERVER_PID")
+    c1=$(cpu_ticks)
+    local wrk_fields req
+    wrk_fields=$(parse_wrk "$out")
+    req=$(echo "$wrk_fields" | cut -f2)
+    # shellcheck disable=SC2086
+    set -- $c0 $c1
+    awk -v r="$round" -v s="$name" -v l="$load" -v w="$wrk_fields" -v req="$req" \
+        -v dp=$((p1 - p0)) -v db=$(($6 - $1)) -v dt=$(($7 - $2)) -v ds=$(($8 - $3)) \
+        -v cb=$(($9 - $4)) -v ct=$((${10} - $5)) -v hz="$CLK_TCK" '
+        BEGIN {
+            proc = req > 0 ? dp / hz * 1e6 / req : 0
+            cpu0 = req > 0 ? db / hz * 1e6 / req : 0
+            steal = dt > 0 ? 100 * ds / dt : 0
+            client = ct > 0 ? 100 * cb / ct : 0
+            printf "%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.1f\t%.1f\n", r, s, l, w, proc, cpu0, steal, client
+        }' >>"$RAW"
+    tail -n 1 "$RAW" | awk -F'\t' '{ printf "  %-6s %10.0f req/s  p50 %.3f ms  p99 %.3f ms  proc %.2f us/req  cpu0 %.2f us/req  steal %s%%  wrk cpu %s%%  errors %d/%d\n",
+        $3, $4, $6, $7, $10, $11, $12, $13, $8, $9 }' >&2
+}
+
+log "run $STAMP: rounds=$ROUNDS duration=${DURATION}s servers: $SERVERS"
+build_floor
+build_go
+printf 'round\tserver\tload\trps\trequests\tp50_ms\tp99_ms\tsocket_errors\tnon2xx\tproc_us_per_req\tcpu0_us_per_req\tsteal_pct\twrk_cpu_pct\n' >"$RAW"
+ACTIVE=""
+for s in $SERVERS; do
+    if available "$s"; then
+        ACTIVE="$ACTIVE $s"
+    else
+        log "skipping $s: $SKIP_REASON"
+        printf '#skip\t%s\t%s\n' "$s" "$SKIP_REASON" >>"$RAW"
+    fi
+done
+
+for round in $(seq "$ROUNDS"); do
+    for s in $ACTIVE; do
+        log "round $round/$ROUNDS: $s on port ${PORT[$s]}"
+        if ! start_server "$s" "$RUN_DIR/$s.log" 10 taskset -c $SERVER_CPU || ! check_body "$s"; then
+            stop_server
+            printf '#fail\t%s\tround %s: did not start or answered wrongly (see %s.log)\n' "$s" "$round" "$s" >>"$RAW"
+            continue
+        fi
+        # Warm-up, not measured: first-request costs (Lua compilation, Go's
+        # lazily grown pools, page faults) are not what we compare.
+        taskset -c $CLIENT_CPU wrk -t1 -c100 -d"${WARMUP}s" "http://127.0.0.1:${PORT[$s]}/api/users" >/dev/null 2>&1 || true
+        for load in $LOADS; do
+            sleep 1 # let the previous load's connections close
+            measure "$round" "$s" "$load"
+        done
+        stop_server
+    done
+done
+
+{
+    echo "Run $STAMP: $ROUNDS round(s) × ${DURATION} s per load; server on CPU $SERVER_CPU, wrk on CPU $CLIENT_CPU."
+    echo "Host: $(nproc) CPUs, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), Linux $(uname -r)."
+    echo
+    bench/table.sh "$RAW"
+} >"$RUN_DIR/table.md"
+cp "$RUN_DIR/table.md" bench/results/table.md
+cat bench/results/table.md
+log "raw results in $RUN_DIR, table in bench/results/table.md"
