@@ -22,6 +22,7 @@
 
 static void conn_process(struct mh_conn *c);
 static void next_request(struct mh_conn *c);
+static void update_io(struct mh_conn *c);
 
 /* ---- lists and timers ---------------------------------------------------- */
 
@@ -63,20 +64,60 @@ static void set_idle_list(struct mh_conn *c, bool idle)
  * timer, when it fires early, re-arms for the rest ("be smart about
  * timeouts" in libev's manual), so per-request timer work is a store.
  */
-static void set_timeout(struct mh_conn *c, double seconds)
+static void set_deadline(struct mh_conn *c, ev_tstamp at)
 {
     struct ev_loop *loop = c->worker->loop;
-    if (seconds <= 0) {
-        c->deadline = 0;
+    c->deadline = at;
+    if (at == 0)
         return;
-    }
-    c->deadline = ev_now(loop) + seconds;
-    if (!ev_is_active(&c->timer) || c->timer_at > c->deadline) {
+    if (!ev_is_active(&c->timer) || c->timer_at > at) {
+        ev_tstamp in = at - ev_now(loop);
         ev_timer_stop(loop, &c->timer);
-        ev_timer_set(&c->timer, seconds, 0.);
+        ev_timer_set(&c->timer, in > 0 ? in : 0., 0.);
         ev_timer_start(loop, &c->timer);
-        c->timer_at = c->deadline;
+        c->timer_at = at;
     }
+}
+
+/* `seconds` from now as a deadline; 0 (off) stays 0. */
+static ev_tstamp after(struct mh_conn *c, double seconds)
+{
+    return seconds > 0 ? ev_now(c->worker->loop) + seconds : 0;
+}
+
+static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
+static void set_timeout(struct mh_conn *c, double seconds)
+{
+    set_deadline(c, after(c, seconds));
+}
+
+/* While a handler runs: the write deadline, and the read deadline while body bytes are due. */
+static void set_handler_deadline(struct mh_conn *c)
+{
+    set_deadline(c, earliest(c->write_deadline,
+                             c->body_state == MH_BODY_MORE ? c->read_deadline : 0));
+}
+
+void mh_conn_set_read_timeout(struct mh_conn *c, double seconds)
+{
+    c->read_deadline = after(c, seconds);
+    if (c->state == MH_CONN_HANDLER)
+        set_handler_deadline(c);
+}
+
+void mh_conn_set_write_timeout(struct mh_conn *c, double seconds)
+{
+    c->write_deadline = after(c, seconds);
+    if (c->state == MH_CONN_HANDLER)
+        set_handler_deadline(c);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
@@ -97,6 +138,19 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         mh_log(MH_LOG_DEBUG, "fd %d: request head timed out", c->fd);
         break;
     case MH_CONN_HANDLER:
+        if (c->body_state == MH_BODY_MORE && c->read_deadline && now >= c->read_deadline &&
+            (!c->write_deadline || now < c->write_deadline)) {
+            /* The body is late: the handler hears "timeout" and may still answer. */
+            c->body_state = MH_BODY_TIMEOUT;
+            c->close_after = true;
+            set_deadline(c, c->write_deadline);
+            if (c->body_wanted && c->task) {
+                c->body_wanted = false;
+                mh_task_on_body(c->task);
+            }
+            update_io(c);
+            return;
+        }
         mh_log(MH_LOG_WARN, "fd %d: write timeout: response not done in time; closing", c->fd);
         break;
     default:
@@ -441,6 +495,16 @@ static void fail(struct mh_conn *c, int status)
 
 /* ---- requests ------------------------------------------------------------ */
 
+/* The first bytes of a request head arrived: its header and read clocks start. */
+static void begin_head(struct mh_conn *c)
+{
+    struct mh_config *cfg = c->worker->config;
+    c->state = MH_CONN_HEAD;
+    set_idle_list(c, false);
+    c->read_deadline = after(c, cfg->read_timeout);
+    set_deadline(c, earliest(after(c, cfg->read_header_timeout), c->read_deadline));
+}
+
 static void next_request(struct mh_conn *c)
 {
     struct mh_worker *w = c->worker;
@@ -454,8 +518,7 @@ static void next_request(struct mh_conn *c)
     c->body_wanted = c->continue_sent = c->draining = false;
     c->last_was_value = c->url_done = false;
     if (c->parse_pos < c->in.len) {
-        c->state = MH_CONN_HEAD; /* pipelined bytes are waiting */
-        set_timeout(c, w->config->read_header_timeout);
+        begin_head(c); /* pipelined bytes are waiting */
         return;
     }
     c->state = MH_CONN_IDLE;
@@ -472,7 +535,7 @@ static void start_request(struct mh_conn *c)
     struct mh_worker *w = c->worker;
     c->state = MH_CONN_HANDLER;
     c->requests++;
-    set_timeout(c, w->config->write_timeout);
+    c->write_deadline = after(c, w->config->write_timeout);
     if (c->req.has_body) {
         c->body_state = MH_BODY_MORE;
     } else {
@@ -481,6 +544,7 @@ static void start_request(struct mh_conn *c)
         mh_http_parse(c, &status);
         c->body_state = MH_BODY_NONE;
     }
+    set_handler_deadline(c);
     c->gen = w->gen;
     mh_gen_ref(c->gen);
     mh_dispatch(c);
@@ -495,6 +559,7 @@ static bool pump_body(struct mh_conn *c)
         switch (mh_http_parse(c, &status)) {
         case MH_PARSE_MESSAGE_DONE:
             c->body_state = MH_BODY_NONE;
+            set_handler_deadline(c);
             break;
         case MH_PARSE_ERROR:
             if (c->body_state != MH_BODY_TOO_LARGE)
@@ -524,8 +589,6 @@ int mh_conn_want_body(struct mh_conn *c, bool all)
     if (pump_body(c))
         return 1;
     c->body_wanted = true;
-    if (c->worker->config->read_timeout > 0)
-        set_timeout(c, c->worker->config->read_timeout);
     update_io(c);
     return 0;
 }
@@ -557,11 +620,8 @@ static void conn_process(struct mh_conn *c)
         int status = 0;
         switch (mh_http_parse(c, &status)) {
         case MH_PARSE_NEED_MORE:
-            if (c->state == MH_CONN_IDLE) {
-                c->state = MH_CONN_HEAD;
-                set_idle_list(c, false);
-                set_timeout(c, w->config->read_header_timeout);
-            }
+            if (c->state == MH_CONN_IDLE)
+                begin_head(c);
             if (c->state == MH_CONN_HEAD &&
                 c->parse_pos - c->req_start > (size_t)w->config->max_header_bytes)
                 fail(c, c->url_done ? 431 : 414);

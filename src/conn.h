@@ -40,7 +40,8 @@ enum mh_body_state {
     MH_BODY_NONE, /* no body, or all of it parsed */
     MH_BODY_MORE, /* more body bytes to come */
     MH_BODY_TOO_LARGE,
-    MH_BODY_BAD,    /* malformed framing, or the peer went away */
+    MH_BODY_BAD,     /* malformed framing, or the peer went away */
+    MH_BODY_TIMEOUT, /* read_timeout passed while the body was still coming */
 };
 
 struct mh_conn {
@@ -50,6 +51,8 @@ struct mh_conn {
     ev_io io;
     ev_timer timer;
     ev_tstamp deadline; /* when the current state times out (0 = never) */
+    ev_tstamp read_deadline;  /* whole request incl. body (read_timeout; 0 = none) */
+    ev_tstamp write_deadline; /* end of head to end of response (write_timeout; 0 = none) */
     ev_tstamp timer_at; /* when the armed timer fires */
     int io_events;      /* events the io watcher is armed for */
 
@@ -140,6 +143,13 @@ void mh_conn_respond_simple(struct mh_conn *c, int status, const char *extra, co
  * and calls mh_task_on_body when satisfied.
  */
 int mh_conn_want_body(struct mh_conn *c, bool all);
+
+/*
+ * Moves the read or write deadline of the current request to `seconds` from
+ * now (0 = no deadline), as Go's ResponseController does for a handler.
+ */
+void mh_conn_set_read_timeout(struct mh_conn *c, double seconds);
+void mh_conn_set_write_timeout(struct mh_conn *c, double seconds);
 
 /* Bytes queued for the client and not yet written. */
 static inline size_t mh_conn_pending_output(const struct mh_conn *c)

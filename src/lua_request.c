@@ -268,6 +268,8 @@ static int push_body_error(lua_State *L, struct mh_conn *c)
         lua_pushliteral(L, "connection closed");
     else if (c->body_state == MH_BODY_TOO_LARGE)
         lua_pushliteral(L, "body too large");
+    else if (c->body_state == MH_BODY_TIMEOUT)
+        lua_pushliteral(L, "timeout");
     else if (c->peer_closed)
         lua_pushliteral(L, "connection closed");
     else
@@ -321,6 +323,17 @@ static int req_read(lua_State *L)
     return mh_task_yield(L, t, MH_WAIT_BODY, push_some_body);
 }
 
+/* req:set_read_timeout(seconds): the body must be in within `seconds` from now (0 = no limit). */
+static int req_set_read_timeout(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    lua_Number s = luaL_checknumber(L, 2);
+    luaL_argcheck(L, s >= 0, 2, "must be >= 0");
+    mh_conn_set_read_timeout(c, s);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int req_tostring(lua_State *L)
 {
     struct mh_lua_req *r = luaL_checkudata(L, 1, REQUEST_MT);
@@ -341,7 +354,8 @@ void mh_lua_request_open(lua_State *L)
     static const luaL_Reg methods[] = {
         {"pathvalue", req_pathvalue}, {"arg", req_arg},   {"args", req_args},
         {"header", req_header},       {"headers", req_headers}, {"body", req_body},
-        {"read", req_read},           {NULL, NULL},
+        {"read", req_read},           {"set_read_timeout", req_set_read_timeout},
+        {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);
     luaL_newlib(L, methods);

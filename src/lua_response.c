@@ -159,6 +159,17 @@ static int res_redirect(lua_State *L)
     return 1;
 }
 
+/* res:set_write_timeout(seconds): the response must be done within `seconds` from now (0 = no limit). */
+static int res_set_write_timeout(lua_State *L)
+{
+    struct mh_conn *c = check_res(L)->conn;
+    lua_Number s = luaL_checknumber(L, 2);
+    luaL_argcheck(L, s >= 0, 2, "must be >= 0");
+    mh_conn_set_write_timeout(c, s);
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int res_tostring(lua_State *L)
 {
     struct mh_lua_res *r = luaL_checkudata(L, 1, RESPONSE_MT);
@@ -174,6 +185,7 @@ void mh_lua_response_open(lua_State *L)
     static const luaL_Reg methods[] = {
         {"status", res_status}, {"header", res_header}, {"add_header", res_add_header},
         {"write", res_write},   {"flush", res_flush},   {"redirect", res_redirect},
+        {"set_write_timeout", res_set_write_timeout},
         {NULL, NULL},
     };
     luaL_newmetatable(L, RESPONSE_MT);
