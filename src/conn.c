@@ -260,6 +260,7 @@ struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int f
     c->req = req; /* keep the header array and buffers of a pooled object */
     c->res = res;
     c->body = body;
+    c->body.len = 0;
     mh_request_reset(&c->req);
     mh_response_reset(&c->res);
     c->worker = w;
@@ -620,8 +621,6 @@ static void conn_process(struct mh_conn *c)
         int status = 0;
         switch (mh_http_parse(c, &status)) {
         case MH_PARSE_NEED_MORE:
-            if (c->state == MH_CONN_IDLE)
-                begin_head(c);
             if (c->state == MH_CONN_HEAD &&
                 c->parse_pos - c->req_start > (size_t)w->config->max_header_bytes)
                 fail(c, c->url_done ? 431 : 414);
@@ -729,6 +728,8 @@ static void conn_read(struct mh_conn *c)
         return;
     }
     c->in.len += (size_t)n;
+    if (c->state == MH_CONN_IDLE)
+        begin_head(c);
     conn_process(c);
 }
 
