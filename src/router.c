@@ -58,26 +58,49 @@ static const char *seg_text(const struct mh_route *r, const struct rseg *s)
     return route_data(r) + s->off;
 }
 
-struct rlit {
-    const char *key; /* unescaped literal, owned by a route */
-    uint32_t len;
-    uint32_t hash;
-    struct rnode *child;
+/*
+ * A route that ends at a node, with what lookup needs copied in, so that
+ * resolving the method does not touch the (cold) route itself.
+ */
+struct rleaf {
+    int32_t mid; /* -1: any method */
+    int32_t handler_id;
+    uint32_t named_multi; /* ends in {name...}: the multi match is captured */
+    const struct mh_route *route;
 };
 
 /* Nodes with more literal children than this get an open-addressing table. */
 #define MH_LIT_LINEAR_MAX 8
 
+/*
+ * Nodes live in one arena, allocated depth first, so a route's chain of
+ * nodes is contiguous; a literal child carries its key inline, so a probe
+ * costs one cache line rather than a hop to the route's string.
+ */
 struct rnode {
-    struct rlit *lits;
+    uint32_t hash, keylen; /* this node's key as a literal child of its parent */
     uint32_t nlits;
-    uint32_t hmask; /* table size - 1; 0 when there is no table */
-    uint32_t *htab; /* index + 1 into lits, 0 = empty slot */
+    uint32_t hmask;      /* table size - 1; 0 when there is no table */
+    struct rnode **lits; /* literal children */
+    struct hslot *htab;  /* open addressing over lits */
     struct rnode *wild, *dollar, *multi;
-    const struct mh_route **leaf; /* routes ending here, any order */
+    struct rleaf *leaf; /* routes ending here, any order */
     uint32_t nleaf;
+    int32_t leaf_any;   /* index into leaf of the method-less route, or -1 */
     uint64_t leaf_mask; /* method ids present in leaf */
-    const struct mh_route *leaf_any;
+    char key[];
+};
+
+/* The hash sits in the slot so that a collision costs no visit to another node. */
+struct hslot {
+    uint32_t hash;
+    const struct rnode *node; /* NULL = empty */
+};
+
+struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    _Alignas(16) char data[];
 };
 
 struct rhost {
@@ -100,7 +123,8 @@ struct mh_router {
     int get_id, head_id;
     struct rhost *hosts; /* sorted by host */
     size_t nhosts;
-    struct rnode *root; /* patterns without a host; NULL if none */
+    struct rnode *root;        /* patterns without a host; NULL if none */
+    struct arena_block *arena; /* every node, leaf and child table */
 };
 
 static int set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -502,128 +526,141 @@ static int route_sort_cmp(const void *pa, const void *pb)
     return a->index < b->index ? -1 : 1;
 }
 
-static void node_free(struct rnode *n)
+static void *arena_alloc(struct arena_block **a, size_t n)
 {
-    if (!n)
-        return;
-    for (uint32_t i = 0; i < n->nlits; i++)
-        node_free(n->lits[i].child);
-    node_free(n->wild);
-    node_free(n->dollar);
-    node_free(n->multi);
-    free(n->lits);
-    free(n->htab);
-    free(n->leaf);
-    free(n);
+    n = (n + 15) & ~(size_t)15;
+    if (!*a || (*a)->used + n > (*a)->cap) {
+        size_t cap = n > 65536 ? n : 65536;
+        struct arena_block *b = malloc(sizeof *b + cap);
+        if (!b)
+            return NULL;
+        b->next = *a;
+        b->used = 0;
+        b->cap = cap;
+        *a = b;
+    }
+    void *p = (*a)->data + (*a)->used;
+    (*a)->used += n;
+    memset(p, 0, n);
+    return p;
 }
 
-static int node_index_lits(struct rnode *n)
+static void arena_free(struct arena_block *a)
+{
+    while (a) {
+        struct arena_block *next = a->next;
+        free(a);
+        a = next;
+    }
+}
+
+static int node_index_lits(struct arena_block **a, struct rnode *n)
 {
     if (n->nlits <= MH_LIT_LINEAR_MAX)
         return 0;
     uint32_t size = 16;
     while (size < n->nlits * 2)
         size *= 2;
-    n->htab = calloc(size, sizeof *n->htab);
+    n->htab = arena_alloc(a, size * sizeof *n->htab);
     if (!n->htab)
         return -1;
     n->hmask = size - 1;
     for (uint32_t i = 0; i < n->nlits; i++) {
-        uint32_t j = n->lits[i].hash & n->hmask;
-        while (n->htab[j])
+        uint32_t j = n->lits[i]->hash & n->hmask;
+        while (n->htab[j].node)
             j = (j + 1) & n->hmask;
-        n->htab[j] = i + 1;
+        n->htab[j] = (struct hslot){n->lits[i]->hash, n->lits[i]};
     }
     return 0;
 }
 
 /*
  * Builds the node for routes[0..cnt), which share their first `depth`
- * segments. Routes with exactly `depth` segments end here; the others are
- * grouped by their segment at `depth` (the sort made each group contiguous).
+ * segments; `key` is the node's literal (NULL unless it is a literal child).
+ * Routes with exactly `depth` segments end here; the others are grouped by
+ * their segment at `depth` (the sort made each group contiguous). The node,
+ * its leaf and its child table are allocated together, then the children,
+ * depth first.
  */
-static struct rnode *node_build(const struct mh_route **routes, size_t cnt, uint32_t depth)
+static struct rnode *node_build(struct arena_block **a, const struct mh_route **routes, size_t cnt,
+                                uint32_t depth, const char *key, uint32_t keylen)
 {
-    struct rnode *n = calloc(1, sizeof *n);
-    if (!n)
+    size_t nleaf = 0, nlits = 0;
+    while (nleaf < cnt && routes[nleaf]->nseg == depth)
+        nleaf++;
+    for (size_t i = nleaf; i < cnt; i++)
+        if (routes[i]->segs[depth].kind == SEG_LIT &&
+            (i == nleaf || seg_cmp(routes[i - 1], &routes[i - 1]->segs[depth], routes[i],
+                                   &routes[i]->segs[depth]) != 0))
+            nlits++;
+    size_t head = (sizeof(struct rnode) + keylen + 15) & ~(size_t)15;
+    size_t lsize = (nleaf * sizeof(struct rleaf) + 15) & ~(size_t)15;
+    char *mem = arena_alloc(a, head + lsize + nlits * sizeof(struct rnode *));
+    if (!mem)
         return NULL;
-    size_t i = 0;
-    while (i < cnt && routes[i]->nseg == depth)
-        i++;
-    if (i) {
-        n->leaf = malloc(i * sizeof *n->leaf);
-        if (!n->leaf)
-            goto oom;
-        memcpy(n->leaf, routes, i * sizeof *n->leaf);
-        n->nleaf = (uint32_t)i;
-        for (size_t k = 0; k < i; k++) {
-            if (routes[k]->mid < 0) {
-                if (!n->leaf_any)
-                    n->leaf_any = routes[k];
-            } else {
-                n->leaf_mask |= UINT64_C(1) << routes[k]->mid;
-            }
+    struct rnode *n = (struct rnode *)mem;
+    n->keylen = keylen;
+    n->hash = hash_bytes(MH_FNV_BASIS, key, keylen);
+    if (keylen)
+        memcpy(n->key, key, keylen);
+    n->leaf = nleaf ? (struct rleaf *)(mem + head) : NULL;
+    n->lits = nlits ? (struct rnode **)(mem + head + lsize) : NULL;
+    n->leaf_any = -1;
+    n->nleaf = (uint32_t)nleaf;
+    for (size_t k = 0; k < nleaf; k++) {
+        const struct mh_route *r = routes[k];
+        const struct rseg *last = &r->segs[r->nseg - 1];
+        n->leaf[k] = (struct rleaf){r->mid, r->handler_id, last->kind == SEG_MULTI && last->len, r};
+        if (r->mid < 0) {
+            if (n->leaf_any < 0)
+                n->leaf_any = (int32_t)k;
+        } else {
+            n->leaf_mask |= UINT64_C(1) << r->mid;
         }
     }
-    size_t litcap = 0;
-    while (i < cnt) {
+    for (size_t i = nleaf; i < cnt;) {
         const struct mh_route *r = routes[i];
         const struct rseg *s = &r->segs[depth];
         size_t j = i + 1;
         while (j < cnt && seg_cmp(r, s, routes[j], &routes[j]->segs[depth]) == 0)
             j++;
-        struct rnode *child = node_build(routes + i, j - i, depth + 1);
+        int lit = s->kind == SEG_LIT;
+        struct rnode *child = node_build(a, routes + i, j - i, depth + 1,
+                                         lit ? seg_text(r, s) : NULL, lit ? s->len : 0);
         if (!child)
-            goto oom;
-        switch (s->kind) {
-        case SEG_LIT:
-            if (n->nlits == litcap) {
-                litcap = litcap ? litcap * 2 : 4;
-                struct rlit *nl = realloc(n->lits, litcap * sizeof *nl);
-                if (!nl) {
-                    node_free(child);
-                    goto oom;
-                }
-                n->lits = nl;
-            }
-            n->lits[n->nlits++] = (struct rlit){
-                seg_text(r, s), s->len, hash_bytes(MH_FNV_BASIS, seg_text(r, s), s->len), child};
-            break;
-        case SEG_WILD:
+            return NULL;
+        if (lit)
+            n->lits[n->nlits++] = child;
+        else if (s->kind == SEG_WILD)
             n->wild = child;
-            break;
-        case SEG_DOLLAR:
+        else if (s->kind == SEG_DOLLAR)
             n->dollar = child;
-            break;
-        default:
+        else
             n->multi = child;
-            break;
-        }
         i = j;
     }
-    if (node_index_lits(n) < 0)
-        goto oom;
+    if (node_index_lits(a, n) < 0)
+        return NULL;
     return n;
-oom:
-    node_free(n);
-    return NULL;
 }
 
-/* Finds the literal child for an already-unescaped key (build time). */
-static struct rnode *find_lit_raw(const struct rnode *n, const char *key, size_t len)
+/* Finds the literal child for an already-unescaped key. */
+static const struct rnode *find_lit_raw(const struct rnode *n, const char *key, size_t len)
 {
     if (n->hmask) {
-        uint32_t j = hash_bytes(MH_FNV_BASIS, key, len) & n->hmask;
-        for (; n->htab[j]; j = (j + 1) & n->hmask) {
-            const struct rlit *l = &n->lits[n->htab[j] - 1];
-            if (l->len == len && memcmp(l->key, key, len) == 0)
-                return l->child;
+        uint32_t h = hash_bytes(MH_FNV_BASIS, key, len);
+        for (uint32_t j = h & n->hmask; n->htab[j].node; j = (j + 1) & n->hmask) {
+            const struct rnode *c = n->htab[j].node;
+            if (n->htab[j].hash == h && c->keylen == len && memcmp(c->key, key, len) == 0)
+                return c;
         }
         return NULL;
     }
-    for (uint32_t i = 0; i < n->nlits; i++)
-        if (n->lits[i].len == len && memcmp(n->lits[i].key, key, len) == 0)
-            return n->lits[i].child;
+    for (uint32_t i = 0; i < n->nlits; i++) {
+        const struct rnode *c = n->lits[i];
+        if (c->keylen == len && memcmp(c->key, key, len) == 0)
+            return c;
+    }
     return NULL;
 }
 
@@ -663,25 +700,27 @@ static uint32_t hash_decoded(const char *s, size_t n)
  * unescaped, so "/a%62c" reaches the child "abc"; a malformed escape is
  * compared raw, as Go's pathUnescape falls back to the input.
  */
-static const struct rnode *find_lit(const struct rnode *n, const char *s, size_t len)
+static const struct rnode *find_lit(const struct rnode *n, const char *s, size_t len, int pct)
 {
-    int has_pct;
-    long dl = mh_path_seg_decoded_len(s, len, &has_pct);
+    int has_pct = 0;
+    long dl = pct ? mh_path_seg_decoded_len(s, len, &has_pct) : (long)len;
     if (!has_pct || dl < 0)
         return find_lit_raw(n, s, len);
     size_t klen = (size_t)dl;
     if (n->hmask) {
-        uint32_t j = hash_decoded(s, len) & n->hmask;
-        for (; n->htab[j]; j = (j + 1) & n->hmask) {
-            const struct rlit *l = &n->lits[n->htab[j] - 1];
-            if (l->len == klen && eq_decoded(l->key, s, len))
-                return l->child;
+        uint32_t h = hash_decoded(s, len);
+        for (uint32_t j = h & n->hmask; n->htab[j].node; j = (j + 1) & n->hmask) {
+            const struct rnode *c = n->htab[j].node;
+            if (n->htab[j].hash == h && c->keylen == klen && eq_decoded(c->key, s, len))
+                return c;
         }
         return NULL;
     }
-    for (uint32_t i = 0; i < n->nlits; i++)
-        if (n->lits[i].len == klen && eq_decoded(n->lits[i].key, s, len))
-            return n->lits[i].child;
+    for (uint32_t i = 0; i < n->nlits; i++) {
+        const struct rnode *c = n->lits[i];
+        if (c->keylen == klen && eq_decoded(c->key, s, len))
+            return c;
+    }
     return NULL;
 }
 
@@ -703,7 +742,7 @@ struct cwalk {
 static void conflict_leaf(struct cwalk *c, const struct rnode *n)
 {
     for (uint32_t i = 0; n && i < n->nleaf; i++) {
-        const struct mh_route *q = n->leaf[i];
+        const struct mh_route *q = n->leaf[i].route;
         if (q->index >= c->p->index || (c->q && c->q->index < q->index))
             continue;
         enum rel m = compare_methods(c->p, q);
@@ -723,7 +762,7 @@ static void conflict_subtree(struct cwalk *c, const struct rnode *n)
         return;
     conflict_leaf(c, n);
     for (uint32_t i = 0; i < n->nlits; i++)
-        conflict_subtree(c, n->lits[i].child);
+        conflict_subtree(c, n->lits[i]);
     conflict_subtree(c, n->wild);
     conflict_subtree(c, n->dollar);
     conflict_subtree(c, n->multi);
@@ -746,7 +785,7 @@ static void conflict_walk(struct cwalk *c, const struct rnode *n, uint32_t depth
         break;
     case SEG_WILD:
         for (uint32_t i = 0; i < n->nlits; i++)
-            conflict_walk(c, n->lits[i].child, depth + 1);
+            conflict_walk(c, n->lits[i], depth + 1);
         conflict_walk(c, n->wild, depth + 1);
         conflict_leaf(c, n->multi);
         break;
@@ -756,7 +795,7 @@ static void conflict_walk(struct cwalk *c, const struct rnode *n, uint32_t depth
         break;
     default: /* a multi matches everything below, but not the node itself */
         for (uint32_t i = 0; i < n->nlits; i++)
-            conflict_subtree(c, n->lits[i].child);
+            conflict_subtree(c, n->lits[i]);
         conflict_subtree(c, n->wild);
         conflict_subtree(c, n->dollar);
         conflict_subtree(c, n->multi);
@@ -886,17 +925,15 @@ static int build_trees(struct mh_router *r, const struct mh_route **sorted)
         size_t j = i + 1;
         while (j < r->n && host_cmp(sorted[i], sorted[j]) == 0)
             j++;
-        struct rnode *root = node_build(sorted + i, j - i, 0);
+        struct rnode *root = node_build(&r->arena, sorted + i, j - i, 0, NULL, 0);
         if (!root)
             return -1;
         if (!sorted[i]->host_len) {
             r->root = root;
         } else {
             struct rhost *nh = realloc(r->hosts, (r->nhosts + 1) * sizeof *nh);
-            if (!nh) {
-                node_free(root);
+            if (!nh)
                 return -1;
-            }
             r->hosts = nh;
             r->hosts[r->nhosts++] = (struct rhost){route_data(sorted[i]) + sorted[i]->host_off,
                                                    sorted[i]->host_len, root};
@@ -960,10 +997,8 @@ void mh_router_free(struct mh_router *r)
     for (size_t i = 0; i < r->n; i++)
         free(r->routes[i]);
     free(r->routes);
-    for (size_t i = 0; i < r->nhosts; i++)
-        node_free(r->hosts[i].root);
     free(r->hosts);
-    node_free(r->root);
+    arena_free(r->arena);
     free(r);
 }
 
@@ -972,6 +1007,7 @@ void mh_router_free(struct mh_router *r)
 struct mctx {
     const char *path;
     size_t end;
+    int pct;     /* the path contains '%': segments may need decoding */
     int mid;     /* request method id, -1 if no route names it */
     int head_id; /* the GET id when the request is HEAD, else -1 */
     struct mh_route_capture *caps;
@@ -980,7 +1016,7 @@ struct mctx {
 };
 
 /* Method resolution at a leaf: exact method, then GET for HEAD, then any method. */
-static const struct mh_route *pick(const struct rnode *n, const struct mctx *c)
+static const struct rleaf *pick(const struct rnode *n, const struct mctx *c)
 {
     int want = -1;
     if (c->mid >= 0 && (n->leaf_mask >> c->mid & 1))
@@ -988,47 +1024,47 @@ static const struct mh_route *pick(const struct rnode *n, const struct mctx *c)
     else if (c->head_id >= 0 && (n->leaf_mask >> c->head_id & 1))
         want = c->head_id;
     if (want < 0)
-        return n->leaf_any;
+        return n->leaf_any >= 0 ? &n->leaf[n->leaf_any] : NULL;
     for (uint32_t i = 0; i < n->nleaf; i++)
-        if (n->leaf[i]->mid == want)
-            return n->leaf[i];
+        if (n->leaf[i].mid == want)
+            return &n->leaf[i];
     return NULL;
 }
 
-static const struct mh_route *match_multi(const struct rnode *n, size_t off, unsigned ncap,
-                                          struct mctx *c)
+static const struct rleaf *match_multi(const struct rnode *n, size_t off, unsigned ncap,
+                                       struct mctx *c)
 {
-    const struct mh_route *r = pick(n, c);
-    if (!r)
+    const struct rleaf *l = pick(n, c);
+    if (!l)
         return NULL;
     /* The trailing slash of "/a/" is an anonymous multi: nothing to capture. */
-    if (r->segs[r->nseg - 1].len)
+    if (l->named_multi)
         c->caps[ncap++] = (struct mh_route_capture){(uint32_t)off, (uint32_t)(c->end - off)};
     c->ncap = ncap;
     c->exact = off == c->end;
-    return r;
+    return l;
 }
 
 /*
  * Depth-first match of path[pos..end) (path[pos] is '/') below n. A lone
  * trailing "/" is not a segment: only {$} or a multi take it, never {x}.
  */
-static const struct mh_route *match_node(const struct rnode *n, size_t pos, unsigned ncap,
-                                         struct mctx *c)
+static const struct rleaf *match_node(const struct rnode *n, size_t pos, unsigned ncap,
+                                      struct mctx *c)
 {
-    const struct mh_route *r;
+    const struct rleaf *l;
     if (pos == c->end) {
-        if ((r = pick(n, c)) != NULL) {
+        if ((l = pick(n, c)) != NULL) {
             c->ncap = ncap;
             c->exact = 1;
         }
-        return r;
+        return l;
     }
     if (pos + 1 == c->end) {
-        if (n->dollar && (r = pick(n->dollar, c)) != NULL) {
+        if (n->dollar && (l = pick(n->dollar, c)) != NULL) {
             c->ncap = ncap;
             c->exact = 1;
-            return r;
+            return l;
         }
         return n->multi ? match_multi(n->multi, c->end, ncap, c) : NULL;
     }
@@ -1036,14 +1072,14 @@ static const struct mh_route *match_node(const struct rnode *n, size_t pos, unsi
     const char *slash = memchr(c->path + s, '/', c->end - s);
     size_t e = slash ? (size_t)(slash - c->path) : c->end;
     if (n->nlits) {
-        const struct rnode *child = find_lit(n, c->path + s, e - s);
-        if (child && (r = match_node(child, e, ncap, c)) != NULL)
-            return r;
+        const struct rnode *child = find_lit(n, c->path + s, e - s, c->pct);
+        if (child && (l = match_node(child, e, ncap, c)) != NULL)
+            return l;
     }
     if (n->wild) {
         c->caps[ncap] = (struct mh_route_capture){(uint32_t)s, (uint32_t)(e - s)};
-        if ((r = match_node(n->wild, e, ncap + 1, c)) != NULL)
-            return r;
+        if ((l = match_node(n->wild, e, ncap + 1, c)) != NULL)
+            return l;
     }
     return n->multi ? match_multi(n->multi, s, ncap, c) : NULL;
 }
@@ -1062,7 +1098,7 @@ static uint64_t collect_methods(const struct rnode *n, const char *p, size_t pos
     const char *slash = memchr(p + s, '/', end - s);
     size_t e = slash ? (size_t)(slash - p) : end;
     if (n->nlits)
-        m |= collect_methods(find_lit(n, p + s, e - s), p, e, end);
+        m |= collect_methods(find_lit(n, p + s, e - s, 1), p, e, end);
     return m | collect_methods(n->wild, p, e, end);
 }
 
@@ -1117,14 +1153,15 @@ static void strip_port(const char **h, size_t *n)
 }
 
 /* Host-specific patterns first; if none of them matches, the host-less ones. */
-static const struct mh_route *match_all(const struct mh_router *r, const struct rnode *hroot,
-                                        struct mctx *c)
+static const struct rleaf *match_all(const struct mh_router *r, const struct rnode *hroot,
+                                     struct mctx *c)
 {
-    const struct mh_route *rt = NULL;
+    const struct rleaf *l = NULL;
     if (!c->end || c->path[0] != '/')
         return NULL;
-    if (hroot && (rt = match_node(hroot, 0, 0, c)) != NULL)
-        return rt;
+    c->pct = memchr(c->path, '%', c->end) != NULL;
+    if (hroot && (l = match_node(hroot, 0, 0, c)) != NULL)
+        return l;
     return r->root ? match_node(r->root, 0, 0, c) : NULL;
 }
 
@@ -1160,10 +1197,10 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     strip_port(&host, &host_len);
     const struct rnode *hroot = host_root(r, host, host_len);
     int mid = method_id(r, method, method_len);
-    struct mctx c = {m->path, m->path_len, mid, -1, m->captures, 0, 0};
+    struct mctx c = {m->path, m->path_len, 0, mid, -1, m->captures, 0, 0};
     if (mid >= 0 && mid == r->head_id)
         c.head_id = r->get_id;
-    const struct mh_route *rt = match_all(r, hroot, &c);
+    const struct rleaf *rt = match_all(r, hroot, &c);
 
     /* Go's trailing-slash redirect: "/a" → "/a/" when that is an exact match. */
     size_t n = m->path_len;
@@ -1182,7 +1219,7 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     if (cleaned && clean == MH_CLEAN_REDIRECT)
         return redirect(m, m->path, m->path_len);
     if (rt) {
-        m->route = rt;
+        m->route = rt->route;
         m->handler_id = rt->handler_id;
         m->ncaptures = c.ncap;
         return MH_ROUTE_FOUND;
