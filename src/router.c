@@ -63,9 +63,9 @@ static const char *seg_text(const struct mh_route *r, const struct rseg *s)
  * resolving the method does not touch the (cold) route itself.
  */
 struct rleaf {
-    int32_t mid; /* -1: any method */
+    int16_t mid;          /* -1: any method */
+    uint16_t named_multi; /* ends in {name...}: the multi match is captured */
     int32_t handler_id;
-    uint32_t named_multi; /* ends in {name...}: the multi match is captured */
     const struct mh_route *route;
 };
 
@@ -73,34 +73,61 @@ struct rleaf {
 #define MH_LIT_LINEAR_MAX 8
 
 /*
- * Nodes live in one arena, allocated depth first, so a route's chain of
- * nodes is contiguous; a literal child carries its key inline, so a probe
- * costs one cache line rather than a hop to the route's string.
+ * Nodes live in one arena block, allocated depth first, so a route's chain of
+ * nodes is contiguous. Links are 32-bit byte offsets from the node (0 = none)
+ * and a literal child carries its key inline: a node header is 56 bytes, a
+ * probe touches one cache line, and 10,000 routes stay small enough for the
+ * caches. Read links with kid(), lit() and leaves().
  */
 struct rnode {
     uint32_t hash, keylen; /* this node's key as a literal child of its parent */
     uint32_t nlits;
-    uint32_t hmask;      /* table size - 1; 0 when there is no table */
-    struct rnode **lits; /* literal children */
-    struct hslot *htab;  /* open addressing over lits */
-    struct rnode *wild, *dollar, *multi;
-    struct rleaf *leaf; /* routes ending here, any order */
+    uint32_t hmask; /* table size - 1; 0 when there is no table */
+    int32_t lits;   /* -> int32_t[nlits], offsets of the literal children */
+    int32_t htab;   /* -> struct hslot[hmask + 1], open addressing over lits */
+    int32_t wild, dollar, multi;
+    int32_t leaf; /* -> struct rleaf[nleaf], routes ending here, any order */
     uint32_t nleaf;
     int32_t leaf_any;   /* index into leaf of the method-less route, or -1 */
     uint64_t leaf_mask; /* method ids present in leaf */
     char key[];
 };
 
-/* The hash sits in the slot so that a collision costs no visit to another node. */
+static const struct rnode *kid(const struct rnode *n, int32_t rel)
+{
+    return rel ? (const struct rnode *)((const char *)n + rel) : NULL;
+}
+
+static const struct rnode *lit(const struct rnode *n, uint32_t i)
+{
+    return (const struct rnode *)((const char *)n +
+                                  ((const int32_t *)((const char *)n + n->lits))[i]);
+}
+
+static const struct rleaf *leaves(const struct rnode *n)
+{
+    return (const struct rleaf *)((const char *)n + n->leaf);
+}
+
+static int32_t rel_to(const void *from, const void *to)
+{
+    return (int32_t)((const char *)to - (const char *)from);
+}
+
+/*
+ * The hash sits in the slot so that a collision costs no visit to another
+ * node, and the child is an offset from the parent (the arena is one block),
+ * so a slot is 8 bytes: the table of a 10,000-child node stays in L2.
+ */
 struct hslot {
     uint32_t hash;
-    const struct rnode *node; /* NULL = empty */
+    int32_t rel; /* child - parent in bytes; 0 = empty */
 };
 
-struct arena_block {
-    struct arena_block *next;
+/* One block sized at build time from an upper bound, never reallocated. */
+struct arena {
+    char *base;
     size_t used, cap;
-    _Alignas(16) char data[];
 };
 
 struct rhost {
@@ -123,8 +150,8 @@ struct mh_router {
     int get_id, head_id;
     struct rhost *hosts; /* sorted by host */
     size_t nhosts;
-    struct rnode *root;        /* patterns without a host; NULL if none */
-    struct arena_block *arena; /* every node, leaf and child table */
+    struct rnode *root; /* patterns without a host; NULL if none */
+    struct arena arena; /* every node, leaf and child table */
 };
 
 static int set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -526,50 +553,53 @@ static int route_sort_cmp(const void *pa, const void *pb)
     return a->index < b->index ? -1 : 1;
 }
 
-static void *arena_alloc(struct arena_block **a, size_t n)
+static void *arena_alloc(struct arena *a, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
-    if (!*a || (*a)->used + n > (*a)->cap) {
-        size_t cap = n > 65536 ? n : 65536;
-        struct arena_block *b = malloc(sizeof *b + cap);
-        if (!b)
-            return NULL;
-        b->next = *a;
-        b->used = 0;
-        b->cap = cap;
-        *a = b;
-    }
-    void *p = (*a)->data + (*a)->used;
-    (*a)->used += n;
+    n = (n + 7) & ~(size_t)7;
+    if (a->cap - a->used < n)
+        return NULL; /* the bound in arena_bound was wrong: reported as out of memory */
+    void *p = a->base + a->used;
+    a->used += n;
     memset(p, 0, n);
     return p;
 }
 
-static void arena_free(struct arena_block *a)
+/*
+ * An upper bound on the arena the trees of these routes need: at most one
+ * node per segment plus one root per route, each with its padding, key,
+ * child pointer and a share of a hash table of at most 4 slots per child.
+ */
+static size_t arena_bound(struct mh_route *const *routes, size_t n)
 {
-    while (a) {
-        struct arena_block *next = a->next;
-        free(a);
-        a = next;
+    size_t nodes = 0, keys = 0;
+    for (size_t i = 0; i < n; i++) {
+        nodes += 1 + routes[i]->nseg;
+        for (uint32_t k = 0; k < routes[i]->nseg; k++)
+            keys += routes[i]->segs[k].len;
     }
+    size_t per_node = sizeof(struct rnode) + 3 * 16 + sizeof(struct rnode *) +
+                      4 * sizeof(struct hslot) + 16 * sizeof(struct hslot) / 8;
+    return nodes * per_node + keys + n * (sizeof(struct rleaf) + 16) + 64;
 }
 
-static int node_index_lits(struct arena_block **a, struct rnode *n)
+static int node_index_lits(struct arena *a, struct rnode *n)
 {
     if (n->nlits <= MH_LIT_LINEAR_MAX)
         return 0;
     uint32_t size = 16;
     while (size < n->nlits * 2)
         size *= 2;
-    n->htab = arena_alloc(a, size * sizeof *n->htab);
-    if (!n->htab)
+    struct hslot *tab = arena_alloc(a, size * sizeof *tab);
+    if (!tab)
         return -1;
+    n->htab = rel_to(n, tab);
     n->hmask = size - 1;
     for (uint32_t i = 0; i < n->nlits; i++) {
-        uint32_t j = n->lits[i]->hash & n->hmask;
-        while (n->htab[j].node)
+        const struct rnode *c = lit(n, i);
+        uint32_t j = c->hash & n->hmask;
+        while (tab[j].rel)
             j = (j + 1) & n->hmask;
-        n->htab[j] = (struct hslot){n->lits[i]->hash, n->lits[i]};
+        tab[j] = (struct hslot){c->hash, rel_to(n, c)};
     }
     return 0;
 }
@@ -582,7 +612,7 @@ static int node_index_lits(struct arena_block **a, struct rnode *n)
  * its leaf and its child table are allocated together, then the children,
  * depth first.
  */
-static struct rnode *node_build(struct arena_block **a, const struct mh_route **routes, size_t cnt,
+static struct rnode *node_build(struct arena *a, const struct mh_route **routes, size_t cnt,
                                 uint32_t depth, const char *key, uint32_t keylen)
 {
     size_t nleaf = 0, nlits = 0;
@@ -593,9 +623,9 @@ static struct rnode *node_build(struct arena_block **a, const struct mh_route **
             (i == nleaf || seg_cmp(routes[i - 1], &routes[i - 1]->segs[depth], routes[i],
                                    &routes[i]->segs[depth]) != 0))
             nlits++;
-    size_t head = (sizeof(struct rnode) + keylen + 15) & ~(size_t)15;
-    size_t lsize = (nleaf * sizeof(struct rleaf) + 15) & ~(size_t)15;
-    char *mem = arena_alloc(a, head + lsize + nlits * sizeof(struct rnode *));
+    size_t head = (sizeof(struct rnode) + keylen + 7) & ~(size_t)7;
+    size_t lsize = nleaf * sizeof(struct rleaf);
+    char *mem = arena_alloc(a, head + lsize + nlits * sizeof(int32_t));
     if (!mem)
         return NULL;
     struct rnode *n = (struct rnode *)mem;
@@ -603,14 +633,17 @@ static struct rnode *node_build(struct arena_block **a, const struct mh_route **
     n->hash = hash_bytes(MH_FNV_BASIS, key, keylen);
     if (keylen)
         memcpy(n->key, key, keylen);
-    n->leaf = nleaf ? (struct rleaf *)(mem + head) : NULL;
-    n->lits = nlits ? (struct rnode **)(mem + head + lsize) : NULL;
+    struct rleaf *leaf = (struct rleaf *)(mem + head);
+    int32_t *lits = (int32_t *)(mem + head + lsize);
+    n->leaf = nleaf ? rel_to(n, leaf) : 0;
+    n->lits = nlits ? rel_to(n, lits) : 0;
     n->leaf_any = -1;
     n->nleaf = (uint32_t)nleaf;
     for (size_t k = 0; k < nleaf; k++) {
         const struct mh_route *r = routes[k];
         const struct rseg *last = &r->segs[r->nseg - 1];
-        n->leaf[k] = (struct rleaf){r->mid, r->handler_id, last->kind == SEG_MULTI && last->len, r};
+        leaf[k] =
+            (struct rleaf){(int16_t)r->mid, last->kind == SEG_MULTI && last->len, r->handler_id, r};
         if (r->mid < 0) {
             if (n->leaf_any < 0)
                 n->leaf_any = (int32_t)k;
@@ -630,13 +663,13 @@ static struct rnode *node_build(struct arena_block **a, const struct mh_route **
         if (!child)
             return NULL;
         if (lit)
-            n->lits[n->nlits++] = child;
+            lits[n->nlits++] = rel_to(n, child);
         else if (s->kind == SEG_WILD)
-            n->wild = child;
+            n->wild = rel_to(n, child);
         else if (s->kind == SEG_DOLLAR)
-            n->dollar = child;
+            n->dollar = rel_to(n, child);
         else
-            n->multi = child;
+            n->multi = rel_to(n, child);
         i = j;
     }
     if (node_index_lits(a, n) < 0)
@@ -649,15 +682,16 @@ static const struct rnode *find_lit_raw(const struct rnode *n, const char *key, 
 {
     if (n->hmask) {
         uint32_t h = hash_bytes(MH_FNV_BASIS, key, len);
-        for (uint32_t j = h & n->hmask; n->htab[j].node; j = (j + 1) & n->hmask) {
-            const struct rnode *c = n->htab[j].node;
-            if (n->htab[j].hash == h && c->keylen == len && memcmp(c->key, key, len) == 0)
+        const struct hslot *tab = (const struct hslot *)((const char *)n + n->htab);
+        for (uint32_t j = h & n->hmask; tab[j].rel; j = (j + 1) & n->hmask) {
+            const struct rnode *c = kid(n, tab[j].rel);
+            if (tab[j].hash == h && c->keylen == len && memcmp(c->key, key, len) == 0)
                 return c;
         }
         return NULL;
     }
     for (uint32_t i = 0; i < n->nlits; i++) {
-        const struct rnode *c = n->lits[i];
+        const struct rnode *c = lit(n, i);
         if (c->keylen == len && memcmp(c->key, key, len) == 0)
             return c;
     }
@@ -709,15 +743,16 @@ static const struct rnode *find_lit(const struct rnode *n, const char *s, size_t
     size_t klen = (size_t)dl;
     if (n->hmask) {
         uint32_t h = hash_decoded(s, len);
-        for (uint32_t j = h & n->hmask; n->htab[j].node; j = (j + 1) & n->hmask) {
-            const struct rnode *c = n->htab[j].node;
-            if (n->htab[j].hash == h && c->keylen == klen && eq_decoded(c->key, s, len))
+        const struct hslot *tab = (const struct hslot *)((const char *)n + n->htab);
+        for (uint32_t j = h & n->hmask; tab[j].rel; j = (j + 1) & n->hmask) {
+            const struct rnode *c = kid(n, tab[j].rel);
+            if (tab[j].hash == h && c->keylen == klen && eq_decoded(c->key, s, len))
                 return c;
         }
         return NULL;
     }
     for (uint32_t i = 0; i < n->nlits; i++) {
-        const struct rnode *c = n->lits[i];
+        const struct rnode *c = lit(n, i);
         if (c->keylen == klen && eq_decoded(c->key, s, len))
             return c;
     }
@@ -742,7 +777,7 @@ struct cwalk {
 static void conflict_leaf(struct cwalk *c, const struct rnode *n)
 {
     for (uint32_t i = 0; n && i < n->nleaf; i++) {
-        const struct mh_route *q = n->leaf[i].route;
+        const struct mh_route *q = leaves(n)[i].route;
         if (q->index >= c->p->index || (c->q && c->q->index < q->index))
             continue;
         enum rel m = compare_methods(c->p, q);
@@ -762,10 +797,10 @@ static void conflict_subtree(struct cwalk *c, const struct rnode *n)
         return;
     conflict_leaf(c, n);
     for (uint32_t i = 0; i < n->nlits; i++)
-        conflict_subtree(c, n->lits[i]);
-    conflict_subtree(c, n->wild);
-    conflict_subtree(c, n->dollar);
-    conflict_subtree(c, n->multi);
+        conflict_subtree(c, lit(n, i));
+    conflict_subtree(c, kid(n, n->wild));
+    conflict_subtree(c, kid(n, n->dollar));
+    conflict_subtree(c, kid(n, n->multi));
 }
 
 static void conflict_walk(struct cwalk *c, const struct rnode *n, uint32_t depth)
@@ -780,25 +815,25 @@ static void conflict_walk(struct cwalk *c, const struct rnode *n, uint32_t depth
     switch (s->kind) {
     case SEG_LIT:
         conflict_walk(c, find_lit_raw(n, seg_text(c->p, s), s->len), depth + 1);
-        conflict_walk(c, n->wild, depth + 1);
-        conflict_leaf(c, n->multi);
+        conflict_walk(c, kid(n, n->wild), depth + 1);
+        conflict_leaf(c, kid(n, n->multi));
         break;
     case SEG_WILD:
         for (uint32_t i = 0; i < n->nlits; i++)
-            conflict_walk(c, n->lits[i], depth + 1);
-        conflict_walk(c, n->wild, depth + 1);
-        conflict_leaf(c, n->multi);
+            conflict_walk(c, lit(n, i), depth + 1);
+        conflict_walk(c, kid(n, n->wild), depth + 1);
+        conflict_leaf(c, kid(n, n->multi));
         break;
     case SEG_DOLLAR:
-        conflict_leaf(c, n->dollar);
-        conflict_leaf(c, n->multi);
+        conflict_leaf(c, kid(n, n->dollar));
+        conflict_leaf(c, kid(n, n->multi));
         break;
     default: /* a multi matches everything below, but not the node itself */
         for (uint32_t i = 0; i < n->nlits; i++)
-            conflict_subtree(c, n->lits[i]);
-        conflict_subtree(c, n->wild);
-        conflict_subtree(c, n->dollar);
-        conflict_subtree(c, n->multi);
+            conflict_subtree(c, lit(n, i));
+        conflict_subtree(c, kid(n, n->wild));
+        conflict_subtree(c, kid(n, n->dollar));
+        conflict_subtree(c, kid(n, n->multi));
         break;
     }
 }
@@ -967,6 +1002,14 @@ struct mh_router *mh_router_build(struct mh_router_builder *b, char *err, size_t
         goto oom;
     memcpy(sorted, r->routes, r->n * sizeof *sorted);
     qsort(sorted, r->n, sizeof *sorted, route_sort_cmp);
+    r->arena.cap = arena_bound(r->routes, r->n);
+    if (r->arena.cap > INT32_MAX) { /* hash slots hold 32-bit offsets */
+        set_err(err, errlen, "routes too large for one router (tree over 2 GiB)");
+        goto fail;
+    }
+    r->arena.base = malloc(r->arena.cap);
+    if (!r->arena.base)
+        goto oom;
     if (build_trees(r, sorted) < 0)
         goto oom;
     free(sorted);
@@ -998,7 +1041,7 @@ void mh_router_free(struct mh_router *r)
         free(r->routes[i]);
     free(r->routes);
     free(r->hosts);
-    arena_free(r->arena);
+    free(r->arena.base);
     free(r);
 }
 
@@ -1024,10 +1067,11 @@ static const struct rleaf *pick(const struct rnode *n, const struct mctx *c)
     else if (c->head_id >= 0 && (n->leaf_mask >> c->head_id & 1))
         want = c->head_id;
     if (want < 0)
-        return n->leaf_any >= 0 ? &n->leaf[n->leaf_any] : NULL;
+        return n->leaf_any >= 0 ? &leaves(n)[n->leaf_any] : NULL;
+    const struct rleaf *l = leaves(n);
     for (uint32_t i = 0; i < n->nleaf; i++)
-        if (n->leaf[i].mid == want)
-            return &n->leaf[i];
+        if (l[i].mid == want)
+            return &l[i];
     return NULL;
 }
 
@@ -1061,12 +1105,12 @@ static const struct rleaf *match_node(const struct rnode *n, size_t pos, unsigne
         return l;
     }
     if (pos + 1 == c->end) {
-        if (n->dollar && (l = pick(n->dollar, c)) != NULL) {
+        if (n->dollar && (l = pick(kid(n, n->dollar), c)) != NULL) {
             c->ncap = ncap;
             c->exact = 1;
             return l;
         }
-        return n->multi ? match_multi(n->multi, c->end, ncap, c) : NULL;
+        return n->multi ? match_multi(kid(n, n->multi), c->end, ncap, c) : NULL;
     }
     size_t s = pos + 1;
     const char *slash = memchr(c->path + s, '/', c->end - s);
@@ -1078,10 +1122,10 @@ static const struct rleaf *match_node(const struct rnode *n, size_t pos, unsigne
     }
     if (n->wild) {
         c->caps[ncap] = (struct mh_route_capture){(uint32_t)s, (uint32_t)(e - s)};
-        if ((l = match_node(n->wild, e, ncap + 1, c)) != NULL)
+        if ((l = match_node(kid(n, n->wild), e, ncap + 1, c)) != NULL)
             return l;
     }
-    return n->multi ? match_multi(n->multi, s, ncap, c) : NULL;
+    return n->multi ? match_multi(kid(n, n->multi), s, ncap, c) : NULL;
 }
 
 /* Methods of every route whose path matches, whatever its method (for 405). */
@@ -1091,15 +1135,15 @@ static uint64_t collect_methods(const struct rnode *n, const char *p, size_t pos
         return 0;
     if (pos == end)
         return n->leaf_mask;
-    uint64_t m = n->multi ? n->multi->leaf_mask : 0;
+    uint64_t m = n->multi ? kid(n, n->multi)->leaf_mask : 0;
     if (pos + 1 == end)
-        return m | (n->dollar ? n->dollar->leaf_mask : 0);
+        return m | (n->dollar ? kid(n, n->dollar)->leaf_mask : 0);
     size_t s = pos + 1;
     const char *slash = memchr(p + s, '/', end - s);
     size_t e = slash ? (size_t)(slash - p) : end;
     if (n->nlits)
         m |= collect_methods(find_lit(n, p + s, e - s, 1), p, e, end);
-    return m | collect_methods(n->wild, p, e, end);
+    return m | collect_methods(kid(n, n->wild), p, e, end);
 }
 
 static int host_key_cmp(const char *key, size_t klen, const char *h, size_t hlen)
