@@ -941,15 +941,11 @@ static int build_methods(struct mh_router *r, char *err, size_t errlen)
     return 0;
 }
 
-static struct rnode *root_for(const struct mh_router *r, const struct mh_route *rt)
+static const struct rnode *host_root(const struct mh_router *r, const char *h, size_t hlen);
+
+static const struct rnode *root_for(const struct mh_router *r, const struct mh_route *rt)
 {
-    if (!rt->host_len)
-        return r->root;
-    for (size_t i = 0; i < r->nhosts; i++)
-        if (r->hosts[i].len == rt->host_len &&
-            memcmp(r->hosts[i].host, route_data(rt) + rt->host_off, rt->host_len) == 0)
-            return r->hosts[i].root;
-    return NULL;
+    return rt->host_len ? host_root(r, route_data(rt) + rt->host_off, rt->host_len) : r->root;
 }
 
 /* Splits the sorted routes by host and builds one tree per host. */

@@ -28,6 +28,8 @@ struct mh_route;
 
 /* Creates an empty builder. Returns NULL only when out of memory. */
 struct mh_router_builder *mh_router_builder_new(void);
+/* Frees the builder and its parsed patterns; a router built from it stays valid. NULL is a no-op.
+ */
 void mh_router_builder_free(struct mh_router_builder *b);
 
 /*
@@ -45,6 +47,7 @@ int mh_router_add(struct mh_router_builder *b, const char *pattern, size_t len, 
  * was registered and an example path both match when two patterns conflict.
  */
 struct mh_router *mh_router_build(struct mh_router_builder *b, char *err, size_t errlen);
+/* Frees the router; no match from it may be used afterwards. NULL is a no-op. */
 void mh_router_free(struct mh_router *r);
 
 enum mh_route_status {

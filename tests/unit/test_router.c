@@ -141,6 +141,11 @@ static const char *const route_sets[][16] = {
     /* 6: deep backtracking between literals and wildcards */
     {"/a/b/c", "/a/{x}/d", "/{y}/c/e", "/a/b/c/{z...}", "/{p}/{q}/{r}", "POST /m/a/z",
      "GET /m/{x}/z", NULL},
+    /* 7: {$} at the root, single wildcards never take the trailing slash */
+    {"/{$}", "POST /{$}", "/{x}", "/{x}/{y...}", NULL},
+    /* 8: examples from Go's ServeMux documentation */
+    {"/index.html", "/static/", "/images/", "/images/thumbnails/", "/b/{bucket}/o/{objectname...}",
+     "/b/{bucket}/o/default", "GET /posts/{id}", "GET /posts/latest", NULL},
 };
 
 static const struct match_case match_cases[] = {
@@ -274,6 +279,29 @@ static const struct match_case match_cases[] = {
     {6, "PUT", "", "/m/a/z", RD, F, "/{p}/{q}/{r}", "p=m|q=a|r=z"},
     {6, "GET", "", "/a/b", RD, N, NULL, NULL},
     {6, "GET", "", "/a/b/c/d", RD, F, "/a/b/c/{z...}", "z=d"},
+    /* set 7 */
+    {7, "GET", "", "/", RD, F, "/{$}", ""},
+    {7, "HEAD", "", "/", RD, F, "/{$}", ""},
+    {7, "POST", "", "/", RD, F, "POST /{$}", ""},
+    {7, "GET", "", "/a", RD, F, "/{x}", "x=a"},
+    {7, "GET", "", "/a/", RD, F, "/{x}/{y...}", "x=a|y="},
+    {7, "GET", "", "/a/b/c", RD, F, "/{x}/{y...}", "x=a|y=b/c"},
+    {7, "GET", "", "/%2F", RD, F, "/{x}", "x=/"},
+    {7, "GET", "", "//", RD, R, "/", NULL},
+    /* set 8 */
+    {8, "GET", "", "/index.html", RD, F, "/index.html", ""},
+    {8, "GET", "", "/images/thumbnails/t.png", RD, F, "/images/thumbnails/", ""},
+    {8, "GET", "", "/images/big.png", RD, F, "/images/", ""},
+    {8, "GET", "", "/images/thumbnails", RD, R, "/images/thumbnails/", NULL}, /* beats "/images/" */
+    {8, "GET", "", "/images", RD, R, "/images/", NULL},
+    {8, "GET", "", "/b/bk/o/a/b", RD, F, "/b/{bucket}/o/{objectname...}",
+     "bucket=bk|objectname=a/b"},
+    {8, "GET", "", "/b/bk/o/default", RD, F, "/b/{bucket}/o/default", "bucket=bk"},
+    {8, "GET", "", "/b/bk/o", RD, R, "/b/bk/o/", NULL},
+    {8, "GET", "", "/posts/latest", RD, F, "GET /posts/latest", ""},
+    {8, "GET", "", "/posts/7", RD, F, "GET /posts/{id}", "id=7"},
+    {8, "POST", "", "/posts/7", RD, M, "GET, HEAD", NULL},
+    {8, "GET", "", "/index.html/", RD, N, NULL, NULL},
 };
 
 static struct mh_router *build_set(int set, char *err, size_t errlen)
@@ -539,6 +567,21 @@ static void test_api(void)
         FAIL("rewrite into scratch");
     else
         passed++;
+    /* A scratch buffer below path_len + 2 is misuse: an unclean path is not served. */
+    path = "/u/1//f/x";
+    st = mh_router_lookup(r, "GET", 3, "", 0, path, strlen(path), MH_CLEAN_REWRITE, scratch,
+                          strlen(path) + 1, &m);
+    if (st != MH_ROUTE_NOT_FOUND)
+        FAIL("small scratch");
+    else
+        passed++;
+    /* No match: the Allow and Location fields are cleared. */
+    st = mh_router_lookup(r, "GET", 3, "", 0, "/zz", 3, MH_CLEAN_REDIRECT, scratch, sizeof scratch,
+                          &m);
+    if (st != MH_ROUTE_NOT_FOUND || m.allow || m.location || m.route || m.ncaptures)
+        FAIL("404 fields");
+    else
+        passed++;
     mh_router_free(r);
 
     /* An empty router answers 404. */
@@ -586,6 +629,22 @@ static void test_many(void)
     }
     if (!ok)
         FAIL("many: lookups");
+    else
+        passed++;
+    mh_router_free(r);
+
+    /* A conflict hidden among many routes is still found, with both sites. */
+    b = mh_router_builder_new();
+    for (int i = 0; i < 3000; i++) {
+        int n = snprintf(p, sizeof p, "/v/%d/{x}", i);
+        mh_router_add(b, p, (size_t)n, i, "gen.lua:1", err, sizeof err);
+    }
+    mh_router_add(b, "/v/{y}/7", 8, 1, "late.lua:9", err, sizeof err);
+    r = mh_router_build(b, err, sizeof err);
+    mh_router_builder_free(b);
+    if (r || !strstr(err, "\"/v/{y}/7\" (registered at late.lua:9)") ||
+        !strstr(err, "\"/v/0/{x}\" (registered at gen.lua:1)") || !strstr(err, "\"/v/0/7\""))
+        FAIL("many: conflict not reported: %s", r ? "(built)" : err);
     else
         passed++;
     mh_router_free(r);
