@@ -1225,6 +1225,8 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     m->path = path;
     m->path_len = path_len;
 
+    if (path_len > UINT32_MAX - 2) /* captures are 32-bit slices */
+        return MH_ROUTE_NOT_FOUND;
     int connect = method_len == 7 && memcmp(method, "CONNECT", 7) == 0;
     int cleaned = 0;
     if (!connect && !mh_path_is_clean(path, path_len)) {

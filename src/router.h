@@ -34,7 +34,8 @@ void mh_router_builder_free(struct mh_router_builder *b);
 
 /*
  * Adds a pattern bound to `handler_id` (opaque to the router). `where` names
- * the registration site ("app.lua:12") for error messages; it is copied.
+ * the registration site ("app.lua:12") for error messages; it is copied and
+ * may be NULL. The host part of a pattern matches case-insensitively.
  * Returns -1 and writes "invalid pattern \"...\": <reason>" into err when the
  * pattern is malformed. Conflicts are reported by mh_router_build.
  */
@@ -94,7 +95,8 @@ struct mh_route_match {
  * redirect (on the cleaned path), then the clean redirect (MH_CLEAN_REDIRECT
  * only), then FOUND, then METHOD_NOT_ALLOWED, then NOT_FOUND. A scratch buffer
  * smaller than path_len + 2 is misuse: an unclean path then gives NOT_FOUND
- * and the trailing-slash redirect is skipped. Safe to call from several
+ * and the trailing-slash redirect is skipped. `scratch` must not overlap
+ * `path`; paths of 4 GiB or more give NOT_FOUND. Safe to call from several
  * threads on one router: the router is never written after the build.
  */
 enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method,
