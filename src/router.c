@@ -678,6 +678,21 @@ static struct rnode *node_build(struct arena *a, const struct mh_route **routes,
 }
 
 /* Finds the literal child for an already-unescaped key. */
+/* Segments are short: an inline loop beats a call into libc's memcmp. */
+static int key_eq(const char *a, const char *b, size_t n)
+{
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * Finds the literal child for an unescaped key. FNV-1a is a serial chain of
+ * multiplies, so it is computed only for nodes that have a table.
+ */
 static const struct rnode *find_lit_raw(const struct rnode *n, const char *key, size_t len)
 {
     if (n->hmask) {
@@ -685,14 +700,14 @@ static const struct rnode *find_lit_raw(const struct rnode *n, const char *key, 
         const struct hslot *tab = (const struct hslot *)((const char *)n + n->htab);
         for (uint32_t j = h & n->hmask; tab[j].rel; j = (j + 1) & n->hmask) {
             const struct rnode *c = kid(n, tab[j].rel);
-            if (tab[j].hash == h && c->keylen == len && memcmp(c->key, key, len) == 0)
+            if (tab[j].hash == h && c->keylen == len && key_eq(c->key, key, len))
                 return c;
         }
         return NULL;
     }
     for (uint32_t i = 0; i < n->nlits; i++) {
         const struct rnode *c = lit(n, i);
-        if (c->keylen == len && memcmp(c->key, key, len) == 0)
+        if (c->keylen == len && key_eq(c->key, key, len))
             return c;
     }
     return NULL;
@@ -861,11 +876,13 @@ static void conflict_message(const struct mh_route *p, const struct mh_route *q,
 
 /* ---- build --------------------------------------------------------------- */
 
+/* Byte order, a prefix first (as Go sorts strings). Inline: method names are short. */
 static int name_cmp(const char *a, size_t an, const char *b, size_t bn)
 {
-    int c = memcmp(a, b, an < bn ? an : bn);
-    if (c)
-        return c;
+    size_t n = an < bn ? an : bn;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return (unsigned char)a[i] < (unsigned char)b[i] ? -1 : 1;
     return an < bn ? -1 : an > bn;
 }
 
@@ -1108,11 +1125,13 @@ static const struct rleaf *match_node(const struct rnode *n, size_t pos, unsigne
         }
         return n->multi ? match_multi(kid(n, n->multi), c->end, ncap, c) : NULL;
     }
-    size_t s = pos + 1;
-    const char *slash = memchr(c->path + s, '/', c->end - s);
-    size_t e = slash ? (size_t)(slash - c->path) : c->end;
+    size_t s = pos + 1, e = s;
+    const char *p = c->path;
+    while (e < c->end && p[e] != '/')
+        e++;
     if (n->nlits) {
-        const struct rnode *child = find_lit(n, c->path + s, e - s, c->pct);
+        const struct rnode *child =
+            c->pct ? find_lit(n, p + s, e - s, 1) : find_lit_raw(n, p + s, e - s);
         if (child && (l = match_node(child, e, ncap, c)) != NULL)
             return l;
     }
