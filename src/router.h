@@ -70,7 +70,9 @@ enum mh_clean_mode {
 
 /*
  * The result of a lookup. Everything points into the router, the caller's
- * strings or the caller's scratch buffer: nothing is allocated.
+ * strings, the caller's scratch buffer or the match itself (`allow`): nothing
+ * is allocated. Captures are slices of `path`, so with MH_CLEAN_REWRITE they
+ * live as long as the scratch buffer.
  */
 struct mh_route_match {
     const struct mh_route *route; /* FOUND */
