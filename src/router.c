@@ -58,26 +58,76 @@ static const char *seg_text(const struct mh_route *r, const struct rseg *s)
     return route_data(r) + s->off;
 }
 
-struct rlit {
-    const char *key; /* unescaped literal, owned by a route */
-    uint32_t len;
-    uint32_t hash;
-    struct rnode *child;
+/*
+ * A route that ends at a node, with what lookup needs copied in, so that
+ * resolving the method does not touch the (cold) route itself.
+ */
+struct rleaf {
+    int16_t mid;          /* -1: any method */
+    uint16_t named_multi; /* ends in {name...}: the multi match is captured */
+    int32_t handler_id;
+    const struct mh_route *route;
 };
 
 /* Nodes with more literal children than this get an open-addressing table. */
 #define MH_LIT_LINEAR_MAX 8
 
+/*
+ * Nodes live in one arena block, allocated depth first, so a route's chain of
+ * nodes is contiguous. Links are 32-bit byte offsets from the node (0 = none)
+ * and a literal child carries its key inline: a node header is 56 bytes, a
+ * probe touches one cache line, and 10,000 routes stay small enough for the
+ * caches. Read links with kid(), lit() and leaves().
+ */
 struct rnode {
-    struct rlit *lits;
+    uint32_t hash, keylen; /* this node's key as a literal child of its parent */
     uint32_t nlits;
     uint32_t hmask; /* table size - 1; 0 when there is no table */
-    uint32_t *htab; /* index + 1 into lits, 0 = empty slot */
-    struct rnode *wild, *dollar, *multi;
-    const struct mh_route **leaf; /* routes ending here, any order */
+    int32_t lits;   /* -> int32_t[nlits], offsets of the literal children */
+    int32_t htab;   /* -> struct hslot[hmask + 1], open addressing over lits */
+    int32_t wild, dollar, multi;
+    int32_t leaf; /* -> struct rleaf[nleaf], routes ending here, any order */
     uint32_t nleaf;
+    int32_t leaf_any;   /* index into leaf of the method-less route, or -1 */
     uint64_t leaf_mask; /* method ids present in leaf */
-    const struct mh_route *leaf_any;
+    char key[];
+};
+
+static const struct rnode *kid(const struct rnode *n, int32_t rel)
+{
+    return rel ? (const struct rnode *)((const char *)n + rel) : NULL;
+}
+
+static const struct rnode *lit(const struct rnode *n, uint32_t i)
+{
+    return (const struct rnode *)((const char *)n +
+                                  ((const int32_t *)((const char *)n + n->lits))[i]);
+}
+
+static const struct rleaf *leaves(const struct rnode *n)
+{
+    return (const struct rleaf *)((const char *)n + n->leaf);
+}
+
+static int32_t rel_to(const void *from, const void *to)
+{
+    return (int32_t)((const char *)to - (const char *)from);
+}
+
+/*
+ * The hash sits in the slot so that a collision costs no visit to another
+ * node, and the child is an offset from the parent (the arena is one block),
+ * so a slot is 8 bytes: the table of a 10,000-child node stays in L2.
+ */
+struct hslot {
+    uint32_t hash;
+    int32_t rel; /* child - parent in bytes; 0 = empty */
+};
+
+/* One block sized at build time from an upper bound, never reallocated. */
+struct arena {
+    char *base;
+    size_t used, cap;
 };
 
 struct rhost {
@@ -101,6 +151,7 @@ struct mh_router {
     struct rhost *hosts; /* sorted by host */
     size_t nhosts;
     struct rnode *root; /* patterns without a host; NULL if none */
+    struct arena arena; /* every node, leaf and child table */
 };
 
 static int set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -502,128 +553,163 @@ static int route_sort_cmp(const void *pa, const void *pb)
     return a->index < b->index ? -1 : 1;
 }
 
-static void node_free(struct rnode *n)
+static void *arena_alloc(struct arena *a, size_t n)
 {
-    if (!n)
-        return;
-    for (uint32_t i = 0; i < n->nlits; i++)
-        node_free(n->lits[i].child);
-    node_free(n->wild);
-    node_free(n->dollar);
-    node_free(n->multi);
-    free(n->lits);
-    free(n->htab);
-    free(n->leaf);
-    free(n);
+    n = (n + 7) & ~(size_t)7;
+    if (a->cap - a->used < n)
+        return NULL; /* the bound in arena_bound was wrong: reported as out of memory */
+    void *p = a->base + a->used;
+    a->used += n;
+    memset(p, 0, n);
+    return p;
 }
 
-static int node_index_lits(struct rnode *n)
+/*
+ * An upper bound on the arena the trees of these routes need: at most one
+ * node per segment plus one root per route, each with its padding, key,
+ * child pointer and a share of a hash table of at most 4 slots per child.
+ */
+static size_t arena_bound(struct mh_route *const *routes, size_t n)
+{
+    size_t nodes = 0, keys = 0;
+    for (size_t i = 0; i < n; i++) {
+        nodes += 1 + routes[i]->nseg;
+        for (uint32_t k = 0; k < routes[i]->nseg; k++)
+            keys += routes[i]->segs[k].len;
+    }
+    size_t per_node = sizeof(struct rnode) + 3 * 16 + sizeof(struct rnode *) +
+                      4 * sizeof(struct hslot) + 16 * sizeof(struct hslot) / 8;
+    return nodes * per_node + keys + n * (sizeof(struct rleaf) + 16) + 64;
+}
+
+static int node_index_lits(struct arena *a, struct rnode *n)
 {
     if (n->nlits <= MH_LIT_LINEAR_MAX)
         return 0;
     uint32_t size = 16;
     while (size < n->nlits * 2)
         size *= 2;
-    n->htab = calloc(size, sizeof *n->htab);
-    if (!n->htab)
+    struct hslot *tab = arena_alloc(a, size * sizeof *tab);
+    if (!tab)
         return -1;
+    n->htab = rel_to(n, tab);
     n->hmask = size - 1;
     for (uint32_t i = 0; i < n->nlits; i++) {
-        uint32_t j = n->lits[i].hash & n->hmask;
-        while (n->htab[j])
+        const struct rnode *c = lit(n, i);
+        uint32_t j = c->hash & n->hmask;
+        while (tab[j].rel)
             j = (j + 1) & n->hmask;
-        n->htab[j] = i + 1;
+        tab[j] = (struct hslot){c->hash, rel_to(n, c)};
     }
     return 0;
 }
 
 /*
  * Builds the node for routes[0..cnt), which share their first `depth`
- * segments. Routes with exactly `depth` segments end here; the others are
- * grouped by their segment at `depth` (the sort made each group contiguous).
+ * segments; `key` is the node's literal (NULL unless it is a literal child).
+ * Routes with exactly `depth` segments end here; the others are grouped by
+ * their segment at `depth` (the sort made each group contiguous). The node,
+ * its leaf and its child table are allocated together, then the children,
+ * depth first.
  */
-static struct rnode *node_build(const struct mh_route **routes, size_t cnt, uint32_t depth)
+static struct rnode *node_build(struct arena *a, const struct mh_route **routes, size_t cnt,
+                                uint32_t depth, const char *key, uint32_t keylen)
 {
-    struct rnode *n = calloc(1, sizeof *n);
-    if (!n)
+    size_t nleaf = 0, nlits = 0;
+    while (nleaf < cnt && routes[nleaf]->nseg == depth)
+        nleaf++;
+    for (size_t i = nleaf; i < cnt; i++)
+        if (routes[i]->segs[depth].kind == SEG_LIT &&
+            (i == nleaf || seg_cmp(routes[i - 1], &routes[i - 1]->segs[depth], routes[i],
+                                   &routes[i]->segs[depth]) != 0))
+            nlits++;
+    size_t head = (sizeof(struct rnode) + keylen + 7) & ~(size_t)7;
+    size_t lsize = nleaf * sizeof(struct rleaf);
+    char *mem = arena_alloc(a, head + lsize + nlits * sizeof(int32_t));
+    if (!mem)
         return NULL;
-    size_t i = 0;
-    while (i < cnt && routes[i]->nseg == depth)
-        i++;
-    if (i) {
-        n->leaf = malloc(i * sizeof *n->leaf);
-        if (!n->leaf)
-            goto oom;
-        memcpy(n->leaf, routes, i * sizeof *n->leaf);
-        n->nleaf = (uint32_t)i;
-        for (size_t k = 0; k < i; k++) {
-            if (routes[k]->mid < 0) {
-                if (!n->leaf_any)
-                    n->leaf_any = routes[k];
-            } else {
-                n->leaf_mask |= UINT64_C(1) << routes[k]->mid;
-            }
+    struct rnode *n = (struct rnode *)mem;
+    n->keylen = keylen;
+    n->hash = hash_bytes(MH_FNV_BASIS, key, keylen);
+    if (keylen)
+        memcpy(n->key, key, keylen);
+    struct rleaf *leaf = (struct rleaf *)(mem + head);
+    int32_t *lits = (int32_t *)(mem + head + lsize);
+    n->leaf = nleaf ? rel_to(n, leaf) : 0;
+    n->lits = nlits ? rel_to(n, lits) : 0;
+    n->leaf_any = -1;
+    n->nleaf = (uint32_t)nleaf;
+    for (size_t k = 0; k < nleaf; k++) {
+        const struct mh_route *r = routes[k];
+        const struct rseg *last = &r->segs[r->nseg - 1];
+        leaf[k] =
+            (struct rleaf){(int16_t)r->mid, last->kind == SEG_MULTI && last->len, r->handler_id, r};
+        if (r->mid < 0) {
+            if (n->leaf_any < 0)
+                n->leaf_any = (int32_t)k;
+        } else {
+            n->leaf_mask |= UINT64_C(1) << r->mid;
         }
     }
-    size_t litcap = 0;
-    while (i < cnt) {
+    for (size_t i = nleaf; i < cnt;) {
         const struct mh_route *r = routes[i];
         const struct rseg *s = &r->segs[depth];
         size_t j = i + 1;
         while (j < cnt && seg_cmp(r, s, routes[j], &routes[j]->segs[depth]) == 0)
             j++;
-        struct rnode *child = node_build(routes + i, j - i, depth + 1);
+        int lit = s->kind == SEG_LIT;
+        struct rnode *child = node_build(a, routes + i, j - i, depth + 1,
+                                         lit ? seg_text(r, s) : NULL, lit ? s->len : 0);
         if (!child)
-            goto oom;
-        switch (s->kind) {
-        case SEG_LIT:
-            if (n->nlits == litcap) {
-                litcap = litcap ? litcap * 2 : 4;
-                struct rlit *nl = realloc(n->lits, litcap * sizeof *nl);
-                if (!nl) {
-                    node_free(child);
-                    goto oom;
-                }
-                n->lits = nl;
-            }
-            n->lits[n->nlits++] = (struct rlit){
-                seg_text(r, s), s->len, hash_bytes(MH_FNV_BASIS, seg_text(r, s), s->len), child};
-            break;
-        case SEG_WILD:
-            n->wild = child;
-            break;
-        case SEG_DOLLAR:
-            n->dollar = child;
-            break;
-        default:
-            n->multi = child;
-            break;
-        }
+            return NULL;
+        if (lit)
+            lits[n->nlits++] = rel_to(n, child);
+        else if (s->kind == SEG_WILD)
+            n->wild = rel_to(n, child);
+        else if (s->kind == SEG_DOLLAR)
+            n->dollar = rel_to(n, child);
+        else
+            n->multi = rel_to(n, child);
         i = j;
     }
-    if (node_index_lits(n) < 0)
-        goto oom;
+    if (node_index_lits(a, n) < 0)
+        return NULL;
     return n;
-oom:
-    node_free(n);
-    return NULL;
 }
 
-/* Finds the literal child for an already-unescaped key (build time). */
-static struct rnode *find_lit_raw(const struct rnode *n, const char *key, size_t len)
+/* Finds the literal child for an already-unescaped key. */
+/* Segments are short: an inline loop beats a call into libc's memcmp. */
+static int key_eq(const char *a, const char *b, size_t n)
+{
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * Finds the literal child for an unescaped key. FNV-1a is a serial chain of
+ * multiplies, so it is computed only for nodes that have a table.
+ */
+static const struct rnode *find_lit_raw(const struct rnode *n, const char *key, size_t len)
 {
     if (n->hmask) {
-        uint32_t j = hash_bytes(MH_FNV_BASIS, key, len) & n->hmask;
-        for (; n->htab[j]; j = (j + 1) & n->hmask) {
-            const struct rlit *l = &n->lits[n->htab[j] - 1];
-            if (l->len == len && memcmp(l->key, key, len) == 0)
-                return l->child;
+        uint32_t h = hash_bytes(MH_FNV_BASIS, key, len);
+        const struct hslot *tab = (const struct hslot *)((const char *)n + n->htab);
+        for (uint32_t j = h & n->hmask; tab[j].rel; j = (j + 1) & n->hmask) {
+            const struct rnode *c = kid(n, tab[j].rel);
+            if (tab[j].hash == h && c->keylen == len && key_eq(c->key, key, len))
+                return c;
         }
         return NULL;
     }
-    for (uint32_t i = 0; i < n->nlits; i++)
-        if (n->lits[i].len == len && memcmp(n->lits[i].key, key, len) == 0)
-            return n->lits[i].child;
+    for (uint32_t i = 0; i < n->nlits; i++) {
+        const struct rnode *c = lit(n, i);
+        if (c->keylen == len && key_eq(c->key, key, len))
+            return c;
+    }
     return NULL;
 }
 
@@ -663,25 +749,28 @@ static uint32_t hash_decoded(const char *s, size_t n)
  * unescaped, so "/a%62c" reaches the child "abc"; a malformed escape is
  * compared raw, as Go's pathUnescape falls back to the input.
  */
-static const struct rnode *find_lit(const struct rnode *n, const char *s, size_t len)
+static const struct rnode *find_lit(const struct rnode *n, const char *s, size_t len, int pct)
 {
-    int has_pct;
-    long dl = mh_path_seg_decoded_len(s, len, &has_pct);
+    int has_pct = 0;
+    long dl = pct ? mh_path_seg_decoded_len(s, len, &has_pct) : (long)len;
     if (!has_pct || dl < 0)
         return find_lit_raw(n, s, len);
     size_t klen = (size_t)dl;
     if (n->hmask) {
-        uint32_t j = hash_decoded(s, len) & n->hmask;
-        for (; n->htab[j]; j = (j + 1) & n->hmask) {
-            const struct rlit *l = &n->lits[n->htab[j] - 1];
-            if (l->len == klen && eq_decoded(l->key, s, len))
-                return l->child;
+        uint32_t h = hash_decoded(s, len);
+        const struct hslot *tab = (const struct hslot *)((const char *)n + n->htab);
+        for (uint32_t j = h & n->hmask; tab[j].rel; j = (j + 1) & n->hmask) {
+            const struct rnode *c = kid(n, tab[j].rel);
+            if (tab[j].hash == h && c->keylen == klen && eq_decoded(c->key, s, len))
+                return c;
         }
         return NULL;
     }
-    for (uint32_t i = 0; i < n->nlits; i++)
-        if (n->lits[i].len == klen && eq_decoded(n->lits[i].key, s, len))
-            return n->lits[i].child;
+    for (uint32_t i = 0; i < n->nlits; i++) {
+        const struct rnode *c = lit(n, i);
+        if (c->keylen == klen && eq_decoded(c->key, s, len))
+            return c;
+    }
     return NULL;
 }
 
@@ -703,7 +792,7 @@ struct cwalk {
 static void conflict_leaf(struct cwalk *c, const struct rnode *n)
 {
     for (uint32_t i = 0; n && i < n->nleaf; i++) {
-        const struct mh_route *q = n->leaf[i];
+        const struct mh_route *q = leaves(n)[i].route;
         if (q->index >= c->p->index || (c->q && c->q->index < q->index))
             continue;
         enum rel m = compare_methods(c->p, q);
@@ -723,10 +812,10 @@ static void conflict_subtree(struct cwalk *c, const struct rnode *n)
         return;
     conflict_leaf(c, n);
     for (uint32_t i = 0; i < n->nlits; i++)
-        conflict_subtree(c, n->lits[i].child);
-    conflict_subtree(c, n->wild);
-    conflict_subtree(c, n->dollar);
-    conflict_subtree(c, n->multi);
+        conflict_subtree(c, lit(n, i));
+    conflict_subtree(c, kid(n, n->wild));
+    conflict_subtree(c, kid(n, n->dollar));
+    conflict_subtree(c, kid(n, n->multi));
 }
 
 static void conflict_walk(struct cwalk *c, const struct rnode *n, uint32_t depth)
@@ -741,25 +830,25 @@ static void conflict_walk(struct cwalk *c, const struct rnode *n, uint32_t depth
     switch (s->kind) {
     case SEG_LIT:
         conflict_walk(c, find_lit_raw(n, seg_text(c->p, s), s->len), depth + 1);
-        conflict_walk(c, n->wild, depth + 1);
-        conflict_leaf(c, n->multi);
+        conflict_walk(c, kid(n, n->wild), depth + 1);
+        conflict_leaf(c, kid(n, n->multi));
         break;
     case SEG_WILD:
         for (uint32_t i = 0; i < n->nlits; i++)
-            conflict_walk(c, n->lits[i].child, depth + 1);
-        conflict_walk(c, n->wild, depth + 1);
-        conflict_leaf(c, n->multi);
+            conflict_walk(c, lit(n, i), depth + 1);
+        conflict_walk(c, kid(n, n->wild), depth + 1);
+        conflict_leaf(c, kid(n, n->multi));
         break;
     case SEG_DOLLAR:
-        conflict_leaf(c, n->dollar);
-        conflict_leaf(c, n->multi);
+        conflict_leaf(c, kid(n, n->dollar));
+        conflict_leaf(c, kid(n, n->multi));
         break;
     default: /* a multi matches everything below, but not the node itself */
         for (uint32_t i = 0; i < n->nlits; i++)
-            conflict_subtree(c, n->lits[i].child);
-        conflict_subtree(c, n->wild);
-        conflict_subtree(c, n->dollar);
-        conflict_subtree(c, n->multi);
+            conflict_subtree(c, lit(n, i));
+        conflict_subtree(c, kid(n, n->wild));
+        conflict_subtree(c, kid(n, n->dollar));
+        conflict_subtree(c, kid(n, n->multi));
         break;
     }
 }
@@ -787,11 +876,13 @@ static void conflict_message(const struct mh_route *p, const struct mh_route *q,
 
 /* ---- build --------------------------------------------------------------- */
 
+/* Byte order, a prefix first (as Go sorts strings). Inline: method names are short. */
 static int name_cmp(const char *a, size_t an, const char *b, size_t bn)
 {
-    int c = memcmp(a, b, an < bn ? an : bn);
-    if (c)
-        return c;
+    size_t n = an < bn ? an : bn;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return (unsigned char)a[i] < (unsigned char)b[i] ? -1 : 1;
     return an < bn ? -1 : an > bn;
 }
 
@@ -867,15 +958,11 @@ static int build_methods(struct mh_router *r, char *err, size_t errlen)
     return 0;
 }
 
-static struct rnode *root_for(const struct mh_router *r, const struct mh_route *rt)
+static const struct rnode *host_root(const struct mh_router *r, const char *h, size_t hlen);
+
+static const struct rnode *root_for(const struct mh_router *r, const struct mh_route *rt)
 {
-    if (!rt->host_len)
-        return r->root;
-    for (size_t i = 0; i < r->nhosts; i++)
-        if (r->hosts[i].len == rt->host_len &&
-            memcmp(r->hosts[i].host, route_data(rt) + rt->host_off, rt->host_len) == 0)
-            return r->hosts[i].root;
-    return NULL;
+    return rt->host_len ? host_root(r, route_data(rt) + rt->host_off, rt->host_len) : r->root;
 }
 
 /* Splits the sorted routes by host and builds one tree per host. */
@@ -886,17 +973,15 @@ static int build_trees(struct mh_router *r, const struct mh_route **sorted)
         size_t j = i + 1;
         while (j < r->n && host_cmp(sorted[i], sorted[j]) == 0)
             j++;
-        struct rnode *root = node_build(sorted + i, j - i, 0);
+        struct rnode *root = node_build(&r->arena, sorted + i, j - i, 0, NULL, 0);
         if (!root)
             return -1;
         if (!sorted[i]->host_len) {
             r->root = root;
         } else {
             struct rhost *nh = realloc(r->hosts, (r->nhosts + 1) * sizeof *nh);
-            if (!nh) {
-                node_free(root);
+            if (!nh)
                 return -1;
-            }
             r->hosts = nh;
             r->hosts[r->nhosts++] = (struct rhost){route_data(sorted[i]) + sorted[i]->host_off,
                                                    sorted[i]->host_len, root};
@@ -930,6 +1015,14 @@ struct mh_router *mh_router_build(struct mh_router_builder *b, char *err, size_t
         goto oom;
     memcpy(sorted, r->routes, r->n * sizeof *sorted);
     qsort(sorted, r->n, sizeof *sorted, route_sort_cmp);
+    r->arena.cap = arena_bound(r->routes, r->n);
+    if (r->arena.cap > INT32_MAX) { /* hash slots hold 32-bit offsets */
+        set_err(err, errlen, "routes too large for one router (tree over 2 GiB)");
+        goto fail;
+    }
+    r->arena.base = malloc(r->arena.cap);
+    if (!r->arena.base)
+        goto oom;
     if (build_trees(r, sorted) < 0)
         goto oom;
     free(sorted);
@@ -960,10 +1053,8 @@ void mh_router_free(struct mh_router *r)
     for (size_t i = 0; i < r->n; i++)
         free(r->routes[i]);
     free(r->routes);
-    for (size_t i = 0; i < r->nhosts; i++)
-        node_free(r->hosts[i].root);
     free(r->hosts);
-    node_free(r->root);
+    free(r->arena.base);
     free(r);
 }
 
@@ -972,6 +1063,7 @@ void mh_router_free(struct mh_router *r)
 struct mctx {
     const char *path;
     size_t end;
+    int pct;     /* the path contains '%': segments may need decoding */
     int mid;     /* request method id, -1 if no route names it */
     int head_id; /* the GET id when the request is HEAD, else -1 */
     struct mh_route_capture *caps;
@@ -980,7 +1072,7 @@ struct mctx {
 };
 
 /* Method resolution at a leaf: exact method, then GET for HEAD, then any method. */
-static const struct mh_route *pick(const struct rnode *n, const struct mctx *c)
+static const struct rleaf *pick(const struct rnode *n, const struct mctx *c)
 {
     int want = -1;
     if (c->mid >= 0 && (n->leaf_mask >> c->mid & 1))
@@ -988,64 +1080,67 @@ static const struct mh_route *pick(const struct rnode *n, const struct mctx *c)
     else if (c->head_id >= 0 && (n->leaf_mask >> c->head_id & 1))
         want = c->head_id;
     if (want < 0)
-        return n->leaf_any;
+        return n->leaf_any >= 0 ? &leaves(n)[n->leaf_any] : NULL;
+    const struct rleaf *l = leaves(n);
     for (uint32_t i = 0; i < n->nleaf; i++)
-        if (n->leaf[i]->mid == want)
-            return n->leaf[i];
+        if (l[i].mid == want)
+            return &l[i];
     return NULL;
 }
 
-static const struct mh_route *match_multi(const struct rnode *n, size_t off, unsigned ncap,
-                                          struct mctx *c)
+static const struct rleaf *match_multi(const struct rnode *n, size_t off, unsigned ncap,
+                                       struct mctx *c)
 {
-    const struct mh_route *r = pick(n, c);
-    if (!r)
+    const struct rleaf *l = pick(n, c);
+    if (!l)
         return NULL;
     /* The trailing slash of "/a/" is an anonymous multi: nothing to capture. */
-    if (r->segs[r->nseg - 1].len)
+    if (l->named_multi)
         c->caps[ncap++] = (struct mh_route_capture){(uint32_t)off, (uint32_t)(c->end - off)};
     c->ncap = ncap;
     c->exact = off == c->end;
-    return r;
+    return l;
 }
 
 /*
  * Depth-first match of path[pos..end) (path[pos] is '/') below n. A lone
  * trailing "/" is not a segment: only {$} or a multi take it, never {x}.
  */
-static const struct mh_route *match_node(const struct rnode *n, size_t pos, unsigned ncap,
-                                         struct mctx *c)
+static const struct rleaf *match_node(const struct rnode *n, size_t pos, unsigned ncap,
+                                      struct mctx *c)
 {
-    const struct mh_route *r;
+    const struct rleaf *l;
     if (pos == c->end) {
-        if ((r = pick(n, c)) != NULL) {
+        if ((l = pick(n, c)) != NULL) {
             c->ncap = ncap;
             c->exact = 1;
         }
-        return r;
+        return l;
     }
     if (pos + 1 == c->end) {
-        if (n->dollar && (r = pick(n->dollar, c)) != NULL) {
+        if (n->dollar && (l = pick(kid(n, n->dollar), c)) != NULL) {
             c->ncap = ncap;
             c->exact = 1;
-            return r;
+            return l;
         }
-        return n->multi ? match_multi(n->multi, c->end, ncap, c) : NULL;
+        return n->multi ? match_multi(kid(n, n->multi), c->end, ncap, c) : NULL;
     }
-    size_t s = pos + 1;
-    const char *slash = memchr(c->path + s, '/', c->end - s);
-    size_t e = slash ? (size_t)(slash - c->path) : c->end;
+    size_t s = pos + 1, e = s;
+    const char *p = c->path;
+    while (e < c->end && p[e] != '/')
+        e++;
     if (n->nlits) {
-        const struct rnode *child = find_lit(n, c->path + s, e - s);
-        if (child && (r = match_node(child, e, ncap, c)) != NULL)
-            return r;
+        const struct rnode *child =
+            c->pct ? find_lit(n, p + s, e - s, 1) : find_lit_raw(n, p + s, e - s);
+        if (child && (l = match_node(child, e, ncap, c)) != NULL)
+            return l;
     }
     if (n->wild) {
         c->caps[ncap] = (struct mh_route_capture){(uint32_t)s, (uint32_t)(e - s)};
-        if ((r = match_node(n->wild, e, ncap + 1, c)) != NULL)
-            return r;
+        if ((l = match_node(kid(n, n->wild), e, ncap + 1, c)) != NULL)
+            return l;
     }
-    return n->multi ? match_multi(n->multi, s, ncap, c) : NULL;
+    return n->multi ? match_multi(kid(n, n->multi), s, ncap, c) : NULL;
 }
 
 /* Methods of every route whose path matches, whatever its method (for 405). */
@@ -1055,15 +1150,15 @@ static uint64_t collect_methods(const struct rnode *n, const char *p, size_t pos
         return 0;
     if (pos == end)
         return n->leaf_mask;
-    uint64_t m = n->multi ? n->multi->leaf_mask : 0;
+    uint64_t m = n->multi ? kid(n, n->multi)->leaf_mask : 0;
     if (pos + 1 == end)
-        return m | (n->dollar ? n->dollar->leaf_mask : 0);
+        return m | (n->dollar ? kid(n, n->dollar)->leaf_mask : 0);
     size_t s = pos + 1;
     const char *slash = memchr(p + s, '/', end - s);
     size_t e = slash ? (size_t)(slash - p) : end;
     if (n->nlits)
-        m |= collect_methods(find_lit(n, p + s, e - s), p, e, end);
-    return m | collect_methods(n->wild, p, e, end);
+        m |= collect_methods(find_lit(n, p + s, e - s, 1), p, e, end);
+    return m | collect_methods(kid(n, n->wild), p, e, end);
 }
 
 static int host_key_cmp(const char *key, size_t klen, const char *h, size_t hlen)
@@ -1117,14 +1212,15 @@ static void strip_port(const char **h, size_t *n)
 }
 
 /* Host-specific patterns first; if none of them matches, the host-less ones. */
-static const struct mh_route *match_all(const struct mh_router *r, const struct rnode *hroot,
-                                        struct mctx *c)
+static const struct rleaf *match_all(const struct mh_router *r, const struct rnode *hroot,
+                                     struct mctx *c)
 {
-    const struct mh_route *rt = NULL;
+    const struct rleaf *l = NULL;
     if (!c->end || c->path[0] != '/')
         return NULL;
-    if (hroot && (rt = match_node(hroot, 0, 0, c)) != NULL)
-        return rt;
+    c->pct = memchr(c->path, '%', c->end) != NULL;
+    if (hroot && (l = match_node(hroot, 0, 0, c)) != NULL)
+        return l;
     return r->root ? match_node(r->root, 0, 0, c) : NULL;
 }
 
@@ -1148,6 +1244,8 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     m->path = path;
     m->path_len = path_len;
 
+    if (path_len > UINT32_MAX - 2) /* captures are 32-bit slices */
+        return MH_ROUTE_NOT_FOUND;
     int connect = method_len == 7 && memcmp(method, "CONNECT", 7) == 0;
     int cleaned = 0;
     if (!connect && !mh_path_is_clean(path, path_len)) {
@@ -1160,10 +1258,10 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     strip_port(&host, &host_len);
     const struct rnode *hroot = host_root(r, host, host_len);
     int mid = method_id(r, method, method_len);
-    struct mctx c = {m->path, m->path_len, mid, -1, m->captures, 0, 0};
+    struct mctx c = {m->path, m->path_len, 0, mid, -1, m->captures, 0, 0};
     if (mid >= 0 && mid == r->head_id)
         c.head_id = r->get_id;
-    const struct mh_route *rt = match_all(r, hroot, &c);
+    const struct rleaf *rt = match_all(r, hroot, &c);
 
     /* Go's trailing-slash redirect: "/a" → "/a/" when that is an exact match. */
     size_t n = m->path_len;
@@ -1182,7 +1280,7 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     if (cleaned && clean == MH_CLEAN_REDIRECT)
         return redirect(m, m->path, m->path_len);
     if (rt) {
-        m->route = rt;
+        m->route = rt->route;
         m->handler_id = rt->handler_id;
         m->ncaptures = c.ncap;
         return MH_ROUTE_FOUND;

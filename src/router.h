@@ -28,11 +28,14 @@ struct mh_route;
 
 /* Creates an empty builder. Returns NULL only when out of memory. */
 struct mh_router_builder *mh_router_builder_new(void);
+/* Frees the builder and its parsed patterns; a router built from it stays valid. NULL is a no-op.
+ */
 void mh_router_builder_free(struct mh_router_builder *b);
 
 /*
  * Adds a pattern bound to `handler_id` (opaque to the router). `where` names
- * the registration site ("app.lua:12") for error messages; it is copied.
+ * the registration site ("app.lua:12") for error messages; it is copied and
+ * may be NULL. The host part of a pattern matches case-insensitively.
  * Returns -1 and writes "invalid pattern \"...\": <reason>" into err when the
  * pattern is malformed. Conflicts are reported by mh_router_build.
  */
@@ -45,6 +48,7 @@ int mh_router_add(struct mh_router_builder *b, const char *pattern, size_t len, 
  * was registered and an example path both match when two patterns conflict.
  */
 struct mh_router *mh_router_build(struct mh_router_builder *b, char *err, size_t errlen);
+/* Frees the router; no match from it may be used afterwards. NULL is a no-op. */
 void mh_router_free(struct mh_router *r);
 
 enum mh_route_status {
@@ -66,7 +70,9 @@ enum mh_clean_mode {
 
 /*
  * The result of a lookup. Everything points into the router, the caller's
- * strings or the caller's scratch buffer: nothing is allocated.
+ * strings, the caller's scratch buffer or the match itself (`allow`): nothing
+ * is allocated. Captures are slices of `path`, so with MH_CLEAN_REWRITE they
+ * live as long as the scratch buffer.
  */
 struct mh_route_match {
     const struct mh_route *route; /* FOUND */
@@ -91,7 +97,8 @@ struct mh_route_match {
  * redirect (on the cleaned path), then the clean redirect (MH_CLEAN_REDIRECT
  * only), then FOUND, then METHOD_NOT_ALLOWED, then NOT_FOUND. A scratch buffer
  * smaller than path_len + 2 is misuse: an unclean path then gives NOT_FOUND
- * and the trailing-slash redirect is skipped. Safe to call from several
+ * and the trailing-slash redirect is skipped. `scratch` must not overlap
+ * `path`; paths of 4 GiB or more give NOT_FOUND. Safe to call from several
  * threads on one router: the router is never written after the build.
  */
 enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *method,

@@ -141,6 +141,11 @@ static const char *const route_sets[][16] = {
     /* 6: deep backtracking between literals and wildcards */
     {"/a/b/c", "/a/{x}/d", "/{y}/c/e", "/a/b/c/{z...}", "/{p}/{q}/{r}", "POST /m/a/z",
      "GET /m/{x}/z", NULL},
+    /* 7: {$} at the root, single wildcards never take the trailing slash */
+    {"/{$}", "POST /{$}", "/{x}", "/{x}/{y...}", NULL},
+    /* 8: examples from Go's ServeMux documentation */
+    {"/index.html", "/static/", "/images/", "/images/thumbnails/", "/b/{bucket}/o/{objectname...}",
+     "/b/{bucket}/o/default", "GET /posts/{id}", "GET /posts/latest", NULL},
 };
 
 static const struct match_case match_cases[] = {
@@ -274,6 +279,29 @@ static const struct match_case match_cases[] = {
     {6, "PUT", "", "/m/a/z", RD, F, "/{p}/{q}/{r}", "p=m|q=a|r=z"},
     {6, "GET", "", "/a/b", RD, N, NULL, NULL},
     {6, "GET", "", "/a/b/c/d", RD, F, "/a/b/c/{z...}", "z=d"},
+    /* set 7 */
+    {7, "GET", "", "/", RD, F, "/{$}", ""},
+    {7, "HEAD", "", "/", RD, F, "/{$}", ""},
+    {7, "POST", "", "/", RD, F, "POST /{$}", ""},
+    {7, "GET", "", "/a", RD, F, "/{x}", "x=a"},
+    {7, "GET", "", "/a/", RD, F, "/{x}/{y...}", "x=a|y="},
+    {7, "GET", "", "/a/b/c", RD, F, "/{x}/{y...}", "x=a|y=b/c"},
+    {7, "GET", "", "/%2F", RD, F, "/{x}", "x=/"},
+    {7, "GET", "", "//", RD, R, "/", NULL},
+    /* set 8 */
+    {8, "GET", "", "/index.html", RD, F, "/index.html", ""},
+    {8, "GET", "", "/images/thumbnails/t.png", RD, F, "/images/thumbnails/", ""},
+    {8, "GET", "", "/images/big.png", RD, F, "/images/", ""},
+    {8, "GET", "", "/images/thumbnails", RD, R, "/images/thumbnails/", NULL}, /* beats "/images/" */
+    {8, "GET", "", "/images", RD, R, "/images/", NULL},
+    {8, "GET", "", "/b/bk/o/a/b", RD, F, "/b/{bucket}/o/{objectname...}",
+     "bucket=bk|objectname=a/b"},
+    {8, "GET", "", "/b/bk/o/default", RD, F, "/b/{bucket}/o/default", "bucket=bk"},
+    {8, "GET", "", "/b/bk/o", RD, R, "/b/bk/o/", NULL},
+    {8, "GET", "", "/posts/latest", RD, F, "GET /posts/latest", ""},
+    {8, "GET", "", "/posts/7", RD, F, "GET /posts/{id}", "id=7"},
+    {8, "POST", "", "/posts/7", RD, M, "GET, HEAD", NULL},
+    {8, "GET", "", "/index.html/", RD, N, NULL, NULL},
 };
 
 static struct mh_router *build_set(int set, char *err, size_t errlen)
@@ -539,6 +567,21 @@ static void test_api(void)
         FAIL("rewrite into scratch");
     else
         passed++;
+    /* A scratch buffer below path_len + 2 is misuse: an unclean path is not served. */
+    path = "/u/1//f/x";
+    st = mh_router_lookup(r, "GET", 3, "", 0, path, strlen(path), MH_CLEAN_REWRITE, scratch,
+                          strlen(path) + 1, &m);
+    if (st != MH_ROUTE_NOT_FOUND)
+        FAIL("small scratch");
+    else
+        passed++;
+    /* No match: the Allow and Location fields are cleared. */
+    st = mh_router_lookup(r, "GET", 3, "", 0, "/zz", 3, MH_CLEAN_REDIRECT, scratch, sizeof scratch,
+                          &m);
+    if (st != MH_ROUTE_NOT_FOUND || m.allow || m.location || m.route || m.ncaptures)
+        FAIL("404 fields");
+    else
+        passed++;
     mh_router_free(r);
 
     /* An empty router answers 404. */
@@ -589,6 +632,307 @@ static void test_many(void)
     else
         passed++;
     mh_router_free(r);
+
+    /* A conflict hidden among many routes is still found, with both sites. */
+    b = mh_router_builder_new();
+    for (int i = 0; i < 3000; i++) {
+        int n = snprintf(p, sizeof p, "/v/%d/{x}", i);
+        mh_router_add(b, p, (size_t)n, i, "gen.lua:1", err, sizeof err);
+    }
+    mh_router_add(b, "/v/{y}/7", 8, 1, "late.lua:9", err, sizeof err);
+    r = mh_router_build(b, err, sizeof err);
+    mh_router_builder_free(b);
+    if (r || !strstr(err, "\"/v/{y}/7\" (registered at late.lua:9)") ||
+        !strstr(err, "\"/v/0/{x}\" (registered at gen.lua:1)") || !strstr(err, "\"/v/0/7\""))
+        FAIL("many: conflict not reported: %s", r ? "(built)" : err);
+    else
+        passed++;
+    mh_router_free(r);
+}
+
+/* ---- randomized cross-check against a brute-force matcher ------------------- */
+
+/*
+ * Random small route sets that build (conflict-free) are checked against a
+ * linear matcher that follows Go's algorithm literally: patterns grouped by
+ * method first (exact, then GET for HEAD, then any), and within a group the
+ * pattern whose first differing segment is the more specific kind wins
+ * (literal, then {x}, then {$}, then a multi). The router resolves methods at
+ * its leaves and backtracks instead: this checks that both agree.
+ */
+enum { K_LIT, K_WILD, K_DOLLAR, K_MULTI };
+
+struct ref_pat {
+    char str[96];
+    const char *method; /* "" for any */
+    int nseg, kind[6];
+    char lit[6];
+};
+
+static unsigned rng_state = 12345;
+static unsigned rng(unsigned n)
+{
+    rng_state = rng_state * 1103515245u + 12345u;
+    return (rng_state >> 16) % n;
+}
+
+static void ref_gen(struct ref_pat *p)
+{
+    static const char *const methods[] = {"", "", "GET", "POST", "HEAD"};
+    int w = 0, depth = 1 + (int)rng(3);
+    size_t o;
+    p->method = methods[rng(5)];
+    o = (size_t)snprintf(p->str, sizeof p->str, "%s%s", p->method, *p->method ? " " : "");
+    p->nseg = 0;
+    for (int i = 0; i < depth; i++) {
+        unsigned c = rng(3);
+        p->kind[p->nseg] = c == 2 ? K_WILD : K_LIT;
+        p->lit[p->nseg] = c == 2 ? 0 : (char)('a' + c);
+        if (c == 2)
+            o += (size_t)snprintf(p->str + o, sizeof p->str - o, "/{w%d}", w++);
+        else
+            o += (size_t)snprintf(p->str + o, sizeof p->str - o, "/%c", 'a' + c);
+        p->nseg++;
+    }
+    switch (rng(4)) {
+    case 1:
+        snprintf(p->str + o, sizeof p->str - o, "/");
+        p->kind[p->nseg++] = K_MULTI;
+        break;
+    case 2:
+        snprintf(p->str + o, sizeof p->str - o, "/{$}");
+        p->kind[p->nseg++] = K_DOLLAR;
+        break;
+    case 3:
+        snprintf(p->str + o, sizeof p->str - o, "/{rest...}");
+        p->kind[p->nseg++] = K_MULTI;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Matches a clean path like "/a/b/"; sets *exact as Go's exactMatch. */
+static int ref_path_match(const struct ref_pat *p, const char *path, int *exact)
+{
+    const char *r = path;
+    for (int k = 0; k < p->nseg; k++) {
+        if (r[0] != '/')
+            return 0;
+        if (p->kind[k] == K_MULTI) {
+            *exact = r[1] == '\0';
+            return 1;
+        }
+        if (p->kind[k] == K_DOLLAR) {
+            *exact = 1;
+            return r[1] == '\0';
+        }
+        const char *e = strchr(r + 1, '/');
+        size_t n = e ? (size_t)(e - r - 1) : strlen(r + 1);
+        if (n == 0)
+            return 0; /* the trailing slash is not a segment */
+        if (p->kind[k] == K_LIT && (n != 1 || r[1] != p->lit[k]))
+            return 0;
+        r += 1 + n;
+    }
+    *exact = 1;
+    return *r == '\0';
+}
+
+static int ref_more_specific(const struct ref_pat *a, const struct ref_pat *b)
+{
+    for (int k = 0; k < a->nseg && k < b->nseg; k++)
+        if (a->kind[k] != b->kind[k])
+            return a->kind[k] < b->kind[k];
+    return a->nseg > b->nseg;
+}
+
+static const struct ref_pat *ref_lookup(const struct ref_pat *pats, int n, const char *method,
+                                        const char *path, int *exact)
+{
+    const char *groups[3] = {method, strcmp(method, "HEAD") == 0 ? "GET" : NULL, ""};
+    for (int g = 0; g < 3; g++) {
+        const struct ref_pat *best = NULL;
+        int best_exact = 0, ex;
+        for (int i = 0; groups[g] && i < n; i++) {
+            if (strcmp(pats[i].method, groups[g]) != 0 || !ref_path_match(&pats[i], path, &ex))
+                continue;
+            if (!best || ref_more_specific(&pats[i], best)) {
+                best = &pats[i];
+                best_exact = ex;
+            }
+        }
+        if (best) {
+            *exact = best_exact;
+            return best;
+        }
+    }
+    return NULL;
+}
+
+static void ref_expect(const struct ref_pat *pats, int n, const char *method, const char *path,
+                       int *status, char *want, size_t wantlen)
+{
+    int exact = 0, ex2 = 0;
+    const struct ref_pat *w = ref_lookup(pats, n, method, path, &exact);
+    size_t len = strlen(path);
+    if (!(w && exact) && path[len - 1] != '/') {
+        char p2[80];
+        snprintf(p2, sizeof p2, "%s/", path);
+        if (ref_lookup(pats, n, method, p2, &ex2) && ex2) {
+            *status = R;
+            snprintf(want, wantlen, "%s", p2);
+            return;
+        }
+    }
+    if (w) {
+        *status = F;
+        snprintf(want, wantlen, "%s", w->str);
+        return;
+    }
+    static const char *const sorted[] = {"GET", "HEAD", "POST"};
+    int has[3] = {0, 0, 0}, any = 0;
+    for (int i = 0; i < n; i++)
+        for (int m = 0; m < 3; m++)
+            if (strcmp(pats[i].method, sorted[m]) == 0 && ref_path_match(&pats[i], path, &ex2))
+                has[m] = 1;
+    has[1] |= has[0];
+    want[0] = '\0';
+    for (int m = 0; m < 3; m++) {
+        if (!has[m])
+            continue;
+        size_t o = strlen(want);
+        snprintf(want + o, wantlen - o, "%s%s", any ? ", " : "", sorted[m]);
+        any = 1;
+    }
+    *status = any ? M : N;
+}
+
+static void test_random(void)
+{
+    static const char *const methods[] = {"GET", "HEAD", "POST", "PUT"};
+    int sets = 0, checked = 0, bad = 0;
+    for (int iter = 0; iter < 3000 && bad < 5; iter++) {
+        struct ref_pat pats[6];
+        int n = 2 + (int)rng(5);
+        struct mh_router_builder *b = mh_router_builder_new();
+        char err[512];
+        for (int i = 0; i < n; i++) {
+            ref_gen(&pats[i]);
+            mh_router_add(b, pats[i].str, strlen(pats[i].str), i, "rnd", err, sizeof err);
+        }
+        struct mh_router *r = mh_router_build(b, err, sizeof err);
+        mh_router_builder_free(b);
+        if (!r)
+            continue; /* a conflict (or a duplicate wildcard-free repeat) */
+        sets++;
+        for (int q = 0; q < 40; q++) {
+            char path[64] = "";
+            size_t o = 0;
+            int depth = (int)rng(5);
+            for (int k = 0; k < depth; k++)
+                o += (size_t)snprintf(path + o, sizeof path - o, "/%c", 'a' + (int)rng(3));
+            if (depth == 0 || rng(3) == 0)
+                snprintf(path + o, sizeof path - o, "/");
+            const char *method = methods[rng(4)];
+            int want_status;
+            char want[96];
+            ref_expect(pats, n, method, path, &want_status, want, sizeof want);
+            struct mh_route_match m;
+            char scratch[80], got[96] = "";
+            int st = mh_router_lookup(r, method, strlen(method), "", 0, path, strlen(path),
+                                      MH_CLEAN_REDIRECT, scratch, sizeof scratch, &m);
+            if (st == F)
+                snprintf(got, sizeof got, "%s", mh_route_pattern(m.route));
+            else if (st == R)
+                snprintf(got, sizeof got, "%.*s", (int)m.location_len, m.location);
+            else if (st == M)
+                snprintf(got, sizeof got, "%.*s", (int)m.allow_len, m.allow);
+            checked++;
+            if (st != want_status || strcmp(got, want) != 0) {
+                bad++;
+                FAIL("random set:");
+                for (int i = 0; i < n; i++)
+                    printf("    %s\n", pats[i].str);
+                printf("  %s %s: got %s \"%s\", wanted %s \"%s\"\n", method, path, status_name(st),
+                       got, status_name(want_status), want);
+                break;
+            }
+        }
+        mh_router_free(r);
+    }
+    if (!bad && sets > 500)
+        passed++;
+    else if (!bad)
+        FAIL("random: only %d route sets built", sets);
+    printf("random cross-check: %d route sets, %d lookups\n", sets, checked);
+}
+
+static int ref_method_ok(const struct ref_pat *p, const char *m)
+{
+    return !*p->method || strcmp(p->method, m) == 0 ||
+           (strcmp(p->method, "GET") == 0 && strcmp(m, "HEAD") == 0);
+}
+
+/*
+ * Conflicts by definition: over every request of a small universe (paths of
+ * up to 5 segments over a, b and c, where c stands for "anything else", with
+ * and without a trailing slash), two patterns conflict when both match some
+ * request and neither matches a strict subset of the other's requests.
+ */
+static void test_random_conflicts(void)
+{
+    static const char *const methods[] = {"GET", "HEAD", "POST", "PUT"};
+    static char paths[800][24];
+    int np = 0, bad = 0, pairs = 0, conflicts = 0;
+    for (int depth = 0; depth <= 5; depth++) {
+        int total = 1;
+        for (int k = 0; k < depth; k++)
+            total *= 3;
+        for (int v = 0; v < total; v++) {
+            char p[16];
+            size_t o = 0;
+            for (int k = 0, x = v; k < depth; k++, x /= 3)
+                o += (size_t)snprintf(p + o, sizeof p - o, "/%c", 'a' + x % 3);
+            if (depth)
+                snprintf(paths[np++], sizeof paths[0], "%s", p);
+            snprintf(paths[np++], sizeof paths[0], "%s/", p);
+        }
+    }
+    for (int iter = 0; iter < 1500 && bad < 5; iter++) {
+        struct ref_pat a, b;
+        ref_gen(&a);
+        ref_gen(&b);
+        int both = 0, only_a = 0, only_b = 0, ex;
+        for (int m = 0; m < 4; m++) {
+            for (int i = 0; i < np; i++) {
+                int ma = ref_method_ok(&a, methods[m]) && ref_path_match(&a, paths[i], &ex);
+                int mb = ref_method_ok(&b, methods[m]) && ref_path_match(&b, paths[i], &ex);
+                both += ma && mb;
+                only_a += ma && !mb;
+                only_b += mb && !ma;
+            }
+        }
+        int want = both && only_a && only_b; /* overlap, neither more specific */
+        want |= both && !only_a && !only_b;  /* the same requests */
+        struct mh_router_builder *bl = mh_router_builder_new();
+        char err[512];
+        mh_router_add(bl, a.str, strlen(a.str), 0, "a.lua:1", err, sizeof err);
+        mh_router_add(bl, b.str, strlen(b.str), 1, "b.lua:2", err, sizeof err);
+        struct mh_router *r = mh_router_build(bl, err, sizeof err);
+        mh_router_builder_free(bl);
+        pairs++;
+        conflicts += want;
+        if (want != (r == NULL)) {
+            bad++;
+            FAIL("pair \"%s\" / \"%s\": %s, wanted %s", a.str, b.str, r ? "built" : err,
+                 want ? "a conflict" : "no conflict");
+        }
+        mh_router_free(r);
+    }
+    if (!bad)
+        passed++;
+    printf("random conflicts: %d pairs, %d conflicting\n", pairs, conflicts);
 }
 
 int main(void)
@@ -599,6 +943,8 @@ int main(void)
     test_clean();
     test_api();
     test_many();
+    test_random();
+    test_random_conflicts();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
