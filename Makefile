@@ -9,6 +9,7 @@ CMAKE_FLAGS += -DMH_WERROR=ON
 endif
 
 .PHONY: all deps build run test unit spec asan fuzz bench format clean
+FUZZ_SECONDS ?= 60
 
 all: build
 
@@ -36,6 +37,15 @@ test: build
 asan:
 	$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo CMAKE_FLAGS="-DMH_SANITIZE=ON"
 
+# libFuzzer over the request path (clang), starting from the seed corpus;
+# crashes land in build-fuzz/ as crash-* files: add them to fuzz/regression/.
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMH_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_http1
+	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp fuzz/corpus/* build-fuzz/corpus/
+	cd build-fuzz && ./fuzz/fuzz_http1 -dict=../fuzz/http1.dict -max_total_time=$(FUZZ_SECONDS) \
+		-print_final_stats=1 corpus ../fuzz/regression
+
 bench: build
 	sh scripts/deps.sh --bench
 	bench/run.sh
@@ -44,4 +54,4 @@ format:
 	clang-format -i src/*.c src/*.h tests/unit/*.c
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan
+	rm -rf $(BUILD_DIR) build-asan build-fuzz

@@ -3,7 +3,7 @@
 /* Level-gated error log on stderr. */
 #include <stdarg.h>
 
-enum mh_log_level { MH_LOG_ERROR, MH_LOG_WARN, MH_LOG_INFO, MH_LOG_DEBUG };
+enum mh_log_level { MH_LOG_NONE = -1, MH_LOG_ERROR, MH_LOG_WARN, MH_LOG_INFO, MH_LOG_DEBUG };
 
 /* Messages above this level are dropped. Set once at startup. */
 extern enum mh_log_level mh_log_threshold;
