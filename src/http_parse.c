@@ -80,8 +80,11 @@ static int check_head(struct mh_conn *c)
         return 505;
     if (t_end > (size_t)c->worker->config->max_header_bytes)
         return 414;
+    /* One pass over the headers: trim, validate, and note the ones we act on. */
+    int host = -1, te = -1, expect = -1;
     for (uint32_t i = 0; i < r->nheaders; i++) {
         struct mh_header *h = &r->headers[i];
+        const char *name = base + h->name.off;
         if (h->name.len == 0)
             return 400;
         /* llhttp keeps trailing whitespace of values; RFC 9110 says it is not part of them. */
@@ -89,16 +92,32 @@ static int check_head(struct mh_conn *c)
                                 base[h->value.off + h->value.len - 1] == '\t'))
             h->value.len--;
         /* obs-fold (a value continued on the next line) and stray CR/LF: RFC 9112 §5.2 */
-        for (uint32_t j = 0; j < h->value.len; j++) {
-            char ch = base[h->value.off + j];
-            if (ch == '\r' || ch == '\n' || ch == 0)
-                return 400;
+        const char *v = base + h->value.off;
+        if (memchr(v, '\r', h->value.len) || memchr(v, '\n', h->value.len) ||
+            memchr(v, 0, h->value.len))
+            return 400;
+        switch (h->name.len) {
+        case 4:
+            if (mh_strieq(name, 4, "Host", 4)) {
+                if (host >= 0)
+                    return 400; /* RFC 9112 §3.2: more than one Host is a bad request */
+                host = (int)i;
+            }
+            break;
+        case 6:
+            if (mh_strieq(name, 6, "Expect", 6))
+                expect = (int)i;
+            break;
+        case 17:
+            if (mh_strieq(name, 17, "Transfer-Encoding", 17)) {
+                if (te >= 0)
+                    return 501;
+                te = (int)i;
+            }
+            break;
         }
     }
     mh_request_split_target(r, base);
-    int host = mh_request_find_header(r, base, "Host", 4, 0);
-    if (host >= 0 && mh_request_find_header(r, base, "Host", 4, (size_t)host + 1) >= 0)
-        return 400; /* RFC 9112 §3.2: more than one Host is a bad request */
     if (r->host.len == 0) {
         if (host >= 0)
             r->host = r->headers[host].value;
@@ -111,17 +130,14 @@ static int check_head(struct mh_conn *c)
             return 400;
     }
     /* Only "chunked", alone: other codings (gzip, ...) are not implemented. */
-    int te = mh_request_find_header(r, base, "Transfer-Encoding", 17, 0);
     if (te >= 0) {
-        struct mh_slice v = r->headers[te].value;
-        if (!mh_strieq(base + v.off, v.len, "chunked", 7) ||
-            mh_request_find_header(r, base, "Transfer-Encoding", 17, (size_t)te + 1) >= 0)
+        struct mh_slice tv = r->headers[te].value;
+        if (!mh_strieq(base + tv.off, tv.len, "chunked", 7))
             return 501;
     }
-    int ex = mh_request_find_header(r, base, "Expect", 6, 0);
-    if (ex >= 0) {
-        struct mh_slice v = r->headers[ex].value;
-        if (!mh_strieq(base + v.off, v.len, "100-continue", 12))
+    if (expect >= 0) {
+        struct mh_slice ev = r->headers[expect].value;
+        if (!mh_strieq(base + ev.off, ev.len, "100-continue", 12))
             return 417;
         r->expect_continue = r->http_minor >= 1;
     }

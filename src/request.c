@@ -57,6 +57,8 @@ bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
 {
     if (alen != blen)
         return false;
+    if (memcmp(a, b, alen) == 0)
+        return true; /* the usual case: the canonical spelling */
     for (size_t i = 0; i < alen; i++)
         if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
             return false;

@@ -7,6 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Copies n bytes to p and returns the end: heads are assembled with no per-piece checks. */
+static inline char *put(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+#define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
+
+
 void mh_response_reset(struct mh_response *r)
 {
     struct mh_buf h = r->headers, b = r->body;
@@ -96,103 +106,121 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
     for (size_t i = 0; i < nlen; i++)
         if (!mh_is_tchar((unsigned char)name[i]))
             return "invalid character in header name";
-    for (size_t i = 0; i < vlen; i++) {
-        unsigned char c = (unsigned char)value[i];
-        if (c == '\r' || c == '\n' || c == 0)
-            return "CR, LF or NUL in header value";
-    }
-    if (mh_strieq(name, nlen, "Content-Length", 14)) {
-        uint64_t v = 0;
-        if (vlen == 0 || vlen > 19)
-            return "bad Content-Length";
-        for (size_t i = 0; i < vlen; i++) {
-            if (value[i] < '0' || value[i] > '9')
+    if (memchr(value, '\r', vlen) || memchr(value, '\n', vlen) || memchr(value, 0, vlen))
+        return "CR, LF or NUL in header value";
+    switch (nlen) { /* the headers the server interprets, found by length first */
+    case 14:
+        if (mh_strieq(name, nlen, "Content-Length", 14)) {
+            uint64_t v = 0;
+            if (vlen == 0 || vlen > 19)
                 return "bad Content-Length";
-            v = v * 10 + (uint64_t)(value[i] - '0');
+            for (size_t i = 0; i < vlen; i++) {
+                if (value[i] < '0' || value[i] > '9')
+                    return "bad Content-Length";
+                v = v * 10 + (uint64_t)(value[i] - '0');
+            }
+            r->has_length = true;
+            r->declared_length = v;
+            return NULL;
         }
-        r->has_length = true;
-        r->declared_length = v;
-        return NULL;
+        break;
+    case 10:
+        if (mh_strieq(name, nlen, "Connection", 10)) {
+            if (mh_strieq(value, vlen, "close", 5))
+                r->close = true;
+            return NULL;
+        }
+        break;
+    case 17:
+        if (mh_strieq(name, nlen, "Transfer-Encoding", 17))
+            return "Transfer-Encoding is managed by the server";
+        break;
+    case 12:
+        if (mh_strieq(name, nlen, "Content-Type", 12))
+            r->has_type = true;
+        break;
+    case 6:
+        if (mh_strieq(name, nlen, "Server", 6))
+            r->has_server = true;
+        break;
     }
-    if (mh_strieq(name, nlen, "Connection", 10)) {
-        if (mh_strieq(value, vlen, "close", 5))
-            r->close = true;
-        return NULL;
-    }
-    if (mh_strieq(name, nlen, "Transfer-Encoding", 17))
-        return "Transfer-Encoding is managed by the server";
-    if (mh_strieq(name, nlen, "Content-Type", 12))
-        r->has_type = true;
-    else if (mh_strieq(name, nlen, "Server", 6))
-        r->has_server = true;
-    if (replace)
+    if (replace && r->headers.len)
         remove_header(&r->headers, name, nlen);
     if (mh_buf_reserve(&r->headers, nlen + vlen + 4) < 0)
         return "out of memory";
-    mh_buf_append(&r->headers, name, nlen);
-    mh_buf_append(&r->headers, ": ", 2);
-    mh_buf_append(&r->headers, value, vlen);
-    mh_buf_append(&r->headers, "\r\n", 2);
+    char *p = r->headers.data + r->headers.len;
+    p = put(p, name, nlen);
+    p = PUT_LIT(p, ": ");
+    p = put(p, value, vlen);
+    p = PUT_LIT(p, "\r\n");
+    r->headers.len = (size_t)(p - r->headers.data);
     return NULL;
 }
 
-static int append_status_line(struct mh_buf *out, int status)
+static char *put_status_line(char *p, int status)
 {
     /* The common lines are constants: no formatting on the hot path. */
     switch (status) {
-    case 200: return mh_buf_append(out, "HTTP/1.1 200 OK\r\n", 17);
-    case 404: return mh_buf_append(out, "HTTP/1.1 404 Not Found\r\n", 24);
+    case 200: return PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
+    case 404: return PUT_LIT(p, "HTTP/1.1 404 Not Found\r\n");
     default: {
-        char line[64];
-        int n = snprintf(line, sizeof line, "HTTP/1.1 %03d %s\r\n", status, mh_status_text(status));
-        return mh_buf_append(out, line, (size_t)n);
+        const char *text = mh_status_text(status);
+        p = PUT_LIT(p, "HTTP/1.1 ");
+        *p++ = (char)('0' + status / 100);
+        *p++ = (char)('0' + status / 10 % 10);
+        *p++ = (char)('0' + status % 10);
+        *p++ = ' ';
+        p = put(p, text, strlen(text));
+        return PUT_LIT(p, "\r\n");
     }
     }
 }
 
-static int append_u64(struct mh_buf *out, uint64_t v)
+static char *put_u64(char *p, uint64_t v)
 {
-    char tmp[24], *p = tmp + sizeof tmp;
+    char tmp[24], *t = tmp + sizeof tmp;
     do {
-        *--p = (char)('0' + v % 10);
+        *--t = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    return mh_buf_append(out, p, (size_t)(tmp + sizeof tmp - p));
+    return put(p, t, (size_t)(tmp + sizeof tmp - t));
 }
+
+/* Longest status line plus the fixed headers we may add, with room to spare. */
+#define HEAD_FIXED_MAX 256
 
 static int append_head(struct mh_response *r, struct mh_buf *out, const struct mh_head_ctx *ctx,
                        bool complete)
 {
     bool bodyless = mh_status_bodyless(r->status);
-    if (mh_buf_reserve(out, 160 + r->headers.len + ctx->date_len) < 0)
+    if (mh_buf_reserve(out, HEAD_FIXED_MAX + r->headers.len + ctx->date_len) < 0)
         return -1;
-    append_status_line(out, r->status);
+    char *p = out->data + out->len;
+    p = put_status_line(p, r->status);
     if (!r->has_server)
-        mh_buf_append(out, "Server: moonhttp\r\n", 18);
-    mh_buf_append(out, ctx->date_line, ctx->date_len);
+        p = PUT_LIT(p, "Server: moonhttp\r\n");
+    p = put(p, ctx->date_line, ctx->date_len);
     if (!r->has_type && !bodyless && (r->body.len > 0 || !complete))
-        mh_buf_append(out, "Content-Type: text/plain; charset=utf-8\r\n", 41);
-    mh_buf_append(out, r->headers.data, r->headers.len);
+        p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
+    if (r->headers.len)
+        p = put(p, r->headers.data, r->headers.len);
     if (!bodyless) {
-        if (r->has_length) {
-            mh_buf_append(out, "Content-Length: ", 16);
-            append_u64(out, r->declared_length);
-            mh_buf_append(out, "\r\n", 2);
-        } else if (complete) {
-            mh_buf_append(out, "Content-Length: ", 16);
-            append_u64(out, r->body.len);
-            mh_buf_append(out, "\r\n", 2);
+        if (r->has_length || complete) {
+            p = PUT_LIT(p, "Content-Length: ");
+            p = put_u64(p, r->has_length ? r->declared_length : r->body.len);
+            p = PUT_LIT(p, "\r\n");
         } else if (ctx->http_minor >= 1) {
             r->chunked = true;
-            mh_buf_append(out, "Transfer-Encoding: chunked\r\n", 28);
+            p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
         }
         /* else: HTTP/1.0 without a length: the body ends when we close. */
     }
     if (!ctx->keep_alive)
-        mh_buf_append(out, "Connection: close\r\n", 19);
+        p = PUT_LIT(p, "Connection: close\r\n");
     else if (ctx->http_minor == 0)
-        mh_buf_append(out, "Connection: keep-alive\r\n", 24);
-    mh_buf_append(out, "\r\n", 2);
+        p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    p = PUT_LIT(p, "\r\n");
+    out->len = (size_t)(p - out->data);
     r->head_sent = true;
     return 0;
 }
