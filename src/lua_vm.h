@@ -16,8 +16,16 @@
 struct mh_worker;
 struct mh_task;
 
+/* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */
+#define MH_LUA_HEAP_CLASSES 8
+struct mh_lua_heap {
+    void *free[MH_LUA_HEAP_CLASSES];
+    unsigned count[MH_LUA_HEAP_CLASSES];
+};
+
 struct mh_gen {
     lua_State *L;
+    struct mh_lua_heap heap;
     struct mh_router *router;
     struct mh_router_builder *_builder; /* while the script loads */
     struct mh_config *config;
