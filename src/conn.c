@@ -405,7 +405,7 @@ static void start_linger(struct mh_conn *c)
     set_idle_list(c, false);
     set_timeout(c, c->worker->config->write_timeout > 0 ? c->worker->config->write_timeout : 30);
     if (c->out_sent == c->out.len)
-        mh_conn_schedule_write(c), mh_conn_flush(c);
+        mh_conn_flush(c); /* nothing queued: shut the write side now */
     else
         mh_conn_schedule_write(c);
     update_io(c);
@@ -413,6 +413,11 @@ static void start_linger(struct mh_conn *c)
 
 void mh_conn_finish_response(struct mh_conn *c)
 {
+    c->task = NULL;
+    if (c->gen) {
+        mh_gen_unref(c->gen);
+        c->gen = NULL;
+    }
     if (c->closed)
         return;
     struct mh_response *res = &c->res;
@@ -441,11 +446,6 @@ void mh_conn_finish_response(struct mh_conn *c)
     if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0 ||
         mh_response_emit(res, &c->out, &ctx, true) < 0)
         return out_of_memory(c);
-    if (c->gen) {
-        mh_gen_unref(c->gen);
-        c->gen = NULL;
-    }
-    c->task = NULL;
     if (!ctx.keep_alive || c->close_after) {
         start_linger(c);
         return;

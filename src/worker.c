@@ -63,13 +63,15 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 static void on_shutdown_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_worker *w = t->data;
-    (void)loop;
     (void)revents;
+    ev_ref(loop); /* balances the ev_unref in mh_worker_shutdown: this timer has stopped */
     mh_log(MH_LOG_WARN, "shutdown timeout: closing %zu connections still open", w->nconns);
     while (w->active.head)
         mh_conn_close(w->active.head);
     while (w->idle.head)
         mh_conn_close(w->idle.head);
+    /* Handlers still waiting (on a timer, say) are abandoned: the process is leaving. */
+    ev_break(loop, EVBREAK_ALL);
 }
 
 void mh_worker_shutdown(struct mh_worker *w)
