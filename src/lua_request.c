@@ -11,9 +11,22 @@
 
 const char mh_request_mt_key = 0;
 
+/*
+ * Every req method and metamethod has the metatable as upvalue 1: comparing
+ * it is much cheaper than luaL_checkudata's registry lookup by name.
+ */
+static struct mh_lua_req *to_req(lua_State *L)
+{
+    struct mh_lua_req *r = lua_touserdata(L, 1);
+    if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
+        luaL_typeerror(L, 1, REQUEST_MT);
+    lua_pop(L, 1);
+    return r;
+}
+
 static struct mh_conn *check_req(lua_State *L)
 {
-    struct mh_lua_req *r = luaL_checkudata(L, 1, REQUEST_MT);
+    struct mh_lua_req *r = to_req(L);
     if (!r->conn)
         luaL_error(L, "request finished: this req belongs to a handler that has returned");
     return r->conn;
@@ -70,7 +83,7 @@ static int req_index(lua_State *L)
     size_t len;
     const char *k = luaL_checklstring(L, 2, &len);
     lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+    if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL)
         return 1; /* a method */
     const struct mh_request *r = &c->req;
     char buf[64];
@@ -336,7 +349,7 @@ static int req_set_read_timeout(lua_State *L)
 
 static int req_tostring(lua_State *L)
 {
-    struct mh_lua_req *r = luaL_checkudata(L, 1, REQUEST_MT);
+    struct mh_lua_req *r = to_req(L);
     if (!r->conn) {
         lua_pushliteral(L, "moonhttp.Request (finished)");
         return 1;
@@ -358,12 +371,16 @@ void mh_lua_request_open(lua_State *L)
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);
-    luaL_newlib(L, methods);
-    lua_pushcclosure(L, req_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, req_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, "moonhttp.Request");
-    lua_setfield(L, -2, "__name");
+    int mt = lua_gettop(L);
+    luaL_newlibtable(L, methods);
+    lua_pushvalue(L, mt);
+    luaL_setfuncs(L, methods, 1);
+    lua_pushvalue(L, mt);
+    lua_insert(L, -2);
+    lua_pushcclosure(L, req_index, 2); /* upvalues: metatable, methods */
+    lua_setfield(L, mt, "__index");
+    lua_pushvalue(L, mt);
+    lua_pushcclosure(L, req_tostring, 1);
+    lua_setfield(L, mt, "__tostring");
     lua_rawsetp(L, LUA_REGISTRYINDEX, &mh_request_mt_key);
 }

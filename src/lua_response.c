@@ -10,9 +10,19 @@
 
 const char mh_response_mt_key = 0;
 
+/* As req's: upvalue 1 of every method is the metatable. */
+static struct mh_lua_res *to_res(lua_State *L)
+{
+    struct mh_lua_res *r = lua_touserdata(L, 1);
+    if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
+        luaL_typeerror(L, 1, RESPONSE_MT);
+    lua_pop(L, 1);
+    return r;
+}
+
 static struct mh_lua_res *check_res(lua_State *L)
 {
-    struct mh_lua_res *r = luaL_checkudata(L, 1, RESPONSE_MT);
+    struct mh_lua_res *r = to_res(L);
     if (!r->conn)
         luaL_error(L, "request finished: this res belongs to a handler that has returned");
     return r;
@@ -121,7 +131,7 @@ static int res_flush(lua_State *L)
     return 1;
 }
 
-/* res:json(value [, status]) with lua-cjson's encoder (upvalue 1). */
+/* res:json(value [, status]) with lua-cjson's encoder (upvalue 2). */
 static int res_json(lua_State *L)
 {
     struct mh_lua_res *r = check_res(L);
@@ -135,7 +145,7 @@ static int res_json(lua_State *L)
     }
     if (!c->res.has_type && !c->res.written)
         mh_response_header(&c->res, "Content-Type", 12, "application/json", 16, true);
-    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, lua_upvalueindex(2));
     lua_pushvalue(L, 2);
     lua_call(L, 1, 1);
     lua_replace(L, 2);
@@ -172,7 +182,7 @@ static int res_set_write_timeout(lua_State *L)
 
 static int res_tostring(lua_State *L)
 {
-    struct mh_lua_res *r = luaL_checkudata(L, 1, RESPONSE_MT);
+    struct mh_lua_res *r = to_res(L);
     if (r->conn)
         lua_pushfstring(L, "moonhttp.Response (%d)", r->conn->res.status);
     else
@@ -189,16 +199,21 @@ void mh_lua_response_open(lua_State *L)
         {NULL, NULL},
     };
     luaL_newmetatable(L, RESPONSE_MT);
-    luaL_newlib(L, methods);
+    int mt = lua_gettop(L);
+    luaL_newlibtable(L, methods);
+    lua_pushvalue(L, mt);
+    luaL_setfuncs(L, methods, 1);
+    lua_pushvalue(L, mt);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "cjson");
     lua_call(L, 1, 1);
     lua_getfield(L, -1, "encode");
     lua_remove(L, -2);
-    lua_pushcclosure(L, res_json, 1);
+    lua_pushcclosure(L, res_json, 2); /* upvalues: metatable, cjson.encode */
     lua_setfield(L, -2, "json");
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, res_tostring);
-    lua_setfield(L, -2, "__tostring");
+    lua_setfield(L, mt, "__index");
+    lua_pushvalue(L, mt);
+    lua_pushcclosure(L, res_tostring, 1);
+    lua_setfield(L, mt, "__tostring");
     lua_rawsetp(L, LUA_REGISTRYINDEX, &mh_response_mt_key);
 }
