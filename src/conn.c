@@ -386,6 +386,8 @@ void mh_conn_finish_response(struct mh_conn *c)
     if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0 ||
         mh_response_emit(res, &c->out, &ctx, true) < 0)
         return out_of_memory(c);
+    if (c->worker->observe)
+        mh_worker_observe(c->worker, c);
     if (c->gen) {
         mh_gen_unref(c->gen);
         c->gen = NULL;
@@ -472,6 +474,7 @@ static void start_request(struct mh_conn *c)
     struct mh_worker *w = c->worker;
     c->state = MH_CONN_HANDLER;
     c->requests++;
+    c->started = ev_now(w->loop);
     set_timeout(c, w->config->write_timeout);
     if (c->req.has_body) {
         c->body_state = MH_BODY_MORE;

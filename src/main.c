@@ -49,14 +49,17 @@ int main(int argc, char **argv)
         mh_config_free(&config);
         return rc < 0 ? 2 : 0;
     }
-    struct mh_gen *g = mh_gen_new(&config, false, err, sizeof err);
+    struct mh_deps deps = {0};
+    struct mh_gen *g = mh_gen_load(&config, false, config.dev && config.mode == MH_MODE_SERVE ? &deps : NULL, err, sizeof err);
     if (!g) {
         fprintf(stderr, "moonhttp: %s\n", err);
+        mh_deps_free(&deps);
         mh_config_free(&config);
         return 1;
     }
     if (mh_config_validate(&config, err, sizeof err) < 0) {
         fprintf(stderr, "moonhttp: %s\n", err);
+        mh_deps_free(&deps);
         mh_gen_unref(g);
         mh_config_free(&config);
         return 1;
@@ -87,6 +90,9 @@ int main(int argc, char **argv)
         return 1;
     }
     mh_gen_unref(g); /* the worker holds it now */
+    if (config.dev)
+        mh_worker_watch(&w, &deps);
+    mh_deps_free(&deps);
     rc = mh_worker_run(&w);
     mh_log(MH_LOG_INFO, "stopped");
     mh_worker_destroy(&w);

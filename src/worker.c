@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include "conn.h"
+#include "devwatch.h"
 #include "log.h"
 #include "lua_vm.h"
 
@@ -97,6 +98,68 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     mh_worker_shutdown(w);
 }
 
+static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)loop;
+    (void)revents;
+    mh_worker_reload(s->data, "SIGHUP");
+}
+
+/* The first line of a load error, for metrics labels (the log gets all of it). */
+static void first_line(char *dst, size_t len, const char *src)
+{
+    size_t n = strcspn(src, "\n");
+    if (n >= len)
+        n = len - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+int mh_worker_reload(struct mh_worker *w, const char *why)
+{
+    char err[4096];
+    struct mh_deps deps = {0};
+    ev_tstamp t0 = ev_time();
+    struct mh_gen *g = mh_gen_load(w->config, true, w->devwatch ? &deps : NULL, err, sizeof err);
+    if (w->devwatch)
+        mh_devwatch_update(w->devwatch, &deps, g != NULL);
+    mh_deps_free(&deps);
+    struct mh_reload_stats *st = &w->reload_stats;
+    if (!g) {
+        st->failures++;
+        st->last_failed = true;
+        first_line(st->last_error, sizeof st->last_error, err);
+        mh_log(MH_LOG_ERROR, "reload (%s) failed; the previous code keeps serving: %s", why, err);
+        return -1;
+    }
+    g->worker = w;
+    struct mh_gen *old = w->gen;
+    w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    /* old->worker stays set: requests in flight on it still need the loop. */
+    mh_gen_unref(old);
+    st->reloads++;
+    st->last_failed = false;
+    mh_log(MH_LOG_INFO, "reloaded (%s) in %.1f ms: %zu routes", why, (ev_time() - t0) * 1000,
+           mh_router_size(g->router));
+    return 0;
+}
+
+void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps)
+{
+    if (!w->devwatch)
+        w->devwatch = mh_devwatch_start(w, deps);
+}
+
+void mh_worker_observe(struct mh_worker *w, struct mh_conn *c)
+{
+    if (w->log_requests) {
+        double ms = (ev_time() - c->started) * 1000;
+        mh_log(MH_LOG_INFO, "%s %.*s -> %d (%.1f ms)",
+               llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
+               mh_conn_head(c) + c->req.target.off, c->res.status, ms);
+    }
+}
+
 void mh_worker_pause_accept(struct mh_worker *w)
 {
     if (w->accept_paused)
@@ -125,8 +188,8 @@ static void raise_fd_limit(void)
     }
 }
 
-int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
-                   struct mh_gen *gen, char *err, size_t errlen)
+static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
+                        struct mh_gen *gen, const int *fds, char *err, size_t errlen)
 {
     memset(w, 0, sizeof *w);
     w->loop = loop;
@@ -138,7 +201,11 @@ int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *
     mh_buf_pool_init(&w->bufs, 1024);
     raise_fd_limit();
     w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    for (size_t i = 0; i < config->nlisten; i++) {
+    for (size_t i = 0; fds && i < config->nlisten; i++) {
+        mh_listener_adopt(&w->listeners[i], fds[i], config->listen[i]);
+        w->nlisteners++;
+    }
+    for (size_t i = 0; !fds && i < config->nlisten; i++) {
         if (mh_listener_open(&w->listeners[i], config->listen[i], (int)config->backlog, err,
                              errlen)) {
             for (size_t j = 0; j < i; j++)
@@ -161,7 +228,29 @@ int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *
     ev_signal_start(loop, &w->sigint);
     ev_unref(loop);
     ev_unref(loop);
+    if (fds) {
+        signal(SIGHUP, SIG_IGN); /* the master reloads by replacing its workers */
+    } else {
+        ev_signal_init(&w->sighup, on_sighup, SIGHUP);
+        w->sighup.data = w;
+        ev_signal_start(loop, &w->sighup);
+        ev_unref(loop);
+    }
+    w->log_requests = config->dev;
+    w->observe = w->log_requests;
     return 0;
+}
+
+int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
+                   struct mh_gen *gen, char *err, size_t errlen)
+{
+    return worker_setup(w, loop, config, gen, NULL, err, errlen);
+}
+
+int mh_worker_init_inherited(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
+                             struct mh_gen *gen, const int *fds, char *err, size_t errlen)
+{
+    return worker_setup(w, loop, config, gen, fds, err, errlen);
 }
 
 int mh_worker_run(struct mh_worker *w)
@@ -175,6 +264,8 @@ int mh_worker_run(struct mh_worker *w)
 
 void mh_worker_destroy(struct mh_worker *w)
 {
+    mh_devwatch_stop(w->devwatch);
+    w->devwatch = NULL;
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     while (w->active.head)

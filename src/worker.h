@@ -15,6 +15,18 @@
 
 struct mh_conn;
 struct mh_gen;
+struct mh_deps;
+struct mh_devwatch;
+struct mh_access_log;
+struct mh_metrics;
+
+/* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy of the master's. */
+struct mh_reload_stats {
+    unsigned long reloads;  /* successful */
+    unsigned long failures; /* failed: the previous code kept serving */
+    bool last_failed;
+    char last_error[512]; /* first line of the last failure, "" if none */
+};
 
 /* An intrusive doubly-linked list of connections (idle or active). */
 struct mh_conn_list {
@@ -41,10 +53,18 @@ struct mh_worker {
     struct mh_buf_pool bufs;
 
     ev_prepare prepare; /* flushes pending writes, frees closed connections */
-    ev_signal sigterm, sigint;
+    ev_signal sigterm, sigint, sighup;
     ev_timer shutdown_timer;
     bool shutting_down;
     int exit_code;
+
+    struct mh_reload_stats reload_stats;
+    struct mh_devwatch *devwatch; /* --dev only */
+    /* Per-request observers; `observe` is their one test on the hot path. */
+    bool observe;
+    bool log_requests; /* --dev: one info line per request */
+    struct mh_access_log *access_log;
+    struct mh_metrics *metrics;
 
     time_t date_sec; /* second the cached Date line is for */
     char date_line[64];
@@ -57,6 +77,27 @@ struct mh_worker {
  */
 int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
                    struct mh_gen *gen, char *err, size_t errlen);
+/*
+ * Like mh_worker_init, but serves the already listening sockets `fds` (one per
+ * config->listen entry, inherited from the master) instead of opening its own;
+ * the worker closes its copies when it stops. SIGHUP is left to the master.
+ */
+int mh_worker_init_inherited(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
+                             struct mh_gen *gen, const int *fds, char *err, size_t errlen);
+
+/* --dev: reloads when a file of deps (those of the first load) is saved. */
+void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps);
+
+/*
+ * Loads the script again into a new generation and, if that works, makes it
+ * the one new requests use; requests in flight finish on the old one, freed
+ * with its last request. A failed load (syntax or load-time error, route
+ * conflict) is logged with file:line and changes nothing. Returns 0 or -1.
+ */
+int mh_worker_reload(struct mh_worker *w, const char *why);
+
+/* Called when a response is complete, if w->observe: access log, metrics, dev log. */
+void mh_worker_observe(struct mh_worker *w, struct mh_conn *c);
 /* Runs the loop until a graceful stop completes; returns the exit code. */
 int mh_worker_run(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
