@@ -4,6 +4,8 @@
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
+#include "metrics.h"
+#include "worker.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -122,6 +124,37 @@ static int l_log(lua_State *L)
     return 0;
 }
 
+/* core.stopping(): a stop was asked for; health checks should fail so balancers drain us. */
+static int l_stopping(lua_State *L)
+{
+    struct mh_gen *g = mh_gen_of(L);
+    lua_pushboolean(L, g->worker && g->worker->stopping);
+    return 1;
+}
+
+/* core.metrics_text(): this server's metrics in the Prometheus text format. */
+static int l_metrics_text(lua_State *L)
+{
+    struct mh_gen *g = mh_gen_of(L);
+    struct mh_worker *w = g->worker;
+    if (!w || !w->metrics) {
+        lua_pushliteral(L, "# metrics are not available in this process\n");
+        return 1;
+    }
+    struct mh_buf out = {0};
+    mh_metrics_render(w->metrics, w, &out);
+    lua_pushlstring(L, out.data ? out.data : "", out.len);
+    mh_buf_free(&out);
+    return 1;
+}
+
+/* core.enable_metrics(): called by http.metrics_handler() while the script loads. */
+static int l_enable_metrics(lua_State *L)
+{
+    mh_gen_of(L)->wants_metrics = true;
+    return 0;
+}
+
 static int open_core(lua_State *L)
 {
     static const luaL_Reg fns[] = {
@@ -131,6 +164,9 @@ static int open_core(lua_State *L)
         {"method_not_allowed", l_method_not_allowed},
         {"started", l_started},
         {"log", l_log},
+        {"stopping", l_stopping},
+        {"metrics_text", l_metrics_text},
+        {"enable_metrics", l_enable_metrics},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);

@@ -1,9 +1,11 @@
 #include "worker.h"
 
+#include "access_log.h"
 #include "conn.h"
 #include "devwatch.h"
 #include "log.h"
 #include "lua_vm.h"
+#include "metrics.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -77,11 +79,14 @@ void mh_worker_shutdown(struct mh_worker *w)
 {
     if (w->shutting_down)
         return;
-    w->shutting_down = true;
+    w->shutting_down = w->stopping = true;
+    if (ev_is_active(&w->delay_timer))
+        ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->nconns);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
+    mh_metrics_server_close_listener(w->metrics_server);
     while (w->idle.head)
         mh_conn_close(w->idle.head);
     ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, w->config->shutdown_timeout, 0.);
@@ -90,12 +95,27 @@ void mh_worker_shutdown(struct mh_worker *w)
     ev_unref(w->loop); /* the timer alone must not keep the loop running */
 }
 
+static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    mh_worker_shutdown(t->data);
+}
+
 static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     struct mh_worker *w = s->data;
-    (void)loop;
     (void)revents;
-    mh_worker_shutdown(w);
+    if (s->signum == SIGUSR2 || w->stopping || w->config->shutdown_delay <= 0) {
+        mh_worker_shutdown(w);
+        return;
+    }
+    w->stopping = true;
+    mh_log(MH_LOG_INFO, "stopping in %g s: still serving, http.stopping() is true",
+           w->config->shutdown_delay);
+    ev_timer_init(&w->delay_timer, on_delay_done, w->config->shutdown_delay, 0.);
+    w->delay_timer.data = w;
+    ev_timer_start(loop, &w->delay_timer);
 }
 
 static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
@@ -105,14 +125,16 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     mh_worker_reload(s->data, "SIGHUP");
 }
 
-/* The first line of a load error, for metrics labels (the log gets all of it). */
-static void first_line(char *dst, size_t len, const char *src)
+void mh_reload_stats_failed(struct mh_reload_stats *st, const char *err)
 {
-    size_t n = strcspn(src, "\n");
-    if (n >= len)
-        n = len - 1;
-    memcpy(dst, src, n);
-    dst[n] = 0;
+    st->failures++;
+    st->last_failed = true;
+    /* The first line of a load error (file:line: message) labels the metric; logs get it all. */
+    size_t n = strcspn(err, "\n");
+    if (n >= sizeof st->last_error)
+        n = sizeof st->last_error - 1;
+    memcpy(st->last_error, err, n);
+    st->last_error[n] = 0;
 }
 
 int mh_worker_reload(struct mh_worker *w, const char *why)
@@ -124,15 +146,15 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     if (w->devwatch)
         mh_devwatch_update(w->devwatch, &deps, g != NULL);
     mh_deps_free(&deps);
-    struct mh_reload_stats *st = &w->reload_stats;
+    struct mh_reload_stats *st = w->reload_stats;
     if (!g) {
-        st->failures++;
-        st->last_failed = true;
-        first_line(st->last_error, sizeof st->last_error, err);
+        mh_reload_stats_failed(st, err);
         mh_log(MH_LOG_ERROR, "reload (%s) failed; the previous code keeps serving: %s", why, err);
         return -1;
     }
     g->worker = w;
+    if (g->wants_metrics && w->metrics && !w->record_metrics)
+        w->record_metrics = w->observe = true;
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
     /* old->worker stays set: requests in flight on it still need the loop. */
@@ -152,12 +174,44 @@ void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps)
 
 void mh_worker_observe(struct mh_worker *w, struct mh_conn *c)
 {
-    if (w->log_requests) {
-        double ms = (ev_time() - c->started) * 1000;
+    double seconds = ev_time() - c->started;
+    if (w->record_metrics)
+        mh_metrics_record(w->metrics, c->req.route ? mh_route_pattern(c->req.route) : NULL,
+                          c->res.status, seconds);
+    if (w->access_log)
+        mh_access_log_request(w->access_log, c, seconds);
+    if (w->log_requests)
         mh_log(MH_LOG_INFO, "%s %.*s -> %d (%.1f ms)",
                llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
-               mh_conn_head(c) + c->req.target.off, c->res.status, ms);
-    }
+               mh_conn_head(c) + c->req.target.off, c->res.status, seconds * 1000);
+}
+
+static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    mh_metrics_publish_conns(w->metrics, getpid(), w->nconns, w->idle.n);
+}
+
+void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
+{
+    if (ops->access_log_fd >= 0)
+        w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
+                                          (enum mh_access_format)ops->access_log_format);
+    w->metrics = ops->metrics;
+    if (!w->metrics)
+        return;
+    w->reload_stats = mh_metrics_reload_stats(w->metrics);
+    w->record_metrics = ops->metrics_on || w->gen->wants_metrics;
+    if (ops->metrics_fd >= 0)
+        w->metrics_server = mh_metrics_server_start(w, ops->metrics_fd);
+    mh_metrics_publish_conns(w->metrics, getpid(), 0, 0);
+    ev_timer_init(&w->metrics_timer, on_metrics_timer, 0.5, 0.5);
+    w->metrics_timer.data = w;
+    ev_timer_start(w->loop, &w->metrics_timer);
+    ev_unref(w->loop);
+    w->observe = w->log_requests || w->access_log || w->record_metrics;
 }
 
 void mh_worker_pause_accept(struct mh_worker *w)
@@ -223,9 +277,12 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     signal(SIGPIPE, SIG_IGN);
     ev_signal_init(&w->sigterm, on_signal, SIGTERM);
     ev_signal_init(&w->sigint, on_signal, SIGINT);
-    w->sigterm.data = w->sigint.data = w;
+    ev_signal_init(&w->sigusr2, on_signal, SIGUSR2);
+    w->sigterm.data = w->sigint.data = w->sigusr2.data = w;
     ev_signal_start(loop, &w->sigterm);
     ev_signal_start(loop, &w->sigint);
+    ev_signal_start(loop, &w->sigusr2);
+    ev_unref(loop);
     ev_unref(loop);
     ev_unref(loop);
     if (fds) {
@@ -238,6 +295,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     }
     w->log_requests = config->dev;
     w->observe = w->log_requests;
+    w->inherited = fds != NULL;
+    w->reload_stats = &w->_own_reload_stats;
     return 0;
 }
 
@@ -255,7 +314,7 @@ int mh_worker_init_inherited(struct mh_worker *w, struct ev_loop *loop, struct m
 
 int mh_worker_run(struct mh_worker *w)
 {
-    for (size_t i = 0; i < w->nlisteners; i++)
+    for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
     ev_run(w->loop, 0);
@@ -266,6 +325,15 @@ void mh_worker_destroy(struct mh_worker *w)
 {
     mh_devwatch_stop(w->devwatch);
     w->devwatch = NULL;
+    mh_access_log_free(w->access_log);
+    w->access_log = NULL;
+    mh_metrics_server_free(w->metrics_server);
+    w->metrics_server = NULL;
+    if (w->metrics) {
+        ev_ref(w->loop);
+        ev_timer_stop(w->loop, &w->metrics_timer);
+        mh_metrics_forget_worker(w->metrics, getpid());
+    }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     while (w->active.head)
