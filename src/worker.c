@@ -15,6 +15,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* Seconds idle keep-alive connections may still bring a request after a stop begins. */
+#define MH_IDLE_CLOSE_GRACE 0.5
+
 const char *mh_worker_date(struct mh_worker *w, size_t *len)
 {
     time_t now = (time_t)ev_now(w->loop);
@@ -75,6 +78,15 @@ static void on_shutdown_timeout(struct ev_loop *loop, ev_timer *t, int revents)
         mh_conn_close(w->idle.head);
 }
 
+static void on_idle_close(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    while (w->idle.head)
+        mh_conn_close(w->idle.head);
+}
+
 void mh_worker_shutdown(struct mh_worker *w)
 {
     if (w->shutting_down)
@@ -87,8 +99,17 @@ void mh_worker_shutdown(struct mh_worker *w)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
     mh_metrics_server_close_listener(w->metrics_server);
-    while (w->idle.head)
-        mh_conn_close(w->idle.head);
+    /*
+     * Closing an idle keep-alive connection races with a request the client
+     * may be sending on it right now: that request would meet a reset. So
+     * idle connections get a short grace, in which a request is answered
+     * with "Connection: close" (conn.c closes it after), then the rest go.
+     */
+    if (w->idle.head) {
+        ev_timer_init(&w->idle_close_timer, on_idle_close, MH_IDLE_CLOSE_GRACE, 0.);
+        w->idle_close_timer.data = w;
+        ev_timer_start(w->loop, &w->idle_close_timer);
+    }
     ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, w->config->shutdown_timeout, 0.);
     w->shutdown_timer.data = w;
     ev_timer_start(w->loop, &w->shutdown_timer);
@@ -323,6 +344,7 @@ int mh_worker_run(struct mh_worker *w)
 
 void mh_worker_destroy(struct mh_worker *w)
 {
+    ev_timer_stop(w->loop, &w->idle_close_timer);
     mh_devwatch_stop(w->devwatch);
     w->devwatch = NULL;
     mh_access_log_free(w->access_log);

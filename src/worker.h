@@ -58,6 +58,7 @@ struct mh_worker {
     ev_signal sigterm, sigint, sighup, sigusr2;
     ev_timer shutdown_timer;
     ev_timer delay_timer; /* shutdown_delay */
+    ev_timer idle_close_timer;
     bool stopping;      /* a stop was asked for: http.stopping() is true */
     bool shutting_down; /* not accepting; finishing what is in flight */
     int exit_code;
