@@ -75,6 +75,10 @@ static void child_main(struct master *m)
     mh_gen_unref(m->gen); /* the worker holds this process's copy now */
     m->gen = NULL;
     mh_worker_set_ops(&w, m->ops);
+    for (size_t i = 0; i < m->nlisteners; i++) {
+        free(m->listeners[i].addr); /* the fds are the worker's now */
+        m->listeners[i].addr = NULL;
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

@@ -102,9 +102,14 @@ static struct route_slot *find_slot(struct mh_metrics *m, const char *pattern)
             }
             st = expect;
         }
-        /* Another worker is writing the name: it takes a few instructions. */
-        while (st == SLOT_CLAIMED)
+        /*
+         * Another worker is writing the name: it takes a few instructions.
+         * Bounded, in case that worker died in between (then the slot is lost).
+         */
+        for (int spin = 0; st == SLOT_CLAIMED && spin < (1 << 16); spin++)
             st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        if (st != SLOT_READY)
+            continue;
         if (s->hash == h && strcmp(s->pattern, pattern) == 0)
             return s;
     }

@@ -308,7 +308,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     ev_unref(loop);
     if (fds) {
         signal(SIGHUP, SIG_IGN); /* the master reloads by replacing its workers */
-    } else {
+    } else if (config->mode == MH_MODE_SERVE) {
         ev_signal_init(&w->sighup, on_sighup, SIGHUP);
         w->sighup.data = w;
         ev_signal_start(loop, &w->sighup);
