@@ -11,6 +11,9 @@ http.handle("GET /version", function(req, res) res:write(version) end)
 http.handle("GET /pid", function(req, res)
   res:write(io.open("/proc/self/stat"):read("n"))
 end)
+http.handle("GET /rand", function(req, res)
+  res:write(io.open("/proc/self/stat"):read("n"), " ", math.random(1 << 40))
+end)
 http.handle("GET /slow", function(req, res)
   http.sleep(tonumber(req:arg("s") or "1"))
   res:write("slow done ", version)
@@ -52,6 +55,21 @@ describe("--workers 2", function()
     end
     local _, n = srv:logtext():gsub("listening on", "")
     assert.equal(1, n) -- the master logs it once
+  end)
+
+  it("gives each worker its own random sequence", function()
+    local first = {}
+    O.wait_for(function()
+      local pid, r = (get(srv, "/rand") or ""):match("(%d+) (%d+)")
+      if pid and not first[pid] then first[pid] = r end
+      local n = 0
+      for _ in pairs(first) do n = n + 1 end
+      return n == 2
+    end, 5, 0)
+    local a, b = next(first), nil
+    b = next(first, a)
+    assert.truthy(a and b)
+    assert.are_not.equal(first[a], first[b])
   end)
 
   it("restarts a worker killed with SIGKILL", function()

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 struct mh_lua_embedded {
     const char *name;
@@ -437,6 +440,24 @@ fail:
         collect_deps(L, deps);
     gen_free(g);
     return NULL;
+}
+
+void mh_gen_reseed(struct mh_gen *g)
+{
+    lua_Integer seed[2] = {0, 0};
+    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+        seed[0] = (lua_Integer)getpid() ^ (lua_Integer)time(NULL);
+    lua_State *L = g->L;
+    lua_getglobal(L, "math");
+    if (lua_getfield(L, -1, "randomseed") == LUA_TFUNCTION) {
+        lua_pushinteger(L, seed[0]);
+        lua_pushinteger(L, seed[1]);
+        if (lua_pcall(L, 2, 0, 0) != LUA_OK)
+            lua_pop(L, 1);
+    } else {
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
 }
 
 void mh_gen_ref(struct mh_gen *g)

@@ -59,6 +59,12 @@ void mh_gen_ref(struct mh_gen *g);
 /* Drops a reference; the last one closes the Lua state and frees the router. */
 void mh_gen_unref(struct mh_gen *g);
 
+/*
+ * Reseeds math.random from the kernel. A worker forked with the master's
+ * generation would otherwise repeat its siblings' random sequence.
+ */
+void mh_gen_reseed(struct mh_gen *g);
+
 /* The generation a Lua state belongs to (stored in its registry). */
 struct mh_gen *mh_gen_of(lua_State *L);
 

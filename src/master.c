@@ -68,6 +68,7 @@ static void child_main(struct master *m)
     close(m->ready_pipe[0]);
     struct mh_worker w;
     char err[512];
+    mh_gen_reseed(m->gen);
     if (mh_worker_init_inherited(&w, loop, m->config, m->gen, m->fds, err, sizeof err) < 0) {
         mh_log(MH_LOG_ERROR, "worker: %s", err);
         _exit(1);
