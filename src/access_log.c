@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FLUSH_AT (32 * 1024)
-#define FLUSH_AFTER 0.2
+#define FLUSH_AT       (32 * 1024)
+#define FLUSH_AFTER    0.2
 #define LINE_MAX_BYTES 8192 /* longer fields are cut */
 
 struct mh_access_log {
@@ -197,8 +197,9 @@ void mh_access_log_request(struct mh_access_log *a, struct mh_conn *c, double se
         putf(&l, "{\"time\":\"%s.%03ldZ\",\"remote_addr\":\"%s\",\"method\":\"%s\",\"target\":\"",
              when, ts.tv_nsec / 1000000, host, method);
         put_escaped(&l, target, c->req.target.len, true);
-        putf(&l, "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
-                 "\"pattern\":",
+        putf(&l,
+             "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
+             "\"pattern\":",
              c->req.http_major, c->req.http_minor, c->res.status, bytes, seconds * 1000);
         if (c->req.route) {
             puts_(&l, "\"");

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #define CRASH_WINDOW 1.0 /* a worker dying sooner than this after its start "crashed at once" */
-#define BACKOFF_MIN 0.1
-#define BACKOFF_MAX 10.0
-#define KILL_GRACE 5.0 /* after shutdown_timeout, before SIGKILL */
+#define BACKOFF_MIN  0.1
+#define BACKOFF_MAX  10.0
+#define KILL_GRACE   5.0 /* after shutdown_timeout, before SIGKILL */
 
 struct child {
     pid_t pid;
@@ -261,7 +261,8 @@ static void on_stop(struct ev_loop *loop, ev_signal *s, int revents)
     m->nlisteners = 0;
     for (size_t i = 0; i < m->nchildren; i++)
         kill(m->children[i].pid, SIGTERM);
-    ev_timer_set(&m->kill_timer, m->config->shutdown_timeout + m->config->shutdown_delay + KILL_GRACE, 0.);
+    ev_timer_set(&m->kill_timer,
+                 m->config->shutdown_timeout + m->config->shutdown_delay + KILL_GRACE, 0.);
     ev_timer_start(loop, &m->kill_timer);
     if (m->nchildren == 0)
         ev_break(loop, EVBREAK_ALL);
@@ -280,8 +281,7 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     struct mh_reload_stats *st = mh_metrics_reload_stats(m->ops->metrics);
     if (!g) {
         mh_reload_stats_failed(st, err);
-        mh_log(MH_LOG_ERROR, "reload (SIGHUP) failed; the workers keep the previous code: %s",
-               err);
+        mh_log(MH_LOG_ERROR, "reload (SIGHUP) failed; the workers keep the previous code: %s", err);
         return;
     }
     mh_gen_unref(m->gen);
@@ -290,8 +290,9 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     st->last_failed = false;
     for (size_t i = 0; i < m->nchildren; i++)
         m->children[i].retiring = true;
-    mh_log(MH_LOG_INFO, "reload (SIGHUP): new code checked in %.1f ms (%zu routes); starting %d "
-                        "new workers",
+    mh_log(MH_LOG_INFO,
+           "reload (SIGHUP): new code checked in %.1f ms (%zu routes); starting %d "
+           "new workers",
            (ev_time() - t0) * 1000, mh_router_size(g->router), m->nworkers);
     m->backoff = 0;
     ev_timer_stop(loop, &m->restart_timer);

@@ -13,10 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define NSLOTS 509 /* route patterns (prime: open addressing) */
-#define PATTERN_MAX 192
+#define NSLOTS        509 /* route patterns (prime: open addressing) */
+#define PATTERN_MAX   192
 #define NWORKER_SLOTS 256
-#define NCLASSES 5
+#define NCLASSES      5
 
 static const double bucket_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                    0.25,  0.5,    1,     2.5,  5,     10};
@@ -48,7 +48,7 @@ struct mh_metrics {
 };
 
 #define ADD(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define LOAD(p)   __atomic_load_n((p), __ATOMIC_RELAXED)
 
 struct mh_metrics *mh_metrics_new(void)
 {
@@ -264,22 +264,25 @@ int mh_metrics_render(struct mh_metrics *m, struct mh_worker *w, struct mh_buf *
         open += LOAD(&m->workers[i].open);
         idle += LOAD(&m->workers[i].idle);
     }
-    appendf(out, "# HELP moonhttp_connections Open client connections (idle: waiting for a "
-                 "request).\n# TYPE moonhttp_connections gauge\n"
-                 "moonhttp_connections{state=\"open\"} %llu\n"
-                 "moonhttp_connections{state=\"idle\"} %llu\n",
+    appendf(out,
+            "# HELP moonhttp_connections Open client connections (idle: waiting for a "
+            "request).\n# TYPE moonhttp_connections gauge\n"
+            "moonhttp_connections{state=\"open\"} %llu\n"
+            "moonhttp_connections{state=\"idle\"} %llu\n",
             (unsigned long long)open, (unsigned long long)idle);
-    appendf(out, "# HELP moonhttp_workers Worker processes serving.\n"
-                 "# TYPE moonhttp_workers gauge\nmoonhttp_workers %llu\n",
+    appendf(out,
+            "# HELP moonhttp_workers Worker processes serving.\n"
+            "# TYPE moonhttp_workers gauge\nmoonhttp_workers %llu\n",
             (unsigned long long)workers);
     struct mh_reload_stats *r = &m->reload;
-    appendf(out, "# HELP moonhttp_reloads_total Successful reloads of the app code.\n"
-                 "# TYPE moonhttp_reloads_total counter\nmoonhttp_reloads_total %lu\n"
-                 "# HELP moonhttp_reload_failures_total Reloads that failed (old code kept).\n"
-                 "# TYPE moonhttp_reload_failures_total counter\n"
-                 "moonhttp_reload_failures_total %lu\n"
-                 "# HELP moonhttp_reload_last_failed Whether the last reload failed.\n"
-                 "# TYPE moonhttp_reload_last_failed gauge\nmoonhttp_reload_last_failed %d\n",
+    appendf(out,
+            "# HELP moonhttp_reloads_total Successful reloads of the app code.\n"
+            "# TYPE moonhttp_reloads_total counter\nmoonhttp_reloads_total %lu\n"
+            "# HELP moonhttp_reload_failures_total Reloads that failed (old code kept).\n"
+            "# TYPE moonhttp_reload_failures_total counter\n"
+            "moonhttp_reload_failures_total %lu\n"
+            "# HELP moonhttp_reload_last_failed Whether the last reload failed.\n"
+            "# TYPE moonhttp_reload_last_failed gauge\nmoonhttp_reload_last_failed %d\n",
             r->reloads, r->failures, r->last_failed ? 1 : 0);
     if (r->failures) {
         mh_buf_append_str(out, "# HELP moonhttp_reload_last_error_info The last reload error.\n"
