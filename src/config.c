@@ -259,7 +259,9 @@ void mh_config_print_help(const char *argv0)
            "       %s --check app.lua            load app.lua, build routes, report errors\n\n"
            "flags (they override http.server{...} in the script):\n",
            argv0, argv0, argv0);
-    printf("  %-28s %s\n", "--dev", "one worker, reload when the script or its modules change");
+    printf("  %-28s %s\n", "--dev",
+           "one worker, reload on save of the script or a module it required; "
+           "log each request, tracebacks in 500s");
     printf("  %-28s %s\n", "--check", "load the script and build the routes, then exit 0/1");
     printf("  %-28s %s\n", "--help, --version", "");
     for (size_t i = 0; i < NSETTINGS; i++) {
