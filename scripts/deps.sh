@@ -2,9 +2,12 @@
 # Installs the Debian 12 packages moonhttp needs to build, run and test.
 # Only what is missing is installed, so running it again is cheap.
 set -e
+# haproxy: spec/deploy_spec.lua rolls two instances behind it (examples/deploy);
+# wrk: the load in the reload/worker/deploy specs. Without them those specs
+# skip with a message (deploy) or fall back to a Lua request loop (reload).
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp \
-lua-busted lua-cjson lua-socket curl openssl"
+lua-busted lua-cjson lua-socket curl openssl haproxy wrk"
 if [ "$1" = "--bench" ]; then
     PKGS="$PKGS wrk nginx-light libnginx-mod-http-lua golang-go h2o valgrind"
 fi

@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include "listener.h"
 #include "log.h"
 
 #include <errno.h>
@@ -50,6 +51,15 @@ static const struct setting settings[] = {
     {"clean_path", T_STRING, OFF(clean_path), 0, 0,
      "non-canonical paths: redirect (as Go) or rewrite (route the clean path)"},
     {"log_level", T_STRING, OFF(log_level), 0, 0, "error, warn, info or debug"},
+    {"shutdown_delay", T_DURATION, OFF(shutdown_delay), 0, 3600,
+     "seconds to keep serving after SIGTERM with http.stopping() true (health checks fail "
+     "first), before the graceful stop"},
+    {"access_log", T_STRING, OFF(access_log), 0, 0, "access log file, - for stdout, or off"},
+    {"access_log_format", T_STRING, OFF(access_log_format), 0, 0,
+     "access log format: common, combined or json"},
+    {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
+    {"metrics", T_STRING, OFF(metrics), 0, 0,
+     "address of a Prometheus metrics listener (host:port), or off"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -81,6 +91,10 @@ void mh_config_init(struct mh_config *c)
     c->clean_path = xstrdup("redirect");
     c->log_level = xstrdup("info");
     c->workers = xstrdup("auto");
+    c->access_log = xstrdup("off");
+    c->access_log_format = xstrdup("common");
+    c->pid_file = xstrdup("off");
+    c->metrics = xstrdup("off");
     c->mode = MH_MODE_SERVE;
 }
 
@@ -97,6 +111,10 @@ void mh_config_free(struct mh_config *c)
     free(c->clean_path);
     free(c->log_level);
     free(c->workers);
+    free(c->access_log);
+    free(c->access_log_format);
+    free(c->pid_file);
+    free(c->metrics);
 }
 
 /* Parses "1.5", "500ms", "2s", "1m" into seconds. */
@@ -241,7 +259,9 @@ void mh_config_print_help(const char *argv0)
            "       %s --check app.lua            load app.lua, build routes, report errors\n\n"
            "flags (they override http.server{...} in the script):\n",
            argv0, argv0, argv0);
-    printf("  %-28s %s\n", "--dev", "one worker, reload when the script or its modules change");
+    printf("  %-28s %s\n", "--dev",
+           "one worker, reload on save of the script or a module it required; "
+           "log each request, tracebacks in 500s");
     printf("  %-28s %s\n", "--check", "load the script and build the routes, then exit 0/1");
     printf("  %-28s %s\n", "--help, --version", "");
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -418,6 +438,21 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
         long n = strtol(c->workers, &end, 10);
         if (*end || n < 1 || n > 1024) {
             snprintf(err, errlen, "workers: \"%s\" is not auto or a number 1..1024", c->workers);
+            return -1;
+        }
+    }
+    if (strcmp(c->access_log_format, "common") && strcmp(c->access_log_format, "combined") &&
+        strcmp(c->access_log_format, "json")) {
+        snprintf(err, errlen, "access_log_format: \"%s\" is not common, combined or json",
+                 c->access_log_format);
+        return -1;
+    }
+    if (strcmp(c->metrics, "off")) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        const char *e = mh_listen_addr_parse(c->metrics, &ss, &len);
+        if (e) {
+            snprintf(err, errlen, "metrics: \"%s\": %s", c->metrics, e);
             return -1;
         }
     }

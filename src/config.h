@@ -32,6 +32,11 @@ struct mh_config {
     char *clean_path; /* "redirect" | "rewrite" */
     char *log_level;
     char *workers; /* "N" | "auto" */
+    double shutdown_delay;    /* serve on, http.stopping() true, before a graceful stop */
+    char *access_log;         /* path, "-" (stdout) or "off" */
+    char *access_log_format;  /* "common" | "combined" | "json" */
+    char *pid_file;           /* path or "off" */
+    char *metrics;            /* listen address of the metrics endpoint, or "off" */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
 

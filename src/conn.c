@@ -411,15 +411,21 @@ static void start_linger(struct mh_conn *c)
     update_io(c);
 }
 
-void mh_conn_finish_response(struct mh_conn *c)
+static void release_gen(struct mh_conn *c)
 {
-    c->task = NULL;
     if (c->gen) {
         mh_gen_unref(c->gen);
         c->gen = NULL;
     }
-    if (c->closed)
+}
+
+void mh_conn_finish_response(struct mh_conn *c)
+{
+    c->task = NULL;
+    if (c->closed) {
+        release_gen(c);
         return;
+    }
     struct mh_response *res = &c->res;
     if (c->body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
         res->status = 413;
@@ -446,6 +452,9 @@ void mh_conn_finish_response(struct mh_conn *c)
     if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0 ||
         mh_response_emit(res, &c->out, &ctx, true) < 0)
         return out_of_memory(c);
+    if (c->worker->observe)
+        mh_worker_observe(c->worker, c);
+    release_gen(c); /* after observe: the matched route belongs to the generation */
     if (!ctx.keep_alive || c->close_after) {
         start_linger(c);
         return;
@@ -536,6 +545,7 @@ static void start_request(struct mh_conn *c)
     struct mh_worker *w = c->worker;
     c->state = MH_CONN_HANDLER;
     c->requests++;
+    c->started = ev_now(w->loop);
     c->write_deadline = after(c, w->config->write_timeout);
     if (c->req.has_body) {
         c->body_state = MH_BODY_MORE;

@@ -72,6 +72,7 @@ struct mh_conn {
     struct mh_gen *gen;   /* generation serving this request */
     struct mh_task *task; /* its handler, while it runs */
     unsigned long requests;
+    ev_tstamp started; /* loop time the current request's head was parsed */
 
     /* request body */
     enum mh_body_state body_state;

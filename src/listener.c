@@ -126,6 +126,13 @@ const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlo
     return NULL;
 }
 
+void mh_listener_adopt(struct mh_listener *l, int fd, const char *addr)
+{
+    memset(l, 0, sizeof *l);
+    l->fd = fd;
+    l->addr = strdup(addr);
+}
+
 void mh_listener_close(struct mh_listener *l)
 {
     if (l->worker)

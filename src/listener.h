@@ -30,6 +30,8 @@ const char *mh_listen_addr_parse(const char *s, struct sockaddr_storage *ss, soc
 const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlog, char *err,
                              size_t errlen);
 void mh_listener_close(struct mh_listener *l);
+/* Takes a socket already listening (inherited from the master); it is closed with l. */
+void mh_listener_adopt(struct mh_listener *l, int fd, const char *addr);
 
 /* Starts or stops accepting on the worker's loop. */
 void mh_listener_start(struct mh_listener *l, struct mh_worker *w);

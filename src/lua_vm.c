@@ -4,12 +4,17 @@
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
+#include "metrics.h"
+#include "worker.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 struct mh_lua_embedded {
     const char *name;
@@ -122,6 +127,37 @@ static int l_log(lua_State *L)
     return 0;
 }
 
+/* core.stopping(): a stop was asked for; health checks should fail so balancers drain us. */
+static int l_stopping(lua_State *L)
+{
+    struct mh_gen *g = mh_gen_of(L);
+    lua_pushboolean(L, g->worker && g->worker->stopping);
+    return 1;
+}
+
+/* core.metrics_text(): this server's metrics in the Prometheus text format. */
+static int l_metrics_text(lua_State *L)
+{
+    struct mh_gen *g = mh_gen_of(L);
+    struct mh_worker *w = g->worker;
+    if (!w || !w->metrics) {
+        lua_pushliteral(L, "# metrics are not available in this process\n");
+        return 1;
+    }
+    struct mh_buf out = {0};
+    mh_metrics_render(w->metrics, w, &out);
+    lua_pushlstring(L, out.data ? out.data : "", out.len);
+    mh_buf_free(&out);
+    return 1;
+}
+
+/* core.enable_metrics(): called by http.metrics_handler() while the script loads. */
+static int l_enable_metrics(lua_State *L)
+{
+    mh_gen_of(L)->wants_metrics = true;
+    return 0;
+}
+
 static int open_core(lua_State *L)
 {
     static const luaL_Reg fns[] = {
@@ -131,6 +167,9 @@ static int open_core(lua_State *L)
         {"method_not_allowed", l_method_not_allowed},
         {"started", l_started},
         {"log", l_log},
+        {"stopping", l_stopping},
+        {"metrics_text", l_metrics_text},
+        {"enable_metrics", l_enable_metrics},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);
@@ -336,8 +375,94 @@ static void set_arg_table(lua_State *L, struct mh_config *config)
     lua_setglobal(L, "arg");
 }
 
+void mh_deps_free(struct mh_deps *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        free(d->files[i]);
+    free(d->files);
+    d->files = NULL;
+    d->n = 0;
+}
+
+static void deps_add(struct mh_deps *d, const char *path)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->files[i], path) == 0)
+            return;
+    char **f = realloc(d->files, (d->n + 1) * sizeof *f);
+    if (!f)
+        return;
+    d->files = f;
+    if ((f[d->n] = strdup(path)))
+        d->n++;
+}
+
+static const char DEPS_KEY = 'd'; /* registry key: list of files require found */
+
+/*
+ * package.searchers[2] wrapped: records the file the Lua searcher would load
+ * for each require, looked up before the real searcher runs, so a module
+ * with a syntax error (the searcher raises) is recorded too. Written in C so
+ * that error messages and tracebacks read as they do without it.
+ */
+static int tracking_searcher(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchpath");
+    lua_pushstring(L, name);
+    lua_getfield(L, -3, "path");
+    lua_call(L, 2, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        lua_pushvalue(L, lua_upvalueindex(2));
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void track_requires(lua_State *L)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    lua_rawgeti(L, -1, 2);  /* the original Lua-file searcher */
+    lua_newtable(L);        /* the files found */
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &DEPS_KEY);
+    lua_pushcclosure(L, tracking_searcher, 2);
+    lua_rawseti(L, -2, 2);
+    lua_pop(L, 2);
+}
+
+static void collect_deps(lua_State *L, struct mh_deps *d)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &DEPS_KEY);
+    if (lua_istable(L, -1)) {
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, -1, i) == LUA_TSTRING)
+                deps_add(d, lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+}
+
 struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen)
 {
+    return mh_gen_load(config, reload, NULL, err, errlen);
+}
+
+struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
+                           size_t errlen)
+{
+    if (deps)
+        deps_add(deps, config->script);
     struct mh_gen *g = gen_alloc(config);
     if (!g) {
         snprintf(err, errlen, "out of memory creating a Lua state");
@@ -353,6 +478,8 @@ struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size
     set_arg_table(L, config);
     mh_lua_request_open(L);
     mh_lua_response_open(L);
+    if (deps)
+        track_requires(L);
 
     lua_pushcfunction(L, msgh_traceback);
     if (luaL_loadfile(L, config->script) != LUA_OK) {
@@ -386,10 +513,32 @@ struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size
         goto fail;
     mh_router_builder_free(g->_builder);
     g->_builder = NULL;
+    if (deps)
+        collect_deps(L, deps);
     return g;
 fail:
+    if (deps)
+        collect_deps(L, deps);
     gen_free(g);
     return NULL;
+}
+
+void mh_gen_reseed(struct mh_gen *g)
+{
+    lua_Integer seed[2] = {0, 0};
+    if (getrandom(seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+        seed[0] = (lua_Integer)getpid() ^ (lua_Integer)time(NULL);
+    lua_State *L = g->L;
+    lua_getglobal(L, "math");
+    if (lua_getfield(L, -1, "randomseed") == LUA_TFUNCTION) {
+        lua_pushinteger(L, seed[0]);
+        lua_pushinteger(L, seed[1]);
+        if (lua_pcall(L, 2, 0, 0) != LUA_OK)
+            lua_pop(L, 1);
+    } else {
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
 }
 
 void mh_gen_ref(struct mh_gen *g)

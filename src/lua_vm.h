@@ -37,6 +37,7 @@ struct mh_gen {
     bool started;              /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
+    bool wants_metrics; /* the script called http.metrics_handler() */
 };
 
 /*
@@ -47,9 +48,30 @@ struct mh_gen {
  * with a message (file:line for script errors) in err.
  */
 struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen);
+
+/* The files one load of the script read: the script, then each Lua module require found. */
+struct mh_deps {
+    char **files;
+    size_t n;
+};
+void mh_deps_free(struct mh_deps *d);
+
+/*
+ * mh_gen_new that also reports, in *deps (when not NULL), the files the load
+ * read, even when it failed: a reload watcher must watch a broken module too
+ * so that fixing it triggers the next reload.
+ */
+struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
+                           size_t errlen);
 void mh_gen_ref(struct mh_gen *g);
 /* Drops a reference; the last one closes the Lua state and frees the router. */
 void mh_gen_unref(struct mh_gen *g);
+
+/*
+ * Reseeds math.random from the kernel. A worker forked with the master's
+ * generation would otherwise repeat its siblings' random sequence.
+ */
+void mh_gen_reseed(struct mh_gen *g);
 
 /* The generation a Lua state belongs to (stored in its registry). */
 struct mh_gen *mh_gen_of(lua_State *L);

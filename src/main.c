@@ -5,9 +5,16 @@
 #include "lua_vm.h"
 #include "worker.h"
 
+#include "access_log.h"
+#include "master.h"
+#include "metrics.h"
+
+#include <errno.h>
 #include <lua.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int run_script_done;
 static int run_script_status;
@@ -37,6 +44,103 @@ static int run_script(struct mh_config *config, struct mh_gen *g)
     return run_script_status;
 }
 
+/* Opens what every worker shares: access log, metrics table and listener. */
+static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *ops,
+                     struct mh_listener *metrics_listener, char *err, size_t errlen)
+{
+    memset(ops, 0, sizeof *ops);
+    ops->access_log_fd = ops->metrics_fd = -1;
+    metrics_listener->fd = -1;
+    if (strcmp(config->access_log, "off")) {
+        ops->access_log_fd = mh_access_log_open(config->access_log);
+        if (ops->access_log_fd < 0) {
+            snprintf(err, errlen, "access_log \"%s\": %s", config->access_log, strerror(errno));
+            return -1;
+        }
+        ops->access_log_format = mh_access_format_parse(config->access_log_format);
+    }
+    if (!(ops->metrics = mh_metrics_new())) {
+        snprintf(err, errlen, "cannot map the metrics table: %s", strerror(errno));
+        return -1;
+    }
+    ops->metrics_on = g->wants_metrics;
+    if (strcmp(config->metrics, "off")) {
+        if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
+            return -1;
+        ops->metrics_fd = metrics_listener->fd;
+        ops->metrics_on = true;
+        mh_log(MH_LOG_INFO, "metrics on %s (port %d)", config->metrics,
+               mh_listener_port(metrics_listener));
+    }
+    return 0;
+}
+
+static void teardown_ops(struct mh_ops *ops, struct mh_listener *metrics_listener)
+{
+    if (ops->access_log_fd > STDERR_FILENO)
+        close(ops->access_log_fd);
+    if (metrics_listener->fd >= 0 || metrics_listener->addr)
+        mh_listener_close(metrics_listener);
+    mh_metrics_free(ops->metrics);
+}
+
+static int write_pid_file(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "%d\n", (int)getpid());
+    return fclose(f);
+}
+
+/*
+ * Serving: one worker in this process when --workers is 1 (or --dev), so
+ * specs and one-core benchmarks see a single process and SIGHUP swaps the
+ * generation in place; otherwise a master and N worker processes.
+ */
+static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *deps)
+{
+    char err[512];
+    struct mh_ops ops;
+    struct mh_listener metrics_listener;
+    memset(&metrics_listener, 0, sizeof metrics_listener);
+    int rc = 1;
+    if (setup_ops(config, g, &ops, &metrics_listener, err, sizeof err) < 0) {
+        fprintf(stderr, "moonhttp: %s\n", err);
+        mh_gen_unref(g);
+        goto out;
+    }
+    bool pid_file = strcmp(config->pid_file, "off") != 0;
+    if (pid_file && write_pid_file(config->pid_file) < 0) {
+        fprintf(stderr, "moonhttp: pid_file \"%s\": %s\n", config->pid_file, strerror(errno));
+        mh_gen_unref(g);
+        goto out;
+    }
+    int workers = mh_config_workers(config);
+    if (workers > 1) {
+        rc = mh_master_run(config, g, workers, &ops); /* takes g */
+    } else {
+        struct mh_worker w;
+        if (mh_worker_init(&w, EV_DEFAULT, config, g, err, sizeof err) < 0) {
+            fprintf(stderr, "moonhttp: %s\n", err);
+            mh_gen_unref(g);
+        } else {
+            mh_gen_unref(g); /* the worker holds it now */
+            mh_worker_set_ops(&w, &ops);
+            if (config->dev)
+                mh_worker_watch(&w, deps);
+            rc = mh_worker_run(&w);
+            mh_worker_destroy(&w);
+        }
+    }
+    mh_log(MH_LOG_INFO, "stopped");
+    if (pid_file)
+        unlink(config->pid_file);
+out:
+    teardown_ops(&ops, &metrics_listener);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct mh_config config;
@@ -49,14 +153,17 @@ int main(int argc, char **argv)
         mh_config_free(&config);
         return rc < 0 ? 2 : 0;
     }
-    struct mh_gen *g = mh_gen_new(&config, false, err, sizeof err);
+    struct mh_deps deps = {0};
+    struct mh_gen *g = mh_gen_load(&config, false, config.dev && config.mode == MH_MODE_SERVE ? &deps : NULL, err, sizeof err);
     if (!g) {
         fprintf(stderr, "moonhttp: %s\n", err);
+        mh_deps_free(&deps);
         mh_config_free(&config);
         return 1;
     }
     if (mh_config_validate(&config, err, sizeof err) < 0) {
         fprintf(stderr, "moonhttp: %s\n", err);
+        mh_deps_free(&deps);
         mh_gen_unref(g);
         mh_config_free(&config);
         return 1;
@@ -74,22 +181,8 @@ int main(int argc, char **argv)
         mh_config_free(&config);
         return rc;
     }
-    int workers = mh_config_workers(&config);
-    if (workers > 1)
-        mh_log(MH_LOG_WARN, "--workers %d: multi-process mode is not available yet; running one "
-                            "worker",
-               workers);
-    struct mh_worker w;
-    if (mh_worker_init(&w, EV_DEFAULT, &config, g, err, sizeof err) < 0) {
-        fprintf(stderr, "moonhttp: %s\n", err);
-        mh_gen_unref(g);
-        mh_config_free(&config);
-        return 1;
-    }
-    mh_gen_unref(g); /* the worker holds it now */
-    rc = mh_worker_run(&w);
-    mh_log(MH_LOG_INFO, "stopped");
-    mh_worker_destroy(&w);
+    rc = serve(&config, g, &deps);
+    mh_deps_free(&deps);
     mh_config_free(&config);
     return rc;
 }

@@ -15,6 +15,20 @@
 
 struct mh_conn;
 struct mh_gen;
+struct mh_deps;
+struct mh_devwatch;
+struct mh_access_log;
+struct mh_metrics;
+struct mh_metrics_server;
+struct mh_buf;
+
+/* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy of the master's. */
+struct mh_reload_stats {
+    unsigned long reloads;  /* successful */
+    unsigned long failures; /* failed: the previous code kept serving */
+    bool last_failed;
+    char last_error[512]; /* first line of the last failure, "" if none */
+};
 
 /* An intrusive doubly-linked list of connections (idle or active). */
 struct mh_conn_list {
@@ -41,15 +55,51 @@ struct mh_worker {
     struct mh_buf_pool bufs;
 
     ev_prepare prepare; /* flushes pending writes, frees closed connections */
-    ev_signal sigterm, sigint;
+    ev_signal sigterm, sigint, sighup, sigusr2;
     ev_timer shutdown_timer;
-    bool shutting_down;
+    ev_timer delay_timer; /* shutdown_delay */
+    ev_timer idle_close_timer;
+    bool stopping;      /* a stop was asked for: http.stopping() is true */
+    bool shutting_down; /* not accepting; finishing what is in flight */
     int exit_code;
+
+    struct mh_reload_stats *reload_stats; /* shared with the master once ops are set */
+    struct mh_reload_stats _own_reload_stats;
+    struct mh_devwatch *devwatch; /* --dev only */
+    /* Per-request observers; `observe` is their one test on the hot path. */
+    bool observe;
+    bool log_requests; /* --dev: one info line per request */
+    bool inherited;    /* serves sockets of a master */
+    struct mh_access_log *access_log;
+    struct mh_metrics *metrics; /* shared counters; NULL until ops are set */
+    bool record_metrics;        /* a metrics listener or http.metrics_handler() exists */
+    struct mh_metrics_server *metrics_server;
+    ev_timer metrics_timer; /* publishes this worker's connection gauges */
+    /*
+     * Hook for the outbound client (client branch): appends its pool metrics
+     * (Prometheus text, e.g. moonhttp_client_pool_idle) to a scrape. NULL: none.
+     */
+    void (*client_metrics_hook)(struct mh_worker *w, struct mh_buf *out);
 
     time_t date_sec; /* second the cached Date line is for */
     char date_line[64];
     size_t date_len;
 };
+
+/* What main sets up once per process tree (before any fork) for every worker. */
+struct mh_ops {
+    int access_log_fd; /* -1: no access log */
+    int access_log_format; /* enum mh_access_format */
+    struct mh_metrics *metrics; /* shared counters and reload stats */
+    int metrics_fd;    /* listening socket for http.server{metrics=...}, or -1 */
+    bool metrics_on;   /* record per-request metrics */
+};
+
+/* Failed reload: counts it and keeps the first line of err for metrics. */
+void mh_reload_stats_failed(struct mh_reload_stats *st, const char *err);
+
+/* Attaches the access log, shared metrics and the metrics listener to a worker. */
+void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops);
 
 /*
  * Sets up a worker on `loop` with generation `gen` (the worker takes a
@@ -57,11 +107,37 @@ struct mh_worker {
  */
 int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
                    struct mh_gen *gen, char *err, size_t errlen);
+/*
+ * Like mh_worker_init, but serves the already listening sockets `fds` (one per
+ * config->listen entry, inherited from the master) instead of opening its own;
+ * the worker closes its copies when it stops. SIGHUP is left to the master.
+ */
+int mh_worker_init_inherited(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
+                             struct mh_gen *gen, const int *fds, char *err, size_t errlen);
+
+/* --dev: reloads when a file of deps (those of the first load) is saved. */
+void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps);
+
+/*
+ * Loads the script again into a new generation and, if that works, makes it
+ * the one new requests use; requests in flight finish on the old one, freed
+ * with its last request. A failed load (syntax or load-time error, route
+ * conflict) is logged with file:line and changes nothing. Returns 0 or -1.
+ */
+int mh_worker_reload(struct mh_worker *w, const char *why);
+
+/* Called when a response is complete, if w->observe: access log, metrics, dev log. */
+void mh_worker_observe(struct mh_worker *w, struct mh_conn *c);
 /* Runs the loop until a graceful stop completes; returns the exit code. */
 int mh_worker_run(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
 
-/* Begins a graceful stop: no new connections, idle ones closed, active ones finish. */
+/*
+ * Begins a graceful stop: no new connections, idle ones closed, active ones
+ * finish. SIGTERM/SIGINT first wait shutdown_delay (serving, with
+ * http.stopping() true so health checks fail); a second one, or SIGUSR2
+ * (what the master sends to workers it replaces), stops at once.
+ */
 void mh_worker_shutdown(struct mh_worker *w);
 
 void mh_worker_pause_accept(struct mh_worker *w);

@@ -99,6 +99,19 @@ end
 
 function M.log(level, ...) core.log(level, ...) end
 
+-- True once the server was asked to stop (SIGTERM): during shutdown_delay it
+-- still serves, so a health check answering 503 lets a balancer drain it.
+function M.stopping() return core.stopping() end
+
+-- A handler that serves the metrics (Prometheus text format) on a route.
+function M.metrics_handler()
+  core.enable_metrics()
+  return function(req, res)
+    res:header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+    res:write(core.metrics_text())
+  end
+end
+
 -- Wraps h in the middleware of its scope and all enclosing scopes; the
 -- outermost scope's first middleware runs first.
 local function compose(h, scope, pattern)

@@ -1,0 +1,94 @@
+-- examples/deploy: two instances behind HAProxy, rolled one after the other
+-- under load, with no failed request. Needs haproxy and wrk (Debian
+-- packages); without them the spec is skipped with a message.
+local H = require "helper"
+local O = require "ops_helper"
+
+local missing = {}
+for _, cmd in ipairs({ "haproxy", "wrk" }) do
+  if not O.has(cmd) then missing[#missing + 1] = cmd end
+end
+
+if #missing > 0 then
+  describe("deploy example (HAProxy rolling restart)", function()
+    pending("skipped: " .. table.concat(missing, " and ") .. " not installed (apt-get install "
+      .. table.concat(missing, " ") .. "; scripts/deps.sh installs them)")
+  end)
+  return
+end
+
+local function free_port()
+  local s = assert(O.socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return tonumber(port)
+end
+
+local APP = "examples/deploy/app.lua"
+local FLAGS = { "--shutdown-delay", "0.8" }
+
+local function start_instance(port)
+  local flags = { "--listen", "127.0.0.1:" .. (port or 0) }
+  for _, f in ipairs(FLAGS) do flags[#flags + 1] = f end
+  return H.start(APP, { flags = flags })
+end
+
+describe("deploy example (HAProxy rolling restart)", function()
+  local a, b, proxy_pid, proxy_log, cfg, front
+
+  setup(function()
+    a, b = start_instance(), start_instance()
+    front = free_port()
+    local text = assert(H.read_file("examples/deploy/haproxy.cfg"))
+    text = text:gsub("127%.0%.0%.1:8000", "127.0.0.1:" .. front)
+      :gsub("127%.0%.0%.1:8001", "127.0.0.1:" .. a.port)
+      :gsub("127%.0%.0%.1:8002", "127.0.0.1:" .. b.port)
+    cfg = H.write_file(H.tmpname(".cfg"), text)
+    proxy_log = H.tmpname(".haproxy")
+    local p = io.popen(string.format("haproxy -f %s -db >%s 2>&1 & echo $!", cfg, proxy_log))
+    proxy_pid = tonumber(p:read("l"))
+    p:close()
+    assert.truthy(O.wait_for(function() return O.status(front, "/") == 200 end, 5),
+      H.read_file(proxy_log))
+  end)
+
+  teardown(function()
+    if proxy_pid then os.execute("kill " .. proxy_pid) end
+    for _, s in ipairs({ a, b }) do if s then s:stop() end end
+    os.remove(cfg)
+  end)
+
+  -- Stops one instance gracefully and starts a new one on the same port.
+  local function roll(inst)
+    local port = inst.port
+    assert.equal(0, inst:stop())
+    local fresh = start_instance(port)
+    -- HAProxy needs `rise 2` good checks (200 ms apart) before it sends traffic again.
+    H.sleep(0.8)
+    return fresh
+  end
+
+  it("loses no request while both instances are restarted in turn under load", function()
+    local load = O.start_wrk("http://127.0.0.1:" .. front .. "/", 6, 16)
+    H.sleep(0.5)
+    a = roll(a)
+    b = roll(b)
+    local r = load:finish()
+    assert.is_true(r.requests > 1000, r.text)
+    assert.equal(0, r.non2xx, r.text .. "\n" .. (H.read_file(proxy_log) or ""))
+    assert.equal(0, r.socket_errors, r.text)
+    assert.equal(200, (O.status(front, "/")))
+  end)
+
+  it("takes a stopping instance out of rotation through /healthz", function()
+    a:signal("TERM")
+    H.sleep(0.1)
+    assert.equal(503, (O.status(a.port, "/healthz")))
+    assert.truthy(O.wait_for(function()
+      return (H.read_file(proxy_log) or ""):find("moonhttp/a is DOWN", 1, true)
+    end, 2), H.read_file(proxy_log))
+    for _ = 1, 10 do assert.equal(200, (O.status(front, "/"))) end
+    assert.equal(0, a:wait(5))
+    a.stopped = true
+  end)
+end)

@@ -1,0 +1,83 @@
+-- Helpers for the reload, workers and operations specs: polling, child
+-- processes, and load generation (wrk when installed, else a Lua loop).
+local H = require "helper"
+local socket = require "socket"
+
+local O = {}
+
+--- Calls fn until it returns a truthy value or `timeout` seconds pass.
+function O.wait_for(fn, timeout, step)
+  local deadline = H.now() + (timeout or 5)
+  repeat
+    local v = fn()
+    if v then return v end
+    H.sleep(step or 0.01)
+  until H.now() > deadline
+  return nil
+end
+
+--- Pids of the direct children of pid (the workers of a master).
+function O.children(pid)
+  local p = io.popen("pgrep -P " .. pid)
+  local pids = {}
+  for line in p:lines() do pids[#pids + 1] = tonumber(line) end
+  p:close()
+  table.sort(pids)
+  return pids
+end
+
+function O.has(cmd)
+  return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true
+end
+
+--- GET path; returns status (or nil, err) without raising.
+function O.status(port, path)
+  local ok, res = pcall(H.request, port, "GET", path)
+  if ok and res then return res.status, res end
+  return nil, res
+end
+
+-- A running load: wrk in the background (bounded duration), parsed at the end.
+local Load = {}
+Load.__index = Load
+
+--- Starts `wrk -d seconds` against url. Returns nil when wrk is missing.
+function O.start_wrk(url, seconds, conns)
+  if not O.has("wrk") then return nil end
+  local out = H.tmpname(".wrk")
+  local cmd = string.format("wrk -t2 -c%d -d%ds %s >%s 2>&1", conns or 16, seconds, url, out)
+  local pipe = io.popen(cmd, "r")
+  return setmetatable({ pipe = pipe, out = out }, Load)
+end
+
+--- Waits for wrk and returns { requests, non2xx, socket_errors, text }.
+function Load:finish()
+  self.pipe:close()
+  local text = H.read_file(self.out) or ""
+  os.remove(self.out)
+  local r = { text = text, requests = tonumber(text:match("(%d+) requests in")) or 0 }
+  r.non2xx = tonumber(text:match("Non%-2xx or 3xx responses: (%d+)")) or 0
+  local c, rd, w, t = text:match("Socket errors: connect (%d+), read (%d+), write (%d+), timeout (%d+)")
+  r.socket_errors = c and (tonumber(c) + tonumber(rd) + tonumber(w) + tonumber(t)) or 0
+  return r
+end
+
+--- Sequential keep-alive-free requests for `seconds` (the fallback load), calling
+-- `during` once after the first request. Returns { requests, failures, statuses }.
+function O.lua_load(port, path, seconds, during)
+  local r = { requests = 0, failures = 0, statuses = {} }
+  local deadline = H.now() + seconds
+  while H.now() < deadline do
+    local status = O.status(port, path)
+    r.requests = r.requests + 1
+    if status ~= 200 then
+      r.failures = r.failures + 1
+      r.statuses[#r.statuses + 1] = tostring(status)
+    end
+    if during and r.requests == 1 then during(); during = nil end
+  end
+  return r
+end
+
+O.socket = socket
+return O

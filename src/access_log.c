@@ -1,0 +1,241 @@
+#include "access_log.h"
+
+#include "conn.h"
+#include "lua_vm.h"
+#include "router.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLUSH_AT       (32 * 1024)
+#define FLUSH_AFTER    0.2
+#define LINE_MAX_BYTES 8192 /* longer fields are cut */
+
+struct mh_access_log {
+    struct ev_loop *loop;
+    int fd;
+    enum mh_access_format fmt;
+    ev_timer timer;
+    time_t time_sec; /* second the cached time text is for */
+    char time_text[64];
+    size_t len;
+    char buf[FLUSH_AT + LINE_MAX_BYTES];
+};
+
+int mh_access_format_parse(const char *s)
+{
+    if (!strcmp(s, "common"))
+        return MH_ACCESS_COMMON;
+    if (!strcmp(s, "combined"))
+        return MH_ACCESS_COMBINED;
+    if (!strcmp(s, "json"))
+        return MH_ACCESS_JSON;
+    return -1;
+}
+
+int mh_access_log_open(const char *path)
+{
+    if (!strcmp(path, "-"))
+        return STDOUT_FILENO;
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+void mh_access_log_flush(struct mh_access_log *a)
+{
+    size_t off = 0;
+    while (off < a->len) {
+        ssize_t n = write(a->fd, a->buf + off, a->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* a full disk loses log lines, not requests */
+        off += (size_t)n;
+    }
+    a->len = 0;
+    ev_timer_stop(a->loop, &a->timer);
+}
+
+static void on_flush_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    mh_access_log_flush(t->data);
+}
+
+struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt)
+{
+    struct mh_access_log *a = malloc(sizeof *a);
+    if (!a)
+        return NULL;
+    a->loop = loop;
+    a->fd = fd;
+    a->fmt = fmt;
+    a->len = 0;
+    a->time_sec = -1;
+    ev_init(&a->timer, on_flush_timer);
+    a->timer.data = a;
+    return a;
+}
+
+void mh_access_log_free(struct mh_access_log *a)
+{
+    if (!a)
+        return;
+    mh_access_log_flush(a);
+    free(a);
+}
+
+struct line {
+    char *p, *end;
+};
+
+static void put(struct line *l, const char *s, size_t n)
+{
+    if (n > (size_t)(l->end - l->p))
+        n = (size_t)(l->end - l->p);
+    memcpy(l->p, s, n);
+    l->p += n;
+}
+
+static void puts_(struct line *l, const char *s)
+{
+    put(l, s, strlen(s));
+}
+
+static void putf(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(l->p, (size_t)(l->end - l->p), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        l->p += (size_t)n < (size_t)(l->end - l->p) ? (size_t)n : (size_t)(l->end - l->p) - 1;
+}
+
+/*
+ * Client-controlled bytes: quotes, backslashes, control and non-ASCII bytes
+ * escaped, so a line cannot be forged or broken (\xHH as nginx; JSON \u00HH).
+ */
+static void put_escaped(struct line *l, const char *s, size_t n, bool json)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n && l->end - l->p > 6; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            *l->p++ = '\\';
+            *l->p++ = (char)ch;
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            if (json) {
+                memcpy(l->p, "\\u00", 4);
+                l->p += 4;
+            } else {
+                *l->p++ = '\\';
+                *l->p++ = 'x';
+            }
+            *l->p++ = hex[ch >> 4];
+            *l->p++ = hex[ch & 15];
+        } else {
+            *l->p++ = (char)ch;
+        }
+    }
+}
+
+static void put_header(struct line *l, struct mh_conn *c, const char *name, bool json)
+{
+    int i = mh_request_find_header(&c->req, mh_conn_head(c), name, strlen(name), 0);
+    if (i < 0) {
+        puts_(l, json ? "\"\"" : "\"-\"");
+        return;
+    }
+    puts_(l, "\"");
+    put_escaped(l, mh_conn_head(c) + c->req.headers[i].value.off, c->req.headers[i].value.len,
+                json);
+    puts_(l, "\"");
+}
+
+static const char *clf_time(struct mh_access_log *a, bool iso)
+{
+    time_t now = (time_t)ev_now(a->loop);
+    if (now != a->time_sec) {
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(a->time_text, sizeof a->time_text, "%d/%b/%Y:%H:%M:%S %z", &tm);
+        a->time_sec = now;
+    }
+    (void)iso;
+    return a->time_text;
+}
+
+void mh_access_log_request(struct mh_access_log *a, struct mh_conn *c, double seconds)
+{
+    struct line l = {a->buf + a->len, a->buf + a->len + LINE_MAX_BYTES - 2};
+    char addr[64];
+    mh_conn_remote_addr(c, addr, sizeof addr);
+    char *colon = strrchr(addr, ':'); /* the log wants the host, not the port */
+    if (colon)
+        *colon = 0;
+    const char *host = addr[0] == '[' ? addr + 1 : addr;
+    if (addr[0] == '[' && colon && colon[-1] == ']')
+        colon[-1] = 0;
+    const char *method = llhttp_method_name((llhttp_method_t)c->req.method);
+    const char *target = mh_conn_head(c) + c->req.target.off;
+    unsigned long long bytes = (unsigned long long)c->res.body_sent;
+    bool json = a->fmt == MH_ACCESS_JSON;
+    if (json) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        char when[40];
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        putf(&l, "{\"time\":\"%s.%03ldZ\",\"remote_addr\":\"%s\",\"method\":\"%s\",\"target\":\"",
+             when, ts.tv_nsec / 1000000, host, method);
+        put_escaped(&l, target, c->req.target.len, true);
+        putf(&l,
+             "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
+             "\"pattern\":",
+             c->req.http_major, c->req.http_minor, c->res.status, bytes, seconds * 1000);
+        if (c->req.route) {
+            puts_(&l, "\"");
+            const char *p = mh_route_pattern(c->req.route);
+            put_escaped(&l, p, strlen(p), true);
+            puts_(&l, "\"");
+        } else {
+            puts_(&l, "null");
+        }
+        puts_(&l, ",\"referer\":");
+        put_header(&l, c, "referer", true);
+        puts_(&l, ",\"user_agent\":");
+        put_header(&l, c, "user-agent", true);
+        puts_(&l, "}");
+    } else {
+        putf(&l, "%s - - [%s] \"%s ", host, clf_time(a, false), method);
+        put_escaped(&l, target, c->req.target.len, false);
+        putf(&l, " HTTP/%d.%d\" %d ", c->req.http_major, c->req.http_minor, c->res.status);
+        if (bytes)
+            putf(&l, "%llu", bytes);
+        else
+            puts_(&l, "-");
+        if (a->fmt == MH_ACCESS_COMBINED) {
+            puts_(&l, " ");
+            put_header(&l, c, "referer", false);
+            puts_(&l, " ");
+            put_header(&l, c, "user-agent", false);
+        }
+    }
+    *l.p++ = '\n';
+    bool was_empty = a->len == 0;
+    a->len = (size_t)(l.p - a->buf);
+    if (a->len >= FLUSH_AT) {
+        mh_access_log_flush(a);
+    } else if (was_empty) {
+        ev_timer_set(&a->timer, FLUSH_AFTER, 0.);
+        ev_timer_start(a->loop, &a->timer);
+    }
+}

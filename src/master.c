@@ -1,0 +1,375 @@
+#define _GNU_SOURCE /* pipe2 */
+#include "master.h"
+
+#include "log.h"
+#include "lua_vm.h"
+#include "metrics.h"
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CRASH_WINDOW 1.0 /* a worker dying sooner than this after its start "crashed at once" */
+#define BACKOFF_MIN  0.1
+#define BACKOFF_MAX  10.0
+#define KILL_GRACE   5.0 /* after shutdown_timeout, before SIGKILL */
+
+struct child {
+    pid_t pid;
+    ev_tstamp started;
+    bool ready;    /* reported that it serves */
+    bool retiring; /* old code: told (or to be told) to stop */
+    bool signaled; /* SIGTERM sent */
+};
+
+struct master {
+    struct ev_loop *loop;
+    struct mh_config *config;
+    struct mh_ops *ops;
+    struct mh_gen *gen; /* the code new workers run */
+    int nworkers;
+    struct mh_listener listeners[MH_MAX_LISTEN];
+    int fds[MH_MAX_LISTEN];
+    size_t nlisteners;
+    struct child *children;
+    size_t nchildren, cap;
+    int ready_pipe[2]; /* workers write their pid once serving */
+    ev_io ready_io;
+    ev_signal sigterm, sigint, sighup;
+    ev_child child_watcher;
+    ev_timer restart_timer, kill_timer;
+    double backoff;
+    bool stopping;
+};
+
+static void child_main(struct master *m) __attribute__((noreturn));
+
+/*
+ * In the new process: drop everything of the master's loop, then serve the
+ * inherited sockets with the inherited (copy-on-write) generation.
+ */
+static void child_main(struct master *m)
+{
+    struct ev_loop *loop = m->loop;
+    ev_signal_stop(loop, &m->sigterm);
+    ev_signal_stop(loop, &m->sigint);
+    ev_signal_stop(loop, &m->sighup);
+    ev_child_stop(loop, &m->child_watcher);
+    ev_io_stop(loop, &m->ready_io);
+    ev_timer_stop(loop, &m->restart_timer);
+    ev_timer_stop(loop, &m->kill_timer);
+    ev_loop_fork(loop);
+    close(m->ready_pipe[0]);
+    struct mh_worker w;
+    char err[512];
+    mh_gen_reseed(m->gen);
+    if (mh_worker_init_inherited(&w, loop, m->config, m->gen, m->fds, err, sizeof err) < 0) {
+        mh_log(MH_LOG_ERROR, "worker: %s", err);
+        _exit(1);
+    }
+    mh_gen_unref(m->gen); /* the worker holds this process's copy now */
+    m->gen = NULL;
+    mh_worker_set_ops(&w, m->ops);
+    for (size_t i = 0; i < m->nlisteners; i++) {
+        free(m->listeners[i].addr); /* the fds are the worker's now */
+        m->listeners[i].addr = NULL;
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    pid_t self = getpid();
+    ssize_t n = write(m->ready_pipe[1], &self, sizeof self); /* atomic: < PIPE_BUF */
+    (void)n;
+    close(m->ready_pipe[1]);
+    int rc = mh_worker_run(&w);
+    mh_worker_destroy(&w);
+    free(m->children);
+    mh_config_free(m->config);
+    exit(rc);
+}
+
+static struct child *find_child(struct master *m, pid_t pid)
+{
+    for (size_t i = 0; i < m->nchildren; i++)
+        if (m->children[i].pid == pid)
+            return &m->children[i];
+    return NULL;
+}
+
+static size_t count_current(const struct master *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->nchildren; i++)
+        n += !m->children[i].retiring;
+    return n;
+}
+
+static int spawn(struct master *m)
+{
+    if (m->nchildren == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        struct child *c = realloc(m->children, cap * sizeof *c);
+        if (!c)
+            return -1;
+        m->children = c;
+        m->cap = cap;
+    }
+    /* Signals wait until the child has its own watchers (unblocked in child_main). */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0)
+        child_main(m);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        mh_log(MH_LOG_ERROR, "fork: %s", strerror(errno));
+        return -1;
+    }
+    struct child *c = &m->children[m->nchildren++];
+    memset(c, 0, sizeof *c);
+    c->pid = pid;
+    c->started = ev_time();
+    mh_log(MH_LOG_DEBUG, "worker %d started", (int)pid);
+    return 0;
+}
+
+static void fill_workers(struct master *m)
+{
+    while (!m->stopping && count_current(m) < (size_t)m->nworkers)
+        if (spawn(m) < 0)
+            break;
+}
+
+/* Old workers stop once every current worker serves: until then they keep accepting. */
+static void retire_old_if_ready(struct master *m)
+{
+    for (size_t i = 0; i < m->nchildren; i++)
+        if (!m->children[i].retiring && !m->children[i].ready)
+            return;
+    if (count_current(m) < (size_t)m->nworkers)
+        return;
+    for (size_t i = 0; i < m->nchildren; i++) {
+        struct child *c = &m->children[i];
+        if (c->retiring && !c->signaled) {
+            kill(c->pid, SIGUSR2); /* graceful stop without shutdown_delay */
+            c->signaled = true;
+        }
+    }
+}
+
+static void on_ready(struct ev_loop *loop, ev_io *io, int revents)
+{
+    struct master *m = io->data;
+    pid_t pid;
+    (void)loop;
+    (void)revents;
+    while (read(m->ready_pipe[0], &pid, sizeof pid) == (ssize_t)sizeof pid) {
+        struct child *c = find_child(m, pid);
+        if (c)
+            c->ready = true;
+    }
+    retire_old_if_ready(m);
+}
+
+static void on_restart_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    fill_workers(t->data);
+}
+
+static void describe_exit(int status, char *buf, size_t len)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+}
+
+static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
+{
+    struct master *m = w->data;
+    (void)revents;
+    struct child *c = find_child(m, w->rpid);
+    if (!c)
+        return;
+    struct child dead = *c;
+    *c = m->children[--m->nchildren];
+    mh_metrics_forget_worker(m->ops->metrics, dead.pid);
+    char how[64];
+    describe_exit(w->rstatus, how, sizeof how);
+    if (m->stopping) {
+        mh_log(MH_LOG_DEBUG, "worker %d stopped (%s)", (int)dead.pid, how);
+        if (m->nchildren == 0)
+            ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    if (dead.retiring) {
+        mh_log(MH_LOG_INFO, "old worker %d stopped (%s)", (int)dead.pid, how);
+        return;
+    }
+    ev_tstamp lived = ev_time() - dead.started;
+    if (lived < CRASH_WINDOW)
+        m->backoff = m->backoff ? (m->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : m->backoff * 2)
+                                : BACKOFF_MIN;
+    else
+        m->backoff = 0;
+    mh_log(MH_LOG_ERROR, "worker %d exited unexpectedly (%s) after %.1f s; restarting%s",
+           (int)dead.pid, how, lived, m->backoff ? " after a back-off" : "");
+    if (m->backoff) {
+        mh_log(MH_LOG_WARN, "worker restart in %.1f s", m->backoff);
+        if (!ev_is_active(&m->restart_timer)) {
+            ev_timer_set(&m->restart_timer, m->backoff, 0.);
+            ev_timer_start(loop, &m->restart_timer);
+        }
+    } else {
+        fill_workers(m);
+    }
+    retire_old_if_ready(m);
+}
+
+static void on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct master *m = t->data;
+    (void)loop;
+    (void)revents;
+    for (size_t i = 0; i < m->nchildren; i++) {
+        mh_log(MH_LOG_WARN, "worker %d did not stop in time; killing it", (int)m->children[i].pid);
+        kill(m->children[i].pid, SIGKILL);
+    }
+}
+
+static void on_stop(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    struct master *m = s->data;
+    (void)revents;
+    if (m->stopping)
+        return;
+    m->stopping = true;
+    mh_log(MH_LOG_INFO, "graceful stop of %zu workers", m->nchildren);
+    ev_timer_stop(loop, &m->restart_timer);
+    /* Our copies must go too, or connections would queue where no worker accepts. */
+    for (size_t i = 0; i < m->nlisteners; i++)
+        mh_listener_close(&m->listeners[i]);
+    m->nlisteners = 0;
+    for (size_t i = 0; i < m->nchildren; i++)
+        kill(m->children[i].pid, SIGTERM);
+    ev_timer_set(&m->kill_timer,
+                 m->config->shutdown_timeout + m->config->shutdown_delay + KILL_GRACE, 0.);
+    ev_timer_start(loop, &m->kill_timer);
+    if (m->nchildren == 0)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    struct master *m = s->data;
+    (void)loop;
+    (void)revents;
+    if (m->stopping)
+        return;
+    char err[4096];
+    ev_tstamp t0 = ev_time();
+    struct mh_gen *g = mh_gen_new(m->config, true, err, sizeof err);
+    struct mh_reload_stats *st = mh_metrics_reload_stats(m->ops->metrics);
+    if (!g) {
+        mh_reload_stats_failed(st, err);
+        mh_log(MH_LOG_ERROR, "reload (SIGHUP) failed; the workers keep the previous code: %s", err);
+        return;
+    }
+    mh_gen_unref(m->gen);
+    m->gen = g;
+    st->reloads++;
+    st->last_failed = false;
+    for (size_t i = 0; i < m->nchildren; i++)
+        m->children[i].retiring = true;
+    mh_log(MH_LOG_INFO,
+           "reload (SIGHUP): new code checked in %.1f ms (%zu routes); starting %d "
+           "new workers",
+           (ev_time() - t0) * 1000, mh_router_size(g->router), m->nworkers);
+    m->backoff = 0;
+    ev_timer_stop(loop, &m->restart_timer);
+    fill_workers(m);
+}
+
+static int open_listeners(struct master *m, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < m->config->nlisten; i++) {
+        if (mh_listener_open(&m->listeners[i], m->config->listen[i], (int)m->config->backlog, err,
+                             errlen))
+            return -1;
+        m->fds[i] = m->listeners[i].fd;
+        m->nlisteners++;
+    }
+    return 0;
+}
+
+int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, struct mh_ops *ops)
+{
+    struct master m;
+    memset(&m, 0, sizeof m);
+    m.loop = EV_DEFAULT;
+    m.config = config;
+    m.ops = ops;
+    m.gen = gen;
+    m.nworkers = nworkers;
+    char err[512];
+    int rc = 1;
+    if (open_listeners(&m, err, sizeof err) < 0) {
+        mh_log(MH_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    if (pipe2(m.ready_pipe, O_CLOEXEC) < 0) {
+        mh_log(MH_LOG_ERROR, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    fcntl(m.ready_pipe[0], F_SETFL, O_NONBLOCK);
+    signal(SIGPIPE, SIG_IGN);
+    struct ev_loop *loop = m.loop;
+    ev_signal_init(&m.sigterm, on_stop, SIGTERM);
+    ev_signal_init(&m.sigint, on_stop, SIGINT);
+    ev_signal_init(&m.sighup, on_sighup, SIGHUP);
+    m.sigterm.data = m.sigint.data = m.sighup.data = &m;
+    ev_signal_start(loop, &m.sigterm);
+    ev_signal_start(loop, &m.sigint);
+    ev_signal_start(loop, &m.sighup);
+    ev_child_init(&m.child_watcher, on_child_exit, 0, 0);
+    m.child_watcher.data = &m;
+    ev_child_start(loop, &m.child_watcher);
+    ev_io_init(&m.ready_io, on_ready, m.ready_pipe[0], EV_READ);
+    m.ready_io.data = &m;
+    ev_io_start(loop, &m.ready_io);
+    ev_init(&m.restart_timer, on_restart_timer);
+    m.restart_timer.data = &m;
+    ev_init(&m.kill_timer, on_kill_timer);
+    m.kill_timer.data = &m;
+    for (size_t i = 0; i < m.nlisteners; i++)
+        mh_log(MH_LOG_INFO, "listening on %s (port %d)", m.listeners[i].addr,
+               mh_listener_port(&m.listeners[i]));
+    mh_log(MH_LOG_INFO, "master %d: starting %d workers", (int)getpid(), nworkers);
+    fill_workers(&m);
+    ev_run(loop, 0);
+    rc = 0;
+    ev_io_stop(loop, &m.ready_io);
+    ev_child_stop(loop, &m.child_watcher);
+    ev_timer_stop(loop, &m.kill_timer);
+    ev_timer_stop(loop, &m.restart_timer);
+    ev_signal_stop(loop, &m.sigterm);
+    ev_signal_stop(loop, &m.sigint);
+    ev_signal_stop(loop, &m.sighup);
+    close(m.ready_pipe[0]);
+    close(m.ready_pipe[1]);
+out:
+    for (size_t i = 0; i < m.nlisteners; i++)
+        mh_listener_close(&m.listeners[i]);
+    free(m.children);
+    mh_gen_unref(m.gen);
+    return rc;
+}
