@@ -5,6 +5,7 @@
 #include "log.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "tls.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -220,7 +221,15 @@ struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int f
     c->worker = w;
     c->fd = fd;
     c->state = MH_CONN_IDLE;
-    mh_transport_plain_init(&c->tp, fd);
+    if (l && l->tls) {
+        if (mh_tls_accept(l->tls, &c->tp, fd) < 0) {
+            c->next = w->free_conns;
+            w->free_conns = c;
+            return NULL;
+        }
+    } else {
+        mh_transport_plain_init(&c->tp, fd);
+    }
     memcpy(&c->peer, peer, plen);
     c->peer_len = plen;
     mh_http_parser_init(c);
@@ -234,7 +243,6 @@ struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int f
     /* A new connection gets the header timeout: it owes us a request. */
     set_timeout(c, w->config->read_header_timeout);
     update_io(c);
-    (void)l;
     return c;
 }
 

@@ -3,6 +3,7 @@
 #include "conn.h"
 #include "log.h"
 #include "lua_vm.h"
+#include "tls.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -146,6 +147,11 @@ int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *
             return -1;
         }
         w->nlisteners++;
+    }
+    if (mh_tls_worker_init(w, err, errlen) < 0) {
+        for (size_t i = 0; i < w->nlisteners; i++)
+            mh_listener_close(&w->listeners[i]);
+        return -1;
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_start(&w->listeners[i], w);
