@@ -142,17 +142,12 @@ int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *
     for (size_t i = 0; i < config->nlisten; i++) {
         if (mh_listener_open(&w->listeners[i], config->listen[i], (int)config->backlog, err,
                              errlen)) {
-            for (size_t j = 0; j < i; j++)
-                mh_listener_close(&w->listeners[j]);
-            return -1;
+            goto fail;
         }
         w->nlisteners++;
     }
-    if (mh_tls_worker_init(w, err, errlen) < 0) {
-        for (size_t i = 0; i < w->nlisteners; i++)
-            mh_listener_close(&w->listeners[i]);
-        return -1;
-    }
+    if (mh_tls_worker_init(w, err, errlen) < 0)
+        goto fail;
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_start(&w->listeners[i], w);
     ev_prepare_init(&w->prepare, on_prepare);
@@ -168,6 +163,15 @@ int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *
     ev_unref(loop);
     ev_unref(loop);
     return 0;
+fail:
+    for (size_t i = 0; i < w->nlisteners; i++)
+        mh_listener_close(&w->listeners[i]);
+    if (w->reserve_fd >= 0)
+        close(w->reserve_fd);
+    mh_buf_pool_destroy(&w->bufs);
+    gen->worker = NULL;
+    mh_gen_unref(gen); /* the caller still holds its own reference */
+    return -1;
 }
 
 int mh_worker_run(struct mh_worker *w)
