@@ -40,6 +40,18 @@ static const int ciphersuites[] = {
 
 static const char *alpn_protocols[] = {"http/1.1", NULL};
 
+/*
+ * ECDHE groups in our order of preference (mbedTLS picks by the server's
+ * list). Its default would put secp521r1 first: several times the cost of
+ * a 256-bit group for every full handshake.
+ */
+static const mbedtls_ecp_group_id ecdhe_groups[] = {
+    MBEDTLS_ECP_DP_CURVE25519,
+    MBEDTLS_ECP_DP_SECP256R1,
+    MBEDTLS_ECP_DP_SECP384R1,
+    MBEDTLS_ECP_DP_NONE,
+};
+
 struct tls_cert {
     mbedtls_x509_crt crt;
     mbedtls_pk_context key;
@@ -222,6 +234,7 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
     mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
+    mbedtls_ssl_conf_curves(conf, ecdhe_groups);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_alpn_protocols(conf, alpn_protocols);
     mbedtls_ssl_conf_sni(conf, on_sni, c);
