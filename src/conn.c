@@ -155,8 +155,7 @@ void mh_conn_flush(struct mh_conn *c)
 {
     struct mh_worker *w = c->worker;
     while (!c->closed && c->out_sent < c->out.len) {
-        ssize_t n =
-            mh_transport_write(&c->tp, c->out.data + c->out_sent, c->out.len - c->out_sent);
+        ssize_t n = mh_transport_write(&c->tp, c->out.data + c->out_sent, c->out.len - c->out_sent);
         if (n > 0) {
             c->out_sent += (size_t)n;
             continue;

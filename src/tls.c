@@ -181,7 +181,8 @@ static int on_sni(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, 
     struct tls_conf *c = p;
     for (size_t i = 0; i < c->ncerts; i++) {
         if (cert_matches(&c->certs[i].crt, name, len))
-            return i == 0 ? 0 : mbedtls_ssl_set_hs_own_cert(ssl, &c->certs[i].crt, &c->certs[i].key);
+            return i == 0 ? 0
+                          : mbedtls_ssl_set_hs_own_cert(ssl, &c->certs[i].crt, &c->certs[i].key);
     }
     return 0;
 }
@@ -225,8 +226,9 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
         }
     }
     mbedtls_ssl_config *conf = &c->ssl;
-    if ((ret = mbedtls_ssl_config_defaults(conf, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
-                                           MBEDTLS_SSL_PRESET_DEFAULT))) {
+    if ((ret =
+             mbedtls_ssl_config_defaults(conf, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                         MBEDTLS_SSL_PRESET_DEFAULT))) {
         tls_error(err, errlen, ret, "setting up", "the configuration");
         goto fail;
     }
@@ -257,8 +259,7 @@ fail:
 
 /* ---- servers ------------------------------------------------------------- */
 
-struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err,
-                                        size_t errlen)
+struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err, size_t errlen)
 {
     if (certs->n == 0) {
         snprintf(err, errlen, "tls: no certificates");
@@ -597,8 +598,7 @@ int mh_tls_worker_reload(struct mh_worker *w, char *err, size_t errlen)
         if (seen)
             continue;
         if (!certs) {
-            snprintf(err, errlen, "tls: listener %s lost its certificates",
-                     w->listeners[i].addr);
+            snprintf(err, errlen, "tls: listener %s lost its certificates", w->listeners[i].addr);
             rc = -1;
         } else if (!(fresh[i] = conf_new(certs, err, errlen))) {
             rc = -1;

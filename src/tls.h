@@ -25,8 +25,7 @@ struct mh_tls_server;
 struct mh_worker;
 
 /* Loads the certificates and keys. Returns NULL with a message in err. */
-struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err,
-                                        size_t errlen);
+struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err, size_t errlen);
 void mh_tls_server_ref(struct mh_tls_server *s);
 /* Drops a reference; connections still open keep their configuration alive. */
 void mh_tls_server_unref(struct mh_tls_server *s);
