@@ -74,7 +74,8 @@ function H.start(script, opts)
   opts = opts or {}
   if script:find("\n") then script = H.script(script) end
   local log, rc = tmpname(".log"), tmpname(".rc")
-  local args = { "--listen", "127.0.0.1:0", "--workers", "1" }
+  -- opts.no_listen: the script's own listen setting applies (it should use port 0).
+  local args = opts.no_listen and { "--workers", "1" } or { "--listen", "127.0.0.1:0", "--workers", "1" }
   for _, f in ipairs(opts.flags or {}) do args[#args + 1] = f end
   local cmd = H.bin
   for _, a in ipairs(args) do cmd = cmd .. " " .. shell_quote(a) end

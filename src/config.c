@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN };
+enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN, T_TLS };
 
 struct setting {
     const char *name; /* Lua key; the flag is --name with '_' as '-' */
@@ -25,7 +25,12 @@ struct setting {
 #define OFF(field) offsetof(struct mh_config, field)
 
 static const struct setting settings[] = {
-    {"listen", T_LISTEN, OFF(listen), 0, 0, "address to listen on, host:port or :port (repeatable)"},
+    {"listen", T_LISTEN, OFF(listen), 0, 0,
+     "address to listen on, host:port or :port; https://host:port for TLS (repeatable)"},
+    {"tls", T_TLS, OFF(tls), 0, 0,
+     "TLS certificates: { cert = ..., key = ... } or a list of them (script only)"},
+    {"tls_cert", T_STRING, OFF(tls_cert), 0, 0, "TLS certificate chain, PEM (with --tls-key)"},
+    {"tls_key", T_STRING, OFF(tls_key), 0, 0, "TLS private key, PEM (with --tls-cert)"},
     {"workers", T_STRING, OFF(workers), 0, 0, "worker processes: N or auto (one per core)"},
     {"read_header_timeout", T_DURATION, OFF(read_header_timeout), 0, 86400,
      "seconds to read a request head, from its first byte"},
@@ -98,16 +103,35 @@ void mh_config_init(struct mh_config *c)
     c->mode = MH_MODE_SERVE;
 }
 
+static void clear_certs(struct mh_tls_certs *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->cert[i]);
+        free(t->key[i]);
+    }
+    t->n = 0;
+}
+
 static void clear_listen(struct mh_config *c)
 {
-    for (size_t i = 0; i < c->nlisten; i++)
+    for (size_t i = 0; i < c->nlisten; i++) {
         free(c->listen[i]);
+        if (c->listen_certs[i]) {
+            clear_certs(c->listen_certs[i]);
+            free(c->listen_certs[i]);
+            c->listen_certs[i] = NULL;
+        }
+        c->listen_tls[i] = MH_LISTEN_TLS_UNSAID;
+    }
     c->nlisten = 0;
 }
 
 void mh_config_free(struct mh_config *c)
 {
     clear_listen(c);
+    clear_certs(&c->tls);
+    free(c->tls_cert);
+    free(c->tls_key);
     free(c->clean_path);
     free(c->log_level);
     free(c->workers);
@@ -219,13 +243,26 @@ static int set_string_value(struct mh_config *c, const struct setting *s, const 
         free(*(char **)field);
         *(char **)field = xstrdup(v);
         return 0;
-    case T_LISTEN:
+    case T_LISTEN: {
         if (c->nlisten == MH_MAX_LISTEN) {
             snprintf(err, errlen, "listen: at most %d addresses", MH_MAX_LISTEN);
             return -1;
         }
+        enum mh_listen_tls tls = MH_LISTEN_TLS_UNSAID;
+        if (!strncmp(v, "https://", 8)) {
+            tls = MH_LISTEN_TLS_SHARED;
+            v += 8;
+        } else if (!strncmp(v, "http://", 7)) {
+            tls = MH_LISTEN_TLS_OFF;
+            v += 7;
+        }
+        c->listen_tls[c->nlisten] = tls;
         c->listen[c->nlisten++] = xstrdup(v);
         return 0;
+    }
+    case T_TLS:
+        snprintf(err, errlen, "tls: set it in the script, or use --tls-cert and --tls-key");
+        return -1;
     }
     return -1;
 }
@@ -277,8 +314,11 @@ void mh_config_print_help(const char *argv0)
         case T_BYTES:
         case T_INT: snprintf(def, sizeof def, "%ld", *(const long *)field); break;
         case T_BOOL: snprintf(def, sizeof def, "%s", *(const bool *)field ? "on" : "off"); break;
-        case T_STRING: snprintf(def, sizeof def, "%s", *(char *const *)field); break;
+        case T_STRING:
+            snprintf(def, sizeof def, "%s", *(char *const *)field ? *(char *const *)field : "none");
+            break;
         case T_LISTEN: snprintf(def, sizeof def, ":8080"); break;
+        case T_TLS: snprintf(def, sizeof def, "none"); break;
         }
         printf("  %-28s %s (default %s)\n", flag, s->help, def);
     }
@@ -349,6 +389,81 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
     return 0;
 }
 
+/* Reads { cert = ..., key = ... } or a list of such tables at vidx into t. */
+static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what, char *err,
+                     size_t errlen)
+{
+    vidx = lua_absindex(L, vidx);
+    clear_certs(t);
+    if (lua_type(L, vidx) != LUA_TTABLE) {
+        snprintf(err, errlen, "%s: expected { cert = ..., key = ... } or a list of them", what);
+        return -1;
+    }
+    bool single = lua_getfield(L, vidx, "cert") != LUA_TNIL;
+    lua_pop(L, 1);
+    lua_Integer n = single ? 1 : luaL_len(L, vidx);
+    if (n < 1 || n > MH_MAX_CERTS) {
+        snprintf(err, errlen, "%s: expected 1 to %d certificates", what, MH_MAX_CERTS);
+        return -1;
+    }
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (single)
+            lua_pushvalue(L, vidx);
+        else
+            lua_rawgeti(L, vidx, i);
+        int ok = lua_type(L, -1) == LUA_TTABLE;
+        ok = ok && lua_getfield(L, -1, "cert") == LUA_TSTRING;
+        ok = ok && lua_getfield(L, -2, "key") == LUA_TSTRING;
+        if (ok) {
+            t->cert[t->n] = xstrdup(lua_tostring(L, -2));
+            t->key[t->n++] = xstrdup(lua_tostring(L, -1));
+        }
+        lua_settop(L, vidx);
+        if (!ok) {
+            snprintf(err, errlen, "%s[%lld]: expected { cert = \"file\", key = \"file\" }", what,
+                     (long long)i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A listen entry: "addr" or { addr = "addr", tls = true | false | certificates }. */
+static int lua_listen_entry(struct mh_config *c, const struct setting *s, lua_State *L, int vidx,
+                            lua_Integer i, char *err, size_t errlen)
+{
+    if (lua_type(L, vidx) == LUA_TSTRING)
+        return set_string_value(c, s, lua_tostring(L, vidx), err, errlen);
+    if (lua_type(L, vidx) != LUA_TTABLE || lua_getfield(L, vidx, "addr") != LUA_TSTRING) {
+        if (lua_type(L, vidx) == LUA_TTABLE)
+            lua_pop(L, 1);
+        snprintf(err, errlen, "listen[%lld]: expected a string or { addr = ..., tls = ... }",
+                 (long long)i);
+        return -1;
+    }
+    int rc = set_string_value(c, s, lua_tostring(L, -1), err, errlen);
+    lua_pop(L, 1);
+    if (rc < 0)
+        return rc;
+    size_t at = c->nlisten - 1;
+    int t = lua_getfield(L, vidx, "tls");
+    if (t == LUA_TBOOLEAN) {
+        c->listen_tls[at] = lua_toboolean(L, -1) ? MH_LISTEN_TLS_SHARED : MH_LISTEN_TLS_OFF;
+    } else if (t != LUA_TNIL) {
+        char what[32];
+        snprintf(what, sizeof what, "listen[%lld].tls", (long long)i);
+        if (!(c->listen_certs[at] = calloc(1, sizeof *c->listen_certs[at]))) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        } else {
+            rc = lua_certs(c->listen_certs[at], L, -1, what, err, errlen);
+            c->listen_tls[at] = MH_LISTEN_TLS_OWN;
+        }
+    }
+    lua_pop(L, 1);
+    return rc;
+}
+
 static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_State *L, int vidx,
                            char *err, size_t errlen)
 {
@@ -362,23 +477,25 @@ static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_Sta
         *(bool *)field = lua_toboolean(L, vidx);
         return 0;
     }
+    if (s->type == T_TLS)
+        return lua_certs(&c->tls, L, vidx, "tls", err, errlen);
     if (s->type == T_LISTEN) {
         clear_listen(c);
         if (t == LUA_TSTRING)
             return set_string_value(c, s, lua_tostring(L, vidx), err, errlen);
         if (t != LUA_TTABLE) {
-            snprintf(err, errlen, "listen: expected a string or a list of strings");
+            snprintf(err, errlen, "listen: expected a string or a list of entries");
             return -1;
         }
+        lua_getfield(L, vidx, "addr");
+        bool entry = !lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (entry) /* listen = { addr = ..., tls = ... } */
+            return lua_listen_entry(c, s, L, vidx, 1, err, errlen);
         lua_Integer n = luaL_len(L, vidx);
         for (lua_Integer i = 1; i <= n; i++) {
             lua_rawgeti(L, vidx, i);
-            if (lua_type(L, -1) != LUA_TSTRING) {
-                lua_pop(L, 1);
-                snprintf(err, errlen, "listen[%lld]: expected a string", (long long)i);
-                return -1;
-            }
-            int rc = set_string_value(c, s, lua_tostring(L, -1), err, errlen);
+            int rc = lua_listen_entry(c, s, L, lua_gettop(L), i, err, errlen);
             lua_pop(L, 1);
             if (rc < 0)
                 return rc;
@@ -458,7 +575,45 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
     }
     if (c->nlisten == 0 && c->mode != MH_MODE_RUN)
         c->listen[c->nlisten++] = xstrdup(":8080");
+    if (!c->tls_cert != !c->tls_key) {
+        snprintf(err, errlen, "--tls-cert and --tls-key go together");
+        return -1;
+    }
+    if (c->tls_cert) {
+        clear_certs(&c->tls);
+        c->tls.cert[0] = xstrdup(c->tls_cert);
+        c->tls.key[0] = xstrdup(c->tls_key);
+        c->tls.n = 1;
+    }
+    bool used = false;
+    for (size_t i = 0; i < c->nlisten; i++) {
+        if (c->listen_tls[i] == MH_LISTEN_TLS_SHARED && c->tls.n == 0) {
+            snprintf(err, errlen, "listen \"%s\": TLS asked for, but no tls certificates are set",
+                     c->listen[i]);
+            return -1;
+        }
+        used = used || mh_config_listen_tls(c, i) == &c->tls;
+    }
+    if (c->tls.n > 0 && !used && c->mode == MH_MODE_SERVE) {
+        snprintf(err, errlen, "tls: no listener uses the certificates (with several listeners, "
+                              "mark one { addr = ..., tls = true } or \"https://addr\")");
+        return -1;
+    }
     return 0;
+}
+
+const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i)
+{
+    switch (c->listen_tls[i]) {
+    case MH_LISTEN_TLS_OWN:
+        return c->listen_certs[i];
+    case MH_LISTEN_TLS_SHARED:
+        return &c->tls;
+    case MH_LISTEN_TLS_UNSAID:
+        return c->nlisten == 1 && c->tls.n > 0 ? &c->tls : NULL;
+    default:
+        return NULL;
+    }
 }
 
 int mh_config_workers(const struct mh_config *c)

@@ -12,6 +12,22 @@
 struct lua_State;
 
 #define MH_MAX_LISTEN 8
+#define MH_MAX_CERTS 8
+
+/* Certificates of a TLS endpoint: the first is the default, the others are chosen by SNI. */
+struct mh_tls_certs {
+    size_t n;
+    char *cert[MH_MAX_CERTS]; /* PEM file: the certificate, then its chain */
+    char *key[MH_MAX_CERTS];  /* PEM private key file */
+};
+
+/* How a listen entry asked for TLS (see mh_config_listen_tls). */
+enum mh_listen_tls {
+    MH_LISTEN_TLS_UNSAID, /* a plain address */
+    MH_LISTEN_TLS_OFF,    /* { addr = ..., tls = false } */
+    MH_LISTEN_TLS_SHARED, /* { addr = ..., tls = true } or "https://addr": the top-level tls */
+    MH_LISTEN_TLS_OWN,    /* { addr = ..., tls = {...} }: its own certificates */
+};
 
 enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
 
@@ -39,6 +55,10 @@ struct mh_config {
     char *metrics;            /* listen address of the metrics endpoint, or "off" */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
+    enum mh_listen_tls listen_tls[MH_MAX_LISTEN];
+    struct mh_tls_certs *listen_certs[MH_MAX_LISTEN]; /* for MH_LISTEN_TLS_OWN, owned */
+    struct mh_tls_certs tls; /* top-level tls = {...} (or --tls-cert/--tls-key) */
+    char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
 
     /* command line only */
     enum mh_run_mode mode;
@@ -71,6 +91,14 @@ int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char 
 
 /* Cross-field checks after everything is merged. 0 or -1 with err. */
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
+
+/*
+ * The certificates listener i serves with, or NULL for plain HTTP (after
+ * mh_config_validate). An entry marked for TLS uses its own or the top-level
+ * certificates; a plain address is TLS only when it is the only listener and
+ * top-level certificates are configured.
+ */
+const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i);
 
 /* Number of workers to run ("auto" = online CPUs). */
 int mh_config_workers(const struct mh_config *c);

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "tls.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -173,10 +174,18 @@ static void update_io(struct mh_conn *c)
     default:
         want_read = true;
     }
-    int ev = (want_read && !c->peer_closed ? EV_READ : 0) | (c->want_write ? EV_WRITE : 0);
+    /* A transport may need the other direction to make progress (TLS handshake). */
+    int ev = 0;
+    if (want_read && !c->peer_closed)
+        ev |= c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
+    if (c->want_write)
+        ev |= c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
+    struct ev_loop *loop = c->worker->loop;
+    /* Input the transport already holds produces no socket event. */
+    if ((ev & EV_READ) && mh_transport_pending(&c->tp))
+        ev_feed_event(loop, &c->io, EV_READ);
     if (ev == c->io_events)
         return;
-    struct ev_loop *loop = c->worker->loop;
     ev_io_stop(loop, &c->io);
     if (ev) {
         ev_io_set(&c->io, c->fd, ev);
@@ -200,7 +209,7 @@ void mh_conn_flush(struct mh_conn *c)
 {
     struct mh_worker *w = c->worker;
     while (!c->closed && c->out_sent < c->out.len) {
-        ssize_t n = send(c->fd, c->out.data + c->out_sent, c->out.len - c->out_sent, MSG_NOSIGNAL);
+        ssize_t n = mh_transport_write(&c->tp, c->out.data + c->out_sent, c->out.len - c->out_sent);
         if (n > 0) {
             c->out_sent += (size_t)n;
             continue;
@@ -226,7 +235,7 @@ void mh_conn_flush(struct mh_conn *c)
          * unread input would make the kernel send a reset that can destroy
          * the response before the client reads it.
          */
-        shutdown(c->fd, SHUT_WR);
+        mh_transport_shutdown(&c->tp);
         if (c->peer_closed) {
             mh_conn_close(c);
             return;
@@ -266,6 +275,15 @@ struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int f
     c->worker = w;
     c->fd = fd;
     c->state = MH_CONN_IDLE;
+    if (l && l->tls) {
+        if (mh_tls_accept(l->tls, &c->tp, fd) < 0) {
+            c->next = w->free_conns;
+            w->free_conns = c;
+            return NULL;
+        }
+    } else {
+        mh_transport_plain_init(&c->tp, fd);
+    }
     memcpy(&c->peer, peer, plen);
     c->peer_len = plen;
     mh_http_parser_init(c);
@@ -279,7 +297,6 @@ struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int f
     /* A new connection gets the header timeout: it owes us a request. */
     set_timeout(c, w->config->read_header_timeout);
     update_io(c);
-    (void)l;
     return c;
 }
 
@@ -291,7 +308,7 @@ void mh_conn_close(struct mh_conn *c)
     c->closed = true;
     ev_io_stop(w->loop, &c->io);
     ev_timer_stop(w->loop, &c->timer);
-    close(c->fd);
+    mh_transport_close(&c->tp);
     c->fd = -1;
     list_remove(c->on_idle_list ? &w->idle : &w->active, c);
     w->nconns--;
@@ -707,7 +724,7 @@ static void conn_read(struct mh_conn *c)
     }
     if (c->state == MH_CONN_LINGER)
         c->in.len = c->parse_pos = c->req_start = 0; /* discard */
-    ssize_t n = read(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len);
+    ssize_t n = mh_transport_read(&c->tp, c->in.data + c->in.len, c->in.cap - c->in.len);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
@@ -747,10 +764,12 @@ static void on_io(struct ev_loop *loop, ev_io *io, int revents)
 {
     struct mh_conn *c = io->data;
     (void)loop;
+    int read_ev = c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
+    int write_ev = c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
     mh_conn_ref(c);
-    if (revents & EV_WRITE)
+    if (c->want_write && (revents & write_ev))
         mh_conn_flush(c);
-    if (!c->closed && (revents & EV_READ))
+    if (!c->closed && (revents & read_ev))
         conn_read(c);
     mh_conn_unref(c);
 }

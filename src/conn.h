@@ -22,6 +22,7 @@
 #include "buf.h"
 #include "request.h"
 #include "response.h"
+#include "transport.h"
 
 struct mh_worker;
 struct mh_listener;
@@ -47,6 +48,7 @@ enum mh_body_state {
 struct mh_conn {
     struct mh_worker *worker;
     int fd;
+    struct mh_transport tp; /* all socket I/O goes through it: plain TCP or TLS */
     enum mh_conn_state state;
     ev_io io;
     ev_timer timer;

@@ -3,6 +3,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "tls.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -140,6 +141,9 @@ void mh_listener_close(struct mh_listener *l)
     if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
+    if (l->tls) /* open connections keep their TLS configuration */
+        mh_tls_server_unref(l->tls);
+    l->tls = NULL;
     free(l->addr);
     l->addr = NULL;
 }

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 struct mh_worker;
+struct mh_tls_server;
 
 struct mh_listener {
     int fd;
@@ -18,6 +19,7 @@ struct mh_listener {
     ev_io io;
     bool paused;
     struct mh_worker *worker;
+    struct mh_tls_server *tls; /* NULL: plain TCP; set by mh_tls_worker_init */
 };
 
 /*

@@ -19,6 +19,8 @@
 #define BACKOFF_MIN  0.1
 #define BACKOFF_MAX  10.0
 #define KILL_GRACE   5.0 /* after shutdown_timeout, before SIGKILL */
+/* A worker that cannot set up (bad certificate, ...) exits with this (EX_CONFIG). */
+#define EXIT_SETUP_FAILED 78
 
 struct child {
     pid_t pid;
@@ -46,6 +48,7 @@ struct master {
     ev_timer restart_timer, kill_timer;
     double backoff;
     bool stopping;
+    bool failed; /* no worker could start: the master exits 1 */
 };
 
 static void child_main(struct master *m) __attribute__((noreturn));
@@ -71,7 +74,7 @@ static void child_main(struct master *m)
     mh_gen_reseed(m->gen);
     if (mh_worker_init_inherited(&w, loop, m->config, m->gen, m->fds, err, sizeof err) < 0) {
         mh_log(MH_LOG_ERROR, "worker: %s", err);
-        _exit(1);
+        _exit(EXIT_SETUP_FAILED);
     }
     mh_gen_unref(m->gen); /* the worker holds this process's copy now */
     m->gen = NULL;
@@ -193,6 +196,8 @@ static void describe_exit(int status, char *buf, size_t len)
         snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
 }
 
+static void on_stop(struct ev_loop *loop, ev_signal *s, int revents);
+
 static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
 {
     struct master *m = w->data;
@@ -213,6 +218,19 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
     }
     if (dead.retiring) {
         mh_log(MH_LOG_INFO, "old worker %d stopped (%s)", (int)dead.pid, how);
+        return;
+    }
+    bool any_ready = false;
+    for (size_t i = 0; i < m->nchildren; i++)
+        any_ready = any_ready || m->children[i].ready;
+    if (!dead.ready && !any_ready && WIFEXITED(w->rstatus) &&
+        WEXITSTATUS(w->rstatus) == EXIT_SETUP_FAILED) {
+        /* Nothing serves and workers cannot even start: retrying cannot help. */
+        mh_log(MH_LOG_ERROR, "workers cannot start (see above); stopping");
+        m->failed = true;
+        on_stop(loop, &m->sigterm, 0);
+        if (m->nchildren == 0)
+            ev_break(loop, EVBREAK_ALL);
         return;
     }
     ev_tstamp lived = ev_time() - dead.started;
@@ -356,7 +374,7 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     mh_log(MH_LOG_INFO, "master %d: starting %d workers", (int)getpid(), nworkers);
     fill_workers(&m);
     ev_run(loop, 0);
-    rc = 0;
+    rc = m.failed ? 1 : 0;
     ev_io_stop(loop, &m.ready_io);
     ev_child_stop(loop, &m.child_watcher);
     ev_timer_stop(loop, &m.kill_timer);

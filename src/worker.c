@@ -6,6 +6,7 @@
 #include "log.h"
 #include "lua_vm.h"
 #include "metrics.h"
+#include "tls.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -184,6 +185,10 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     mh_gen_unref(old);
     st->reloads++;
     st->last_failed = false;
+    /* Certificates are read again too; open connections keep the ones they started with. */
+    if (mh_tls_worker_reload(w, err, sizeof err) < 0)
+        mh_log(MH_LOG_ERROR, "reload (%s): certificates not reloaded, the previous ones stay: %s",
+               why, err);
     mh_log(MH_LOG_INFO, "reloaded (%s) in %.1f ms: %zu routes", why, (ev_time() - t0) * 1000,
            mh_router_size(g->router));
     return 0;
@@ -285,12 +290,12 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     for (size_t i = 0; !fds && i < config->nlisten; i++) {
         if (mh_listener_open(&w->listeners[i], config->listen[i], (int)config->backlog, err,
                              errlen)) {
-            for (size_t j = 0; j < i; j++)
-                mh_listener_close(&w->listeners[j]);
-            return -1;
+            goto fail;
         }
         w->nlisteners++;
     }
+    if (mh_tls_worker_init(w, err, errlen) < 0)
+        goto fail;
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_start(&w->listeners[i], w);
     ev_prepare_init(&w->prepare, on_prepare);
@@ -321,6 +326,15 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->inherited = fds != NULL;
     w->reload_stats = &w->_own_reload_stats;
     return 0;
+fail:
+    for (size_t i = 0; i < w->nlisteners; i++)
+        mh_listener_close(&w->listeners[i]);
+    if (w->reserve_fd >= 0)
+        close(w->reserve_fd);
+    mh_buf_pool_destroy(&w->bufs);
+    gen->worker = NULL;
+    mh_gen_unref(gen); /* the caller still holds its own reference */
+    return -1;
 }
 
 int mh_worker_init(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,

@@ -1,0 +1,297 @@
+-- HTTPS: certificates made here with the openssl CLI, clients are curl,
+-- openssl s_client and raw sockets for the bad input.
+local H = require "helper"
+local socket = require "socket"
+
+local q = H.shell_quote
+
+local function sh(cmd)
+  local out = H.tmpname(".sh")
+  local ok = os.execute(cmd .. " >" .. out .. " 2>&1")
+  local text = H.read_file(out) or ""
+  os.remove(out)
+  return text, ok == true
+end
+
+local dir
+local function path(name) return dir .. "/" .. name end
+
+-- A CA and leaf certificates signed by it: a.test (SAN a.test, localhost)
+-- and b.test (SAN b.test, *.b.test).
+local function make_certs()
+  dir = H.tmpname("-tls")
+  assert(os.execute("mkdir -p " .. q(dir)))
+  local function run(cmd)
+    local out, ok = sh(cmd)
+    assert(ok, cmd .. "\n" .. out)
+  end
+  local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+  run(string.format("openssl req -x509 %s -keyout %s -out %s -days 2 -subj /CN=moonhttp-test-ca",
+    ec, q(path("ca.key")), q(path("ca.pem"))))
+  local leaves = { a = "DNS:a.test,DNS:localhost", b = "DNS:b.test,DNS:*.b.test" }
+  for name, san in pairs(leaves) do
+    H.write_file(path(name .. ".ext"), "subjectAltName=" .. san .. "\n")
+    run(string.format("openssl req %s -keyout %s -out %s -subj /CN=%s.test", ec,
+      q(path(name .. ".key")), q(path(name .. ".csr")), name))
+    run(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -CAcreateserial -out %s -days 2 -extfile %s",
+      q(path(name .. ".csr")), q(path("ca.pem")), q(path("ca.key")), q(path(name .. ".pem")),
+      q(path(name .. ".ext"))))
+  end
+end
+
+local APP = [[
+local http = require "moonhttp"
+http.server{ read_header_timeout = 1, tls = {
+  { cert = %q, key = %q },
+  { cert = %q, key = %q },
+} }
+http.handle("GET /hello", function(req, res) res:write("hello tls") end)
+http.handle("GET /big", function(req, res) res:write(string.rep("0123456789", 30000)) end)
+http.handle("POST /echo", function(req, res) res:write(req:body()) end)
+http.handle("GET /slow", function(req, res) http.sleep(0.1); res:write("slow") end)
+]]
+
+local function ports(srv)
+  local list = {}
+  for p in srv:logtext():gmatch("listening on [^\n]* %(port (%d+)%)") do list[#list + 1] = tonumber(p) end
+  return list
+end
+
+local function curl(port, args)
+  return sh(string.format("curl -sS --max-time 10 --cacert %s %s", q(path("ca.pem")),
+    args:gsub("PORT", tostring(port))))
+end
+
+local function s_client(port, args, input)
+  local inp = H.write_file(H.tmpname(".in"), input or "")
+  local out, ok = sh(string.format("timeout 10 openssl s_client -connect 127.0.0.1:%d -CAfile %s %s <%s",
+    port, q(path("ca.pem")), args or "", q(inp)))
+  os.remove(inp)
+  return out, ok
+end
+
+local function wait_log(srv, pattern, timeout)
+  local deadline = H.now() + (timeout or 3)
+  repeat
+    if srv:logtext():find(pattern) then return true end
+    H.sleep(0.02)
+  until H.now() > deadline
+  return false
+end
+
+describe("https", function()
+  local srv
+  setup(function()
+    make_certs()
+    srv = H.start(H.script(string.format(APP, path("a.pem"), path("a.key"), path("b.pem"),
+      path("b.key"))), { flags = { "--log-level", "debug" } })
+  end)
+  teardown(function()
+    srv:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  it("serves curl over TLS 1.2 with ALPN http/1.1", function()
+    local out, ok = curl(srv.port, "-v https://localhost:PORT/hello")
+    assert(ok, out)
+    assert.truthy(out:find("hello tls", 1, true))
+    assert.truthy(out:find("TLSv1.2 / ECDHE-ECDSA-", 1, true), out)
+    assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
+  end)
+
+  it("keeps a TLS connection alive across requests", function()
+    local out, ok = curl(srv.port, "-v https://localhost:PORT/hello https://localhost:PORT/hello")
+    assert(ok, out)
+    assert.equal(2, select(2, out:gsub("hello tls", "")))
+    assert.truthy(out:find("Re%-using existing connection"), out)
+  end)
+
+  it("answers pipelined requests over TLS in order", function()
+    local req = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n" ..
+        "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" ..
+        "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    local out = s_client(srv.port, "-quiet -ign_eof", req)
+    local a, b, c = out:find("slow", 1, true), out:find("\r\n\r\nhello", 1, true), out:find("hello tls", 1, true)
+    assert.truthy(a and b and c, out)
+    assert.truthy(a < b and b < c, out)
+    assert.equal(3, select(2, out:gsub("HTTP/1.1 200 OK", "")))
+  end)
+
+  it("moves large bodies both ways (many records, buffered plaintext)", function()
+    local body = H.write_file(H.tmpname(".bin"), string.rep("abcdefghijklmnopqrstuvwxyz\n", 30000))
+    local out, ok = curl(srv.port, "-o /dev/null -w '%{size_download}' --data-binary @" .. q(body) ..
+      " https://localhost:PORT/echo")
+    assert(ok, out)
+    assert.equal(tostring(27 * 30000), out)
+    out, ok = curl(srv.port, "-o /dev/null -o /dev/null -w '%{size_download}' https://localhost:PORT/big https://localhost:PORT/big")
+    assert(ok, out)
+    assert.equal("300000300000", out)
+    os.remove(body)
+  end)
+
+  it("chooses the certificate by SNI (SAN, wildcard, CN), else the first", function()
+    local cases = { ["a.test"] = "a.test", ["b.test"] = "b.test", ["x.b.test"] = "b.test",
+      ["y.x.b.test"] = "a.test", ["other.example"] = "a.test" }
+    for name, cn in pairs(cases) do
+      local out = s_client(srv.port, "-servername " .. name)
+      assert.truthy(out:find("subject=CN = " .. cn, 1, true), name .. ": " .. out)
+    end
+    local out = s_client(srv.port, "-noservername")
+    assert.truthy(out:find("subject=CN = a.test", 1, true), out)
+    assert.truthy(out:find("Verify return code: 0 (ok)", 1, true), out)
+  end)
+
+  it("resumes sessions with tickets", function()
+    local sess = H.tmpname(".sess")
+    local out = s_client(srv.port, "-sess_out " .. q(sess))
+    assert.truthy(out:find("\nNew, TLSv1.2", 1, true), out)
+    out = s_client(srv.port, "-sess_in " .. q(sess))
+    assert.truthy(out:find("\nReused, TLSv1.2", 1, true), out)
+    os.remove(sess)
+  end)
+
+  it("refuses TLS 1.3, TLS 1.1 and non-ECDHE/non-AEAD suites", function()
+    for _, args in ipairs({ "-tls1_3", "-tls1_1", "-tls1_2 -cipher AES128-GCM-SHA256",
+      "-tls1_2 -cipher ECDHE-ECDSA-AES128-SHA" }) do
+      local out = s_client(srv.port, args)
+      assert.falsy(out:find("Cipher is ECDHE", 1, true), args .. ": " .. out)
+    end
+    assert.equal("hello tls", (curl(srv.port, "https://localhost:PORT/hello")))
+  end)
+
+  it("closes on plain HTTP sent to the TLS port, with a log line", function()
+    local c = srv:connect()
+    assert(c:send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"))
+    assert.is_true(c:closed_by_peer(2))
+    assert.falsy(c.buf:find("HTTP/1.1", 1, true))
+    c:close()
+    assert.is_true(wait_log(srv, "plain HTTP sent to a TLS port"))
+  end)
+
+  it("closes on garbage", function()
+    local c = srv:connect()
+    local junk = {}
+    for i = 1, 512 do junk[i] = string.char(math.random(0, 255)) end
+    junk[1] = "\22" -- a handshake record type, so the garbage reaches the parser
+    c:send(table.concat(junk))
+    assert.is_true(c:closed_by_peer(2))
+    c:close()
+    assert.is_true(wait_log(srv, "TLS handshake failed"))
+  end)
+
+  it("closes truncated handshakes: peer gone, and peer stalled (header timeout)", function()
+    local hello = "\22\3\1\0\200\1\0\0\196\3\3" .. string.rep("\1", 32)
+    local c = srv:connect()
+    c:send(hello)
+    c:close()
+    assert.is_true(wait_log(srv, "TLS handshake truncated"))
+    c = srv:connect()
+    c:send(hello)
+    local t0 = H.now()
+    assert.is_true(c:closed_by_peer(4))
+    assert.is_true(H.now() - t0 < 3)
+    c:close()
+    assert.is_true(wait_log(srv, "closed before the TLS handshake completed"))
+  end)
+
+  it("refuses renegotiation without harm", function()
+    local out = s_client(srv.port, "", "R\n")
+    assert.truthy(out:find("RENEGOTIATING", 1, true), out)
+    assert.is_true(srv:alive())
+    assert.equal("hello tls", (curl(srv.port, "https://localhost:PORT/hello")))
+  end)
+end)
+
+describe("https next to http", function()
+  setup(make_certs)
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  it("serves HTTP and HTTPS listeners side by side (--listen https://)", function()
+    local srv = H.start(H.script(string.format(APP, path("a.pem"), path("a.key"), path("b.pem"),
+      path("b.key"))), { flags = { "--listen", "https://127.0.0.1:0" } })
+    local p = ports(srv)
+    assert.equal(2, #p)
+    local res = assert(H.request(p[1], "GET", "/hello"))
+    assert.equal("hello tls", res.body)
+    local out, ok = curl(p[2], "https://localhost:PORT/hello")
+    assert(ok, out)
+    assert.equal("hello tls", out)
+    srv:stop()
+  end)
+
+  it("takes listen entries with their own certificates from the script", function()
+    local srv = H.start(H.script(string.format([[
+      local http = require "moonhttp"
+      http.server{ listen = { "127.0.0.1:0", { addr = "127.0.0.1:0", tls = { cert = %q, key = %q } } } }
+      http.handle("GET /hello", function(req, res) res:write("hi") end)
+    ]], path("b.pem"), path("b.key"))), { no_listen = true })
+    local p = ports(srv)
+    assert.equal(2, #p)
+    assert.equal("hi", assert(H.request(p[1], "GET", "/hello")).body)
+    local out = s_client(p[2], "-servername a.test")
+    assert.truthy(out:find("subject=CN = b.test", 1, true), out)
+    srv:stop()
+  end)
+
+  it("reports configuration errors", function()
+    local app = H.script('require("moonhttp").handle("GET /", function() end)')
+    local code, out = H.run({ "--tls-cert", path("a.pem"), app })
+    assert.equal(1, code)
+    assert.truthy(out:find("--tls-cert and --tls-key go together", 1, true), out)
+    code, out = H.run({ "--listen", "127.0.0.1:0", "--tls-cert", path("a.pem"), "--tls-key", path("b.key"), app })
+    assert.equal(1, code)
+    assert.truthy(out:find("does not match", 1, true), out)
+    code, out = H.run({ "--listen", "127.0.0.1:0", "--tls-cert", path("nope.pem"), "--tls-key", path("a.key"), app })
+    assert.equal(1, code)
+    assert.truthy(out:find("nope.pem", 1, true), out)
+    code, out = H.run({ "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--tls-cert", path("a.pem"),
+      "--tls-key", path("a.key"), app })
+    assert.equal(1, code)
+    assert.truthy(out:find("no listener uses the certificates", 1, true), out)
+    code, out = H.run({ "--listen", "https://127.0.0.1:0", app })
+    assert.equal(1, code)
+    assert.truthy(out:find("no tls certificates", 1, true), out)
+  end)
+end)
+
+describe("certificate reload", function()
+  setup(make_certs)
+  teardown(function() os.execute("rm -rf " .. q(dir)) end)
+
+  local function subject(port)
+    local out = s_client(port, "-servername a.test", "")
+    return out:match("subject=[^\n]*CN%s*=%s*([%w%.%-]+)")
+  end
+
+  it("serves new certificates after SIGHUP, without dropping open connections", function()
+    local function cp(from, to) assert(os.execute("cp " .. q(path(from)) .. " " .. q(path(to)))) end
+    cp("a.pem", "live.pem")
+    cp("a.key", "live.key")
+    local app = H.script('local http = require "moonhttp"\n'
+      .. 'http.handle("GET /hello", function(req, res) res:write("hello") end)\n')
+    local srv = H.start(app, { no_listen = true, flags = { "--listen", "https://127.0.0.1:0",
+      "--tls-cert", path("live.pem"), "--tls-key", path("live.key") } })
+    local port = ports(srv)[1]
+    assert.equal("a.test", subject(port))
+    -- a keep-alive connection opened before the reload keeps working after it
+    local inp = H.tmpname(".fifo")
+    local out = H.tmpname(".out")
+    assert(os.execute("mkfifo " .. q(inp)))
+    local client = io.popen(string.format(
+      "(printf 'GET /hello HTTP/1.1\\r\\nHost: a.test\\r\\n\\r\\n'; sleep 1; printf 'GET /hello HTTP/1.1\\r\\nHost: a.test\\r\\nConnection: close\\r\\n\\r\\n'; sleep 1) | "
+      .. "timeout 10 openssl s_client -quiet -connect 127.0.0.1:%d -CAfile %s -servername a.test >%s 2>&1",
+      port, q(path("ca.pem")), q(out)))
+    H.sleep(0.5)
+    cp("b.pem", "live.pem")
+    cp("b.key", "live.key")
+    srv:signal("HUP")
+    assert.truthy(wait_log(srv, "reloaded", 3), srv:logtext())
+    client:close()
+    local text = H.read_file(out) or ""
+    local _, n = text:gsub("HTTP/1.1 200 OK", "")
+    assert.equal(2, n, text)
+    assert.equal("b.test", subject(port))
+    os.remove(inp)
+    srv:stop()
+  end)
+end)

@@ -1,0 +1,618 @@
+#include "tls.h"
+
+#include "log.h"
+#include "worker.h"
+
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
+#include <mbedtls/x509_crt.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* Ticket keys rotate this often; a ticket stays valid for up to twice as long. */
+#define TICKET_LIFETIME 3600
+/* Reset SSL contexts kept per configuration (each holds ~34 KiB of record buffers). */
+#define POOL_MAX 128
+/* Small reads from the socket go through this buffer: one recv(2) instead of two per record. */
+#define READ_AHEAD 4096
+
+static const int ciphersuites[] = {
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    0,
+};
+
+static const char *alpn_protocols[] = {"http/1.1", NULL};
+
+/*
+ * ECDHE groups in our order of preference (mbedTLS picks by the server's
+ * list). Its default would put secp521r1 first: several times the cost of
+ * a 256-bit group for every full handshake.
+ */
+static const mbedtls_ecp_group_id ecdhe_groups[] = {
+    MBEDTLS_ECP_DP_CURVE25519,
+    MBEDTLS_ECP_DP_SECP256R1,
+    MBEDTLS_ECP_DP_SECP384R1,
+    MBEDTLS_ECP_DP_NONE,
+};
+
+struct tls_cert {
+    mbedtls_x509_crt crt;
+    mbedtls_pk_context key;
+};
+
+struct tls_session;
+
+/* Everything a handshake needs, shared by the connections started with it. */
+struct tls_conf {
+    unsigned refs; /* the server's (while current) + one per session */
+    bool retired;  /* replaced by a reload or its server is gone: do not pool */
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_ssl_config ssl;
+    mbedtls_ssl_ticket_context ticket;
+    size_t ncerts;
+    struct tls_cert certs[MH_MAX_CERTS];
+    struct tls_session *pool;
+    size_t npool;
+};
+
+struct mh_tls_server {
+    unsigned refs;
+    struct tls_conf *conf; /* what new connections get */
+};
+
+struct tls_session {
+    mbedtls_ssl_context ssl;
+    struct tls_conf *conf;
+    struct tls_session *next_free;
+    int fd;
+    int sys_errno;        /* errno of a failed send/recv, for the caller */
+    size_t write_pending; /* length of a record mbedTLS built but could not send yet */
+    bool handshake_done;
+    bool shut;
+    bool failed; /* a protocol error was logged */
+    unsigned long bytes_in;
+    unsigned char first_byte;
+    size_t ra_off, ra_len;
+    unsigned char ra[READ_AHEAD];
+};
+
+/* ---- configurations ------------------------------------------------------ */
+
+static void session_free(struct tls_session *s)
+{
+    mbedtls_ssl_free(&s->ssl);
+    free(s);
+}
+
+static void conf_free(struct tls_conf *c)
+{
+    while (c->pool) {
+        struct tls_session *s = c->pool;
+        c->pool = s->next_free;
+        session_free(s);
+    }
+    for (size_t i = 0; i < c->ncerts; i++) {
+        mbedtls_x509_crt_free(&c->certs[i].crt);
+        mbedtls_pk_free(&c->certs[i].key);
+    }
+    mbedtls_ssl_ticket_free(&c->ticket);
+    mbedtls_ssl_config_free(&c->ssl);
+    mbedtls_ctr_drbg_free(&c->drbg);
+    mbedtls_entropy_free(&c->entropy);
+    free(c);
+}
+
+static void conf_unref(struct tls_conf *c)
+{
+    if (--c->refs == 0)
+        conf_free(c);
+}
+
+static void conf_retire(struct tls_conf *c)
+{
+    c->retired = true;
+    while (c->pool) { /* idle contexts are of no use any more */
+        struct tls_session *s = c->pool;
+        c->pool = s->next_free;
+        session_free(s);
+    }
+    c->npool = 0;
+    conf_unref(c);
+}
+
+static void tls_error(char *err, size_t errlen, int ret, const char *what, const char *file)
+{
+    char msg[128];
+    mbedtls_strerror(ret, msg, sizeof msg);
+    snprintf(err, errlen, "tls: %s %s: %s", what, file, msg);
+}
+
+/* Case-insensitive DNS name match; "*.example.com" matches exactly one leftmost label. */
+static bool name_matches(const unsigned char *pat, size_t plen, const unsigned char *name,
+                         size_t nlen)
+{
+    if (plen > 2 && pat[0] == '*' && pat[1] == '.') {
+        const unsigned char *dot = memchr(name, '.', nlen);
+        if (!dot || dot == name)
+            return false;
+        size_t rest = nlen - (size_t)(dot - name);
+        return rest == plen - 1 && strncasecmp((const char *)dot, (const char *)pat + 1, rest) == 0;
+    }
+    return plen == nlen && strncasecmp((const char *)pat, (const char *)name, nlen) == 0;
+}
+
+static bool cert_matches(const mbedtls_x509_crt *crt, const unsigned char *name, size_t len)
+{
+    for (const mbedtls_x509_sequence *san = &crt->subject_alt_names; san && san->buf.p;
+         san = san->next) {
+        if (san->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_DNS_NAME) &&
+            name_matches(san->buf.p, san->buf.len, name, len))
+            return true;
+    }
+    for (const mbedtls_x509_name *n = &crt->subject; n; n = n->next) {
+        if (n->oid.p && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0 &&
+            name_matches(n->val.p, n->val.len, name, len))
+            return true;
+    }
+    return false;
+}
+
+/* SNI: the first certificate whose names match; none matching keeps the default. */
+static int on_sni(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, size_t len)
+{
+    struct tls_conf *c = p;
+    for (size_t i = 0; i < c->ncerts; i++) {
+        if (cert_matches(&c->certs[i].crt, name, len))
+            return i == 0 ? 0
+                          : mbedtls_ssl_set_hs_own_cert(ssl, &c->certs[i].crt, &c->certs[i].key);
+    }
+    return 0;
+}
+
+static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, size_t errlen)
+{
+    struct tls_conf *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "tls: out of memory");
+        return NULL;
+    }
+    c->refs = 1;
+    mbedtls_entropy_init(&c->entropy);
+    mbedtls_ctr_drbg_init(&c->drbg);
+    mbedtls_ssl_config_init(&c->ssl);
+    mbedtls_ssl_ticket_init(&c->ticket);
+    static const char pers[] = "moonhttp tls";
+    int ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
+                                    (const unsigned char *)pers, sizeof pers - 1);
+    if (ret) {
+        tls_error(err, errlen, ret, "seeding", "the random generator");
+        goto fail;
+    }
+    for (size_t i = 0; i < certs->n; i++) {
+        struct tls_cert *tc = &c->certs[i];
+        mbedtls_x509_crt_init(&tc->crt);
+        mbedtls_pk_init(&tc->key);
+        c->ncerts++;
+        if ((ret = mbedtls_x509_crt_parse_file(&tc->crt, certs->cert[i]))) {
+            tls_error(err, errlen, ret, "certificate", certs->cert[i]);
+            goto fail;
+        }
+        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL))) {
+            tls_error(err, errlen, ret, "key", certs->key[i]);
+            goto fail;
+        }
+        if ((ret = mbedtls_pk_check_pair(&tc->crt.pk, &tc->key))) {
+            snprintf(err, errlen, "tls: key %s does not match certificate %s", certs->key[i],
+                     certs->cert[i]);
+            goto fail;
+        }
+    }
+    mbedtls_ssl_config *conf = &c->ssl;
+    if ((ret =
+             mbedtls_ssl_config_defaults(conf, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                         MBEDTLS_SSL_PRESET_DEFAULT))) {
+        tls_error(err, errlen, ret, "setting up", "the configuration");
+        goto fail;
+    }
+    mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &c->drbg);
+    mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
+    mbedtls_ssl_conf_curves(conf, ecdhe_groups);
+    mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    mbedtls_ssl_conf_alpn_protocols(conf, alpn_protocols);
+    mbedtls_ssl_conf_sni(conf, on_sni, c);
+    if ((ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
+        tls_error(err, errlen, ret, "certificate", certs->cert[0]);
+        goto fail;
+    }
+    if ((ret = mbedtls_ssl_ticket_setup(&c->ticket, mbedtls_ctr_drbg_random, &c->drbg,
+                                        MBEDTLS_CIPHER_AES_256_GCM, TICKET_LIFETIME))) {
+        tls_error(err, errlen, ret, "setting up", "session tickets");
+        goto fail;
+    }
+    mbedtls_ssl_conf_session_tickets_cb(conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
+                                        &c->ticket);
+    return c;
+fail:
+    conf_free(c);
+    return NULL;
+}
+
+/* ---- servers ------------------------------------------------------------- */
+
+struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err, size_t errlen)
+{
+    if (certs->n == 0) {
+        snprintf(err, errlen, "tls: no certificates");
+        return NULL;
+    }
+    struct mh_tls_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "tls: out of memory");
+        return NULL;
+    }
+    if (!(s->conf = conf_new(certs, err, errlen))) {
+        free(s);
+        return NULL;
+    }
+    s->refs = 1;
+    return s;
+}
+
+void mh_tls_server_ref(struct mh_tls_server *s)
+{
+    s->refs++;
+}
+
+void mh_tls_server_unref(struct mh_tls_server *s)
+{
+    if (--s->refs)
+        return;
+    conf_retire(s->conf);
+    free(s);
+}
+
+int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, char *err,
+                  size_t errlen)
+{
+    struct tls_conf *c = certs->n ? conf_new(certs, err, errlen) : NULL;
+    if (!c) {
+        if (!certs->n)
+            snprintf(err, errlen, "tls: no certificates");
+        return -1;
+    }
+    conf_retire(s->conf);
+    s->conf = c;
+    return 0;
+}
+
+const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len)
+{
+    buf[0] = 0;
+    for (const mbedtls_x509_name *n = &s->conf->certs[0].crt.subject; n; n = n->next) {
+        if (n->oid.p && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
+            snprintf(buf, len, "%.*s", (int)n->val.len, (const char *)n->val.p);
+            break;
+        }
+    }
+    return buf;
+}
+
+/* ---- the socket under mbedTLS -------------------------------------------- */
+
+static int bio_send(void *ctx, const unsigned char *buf, size_t len)
+{
+    struct tls_session *s = ctx;
+    for (;;) {
+        ssize_t n = send(s->fd, buf, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return (int)n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return MBEDTLS_ERR_SSL_WANT_WRITE;
+        s->sys_errno = errno;
+        return errno == EPIPE || errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET
+                                                     : MBEDTLS_ERR_NET_SEND_FAILED;
+    }
+}
+
+/*
+ * mbedTLS asks for a record header, then its body: two reads per record.
+ * Reading ahead into a small buffer makes that one recv(2) for the small
+ * records that requests mostly are; large reads go straight to mbedTLS.
+ */
+static int bio_recv(void *ctx, unsigned char *buf, size_t len)
+{
+    struct tls_session *s = ctx;
+    if (s->ra_off < s->ra_len) {
+        size_t n = s->ra_len - s->ra_off < len ? s->ra_len - s->ra_off : len;
+        memcpy(buf, s->ra + s->ra_off, n);
+        s->ra_off += n;
+        return (int)n;
+    }
+    bool ahead = len < sizeof s->ra;
+    for (;;) {
+        ssize_t n = recv(s->fd, ahead ? s->ra : buf, ahead ? sizeof s->ra : len, 0);
+        if (n > 0) {
+            if (s->bytes_in == 0)
+                s->first_byte = ahead ? s->ra[0] : buf[0];
+            s->bytes_in += (size_t)n;
+            if (!ahead)
+                return (int)n;
+            s->ra_len = (size_t)n;
+            s->ra_off = 0;
+            return bio_recv(ctx, buf, len);
+        }
+        if (n == 0)
+            return 0; /* mbedTLS: MBEDTLS_ERR_SSL_CONN_EOF */
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return MBEDTLS_ERR_SSL_WANT_READ;
+        s->sys_errno = errno;
+        return errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET : MBEDTLS_ERR_NET_RECV_FAILED;
+    }
+}
+
+/* ---- the transport ------------------------------------------------------- */
+
+/*
+ * Maps an mbedTLS result to the transport contract: -1 with errno, or 0 for
+ * end of input. Protocol failures are logged once, at debug level: they are
+ * what scanners, plain-HTTP clients and broken peers produce all day.
+ */
+static ssize_t tls_result(struct mh_transport *t, struct tls_session *s, int ret, bool reading)
+{
+    switch (ret) {
+    case MBEDTLS_ERR_SSL_WANT_READ:
+        if (!reading)
+            t->wants |= MH_TRANSPORT_WRITE_WANTS_READ;
+        errno = EAGAIN;
+        return -1;
+    case MBEDTLS_ERR_SSL_WANT_WRITE:
+        if (reading)
+            t->wants |= MH_TRANSPORT_READ_WANTS_WRITE;
+        errno = EAGAIN;
+        return -1;
+    case MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY:
+    case MBEDTLS_ERR_SSL_CONN_EOF:
+    case 0:
+        if (!s->handshake_done && !s->failed && s->bytes_in > 0) {
+            mh_log(MH_LOG_DEBUG, "fd %d: TLS handshake truncated: peer closed", s->fd);
+            s->failed = true;
+        }
+        if (reading)
+            return 0;
+        errno = EPIPE;
+        return -1;
+    case MBEDTLS_ERR_NET_CONN_RESET:
+    case MBEDTLS_ERR_NET_SEND_FAILED:
+    case MBEDTLS_ERR_NET_RECV_FAILED:
+        errno = s->sys_errno ? s->sys_errno : ECONNRESET;
+        return -1;
+    default:
+        if (!s->failed) {
+            char msg[128];
+            mbedtls_strerror(ret, msg, sizeof msg);
+            bool plain = !s->handshake_done && s->first_byte >= 'A' && s->first_byte <= 'Z';
+            mh_log(MH_LOG_DEBUG, "fd %d: TLS %s failed: %s%s", s->fd,
+                   s->handshake_done ? "record" : "handshake", msg,
+                   plain ? " (plain HTTP sent to a TLS port?)" : "");
+            s->failed = true;
+        }
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+/* Drives the handshake; 0 when it is over, else an mbedTLS result. */
+static int handshake(struct tls_session *s)
+{
+    int ret = mbedtls_ssl_handshake(&s->ssl);
+    if (ret == 0) {
+        s->handshake_done = true;
+        if (mh_log_enabled(MH_LOG_DEBUG))
+            mh_log(MH_LOG_DEBUG, "fd %d: TLS handshake done: %s", s->fd,
+                   mbedtls_ssl_get_ciphersuite(&s->ssl));
+    }
+    return ret;
+}
+
+static ssize_t tls_read(struct mh_transport *t, void *buf, size_t len)
+{
+    struct tls_session *s = t->_impl;
+    t->wants &= ~MH_TRANSPORT_READ_WANTS_WRITE;
+    if (!s->handshake_done) {
+        int ret = handshake(s);
+        if (ret)
+            return tls_result(t, s, ret, true);
+    }
+    int ret = mbedtls_ssl_read(&s->ssl, buf, len);
+    return ret > 0 ? ret : tls_result(t, s, ret, true);
+}
+
+/*
+ * After WANT_WRITE, mbedTLS holds the encrypted record and on the next call
+ * only flushes it, returning the length it is given: so that call must
+ * name exactly the bytes of that record, not whatever the caller has now.
+ */
+static ssize_t tls_write(struct mh_transport *t, const void *buf, size_t len)
+{
+    struct tls_session *s = t->_impl;
+    t->wants &= ~MH_TRANSPORT_WRITE_WANTS_READ;
+    if (!s->handshake_done) {
+        int ret = handshake(s);
+        if (ret)
+            return tls_result(t, s, ret, false);
+    }
+    if (s->write_pending && len > s->write_pending)
+        len = s->write_pending;
+    int ret = mbedtls_ssl_write(&s->ssl, buf, len);
+    if (ret >= 0) {
+        s->write_pending = 0;
+        return ret;
+    }
+    if (ret == MBEDTLS_ERR_SSL_WANT_WRITE && !s->write_pending) {
+        int max = mbedtls_ssl_get_max_out_record_payload(&s->ssl);
+        s->write_pending = max > 0 && (size_t)max < len ? (size_t)max : len;
+    }
+    return tls_result(t, s, ret, false);
+}
+
+static void tls_shutdown(struct mh_transport *t)
+{
+    struct tls_session *s = t->_impl;
+    if (s->shut)
+        return;
+    s->shut = true;
+    /* Best effort: if the alert does not fit in the socket now, the peer sees a plain FIN. */
+    if (s->handshake_done && !s->failed)
+        mbedtls_ssl_close_notify(&s->ssl);
+    shutdown(s->fd, SHUT_WR);
+}
+
+static void tls_close(struct mh_transport *t)
+{
+    struct tls_session *s = t->_impl;
+    struct tls_conf *c = s->conf;
+    if (!s->handshake_done && !s->failed && s->bytes_in > 0)
+        mh_log(MH_LOG_DEBUG, "fd %d: closed before the TLS handshake completed", s->fd);
+    close(s->fd);
+    t->fd = -1;
+    t->_impl = NULL;
+    if (!c->retired && c->npool < POOL_MAX && mbedtls_ssl_session_reset(&s->ssl) == 0) {
+        s->next_free = c->pool;
+        c->pool = s;
+        c->npool++;
+    } else {
+        session_free(s);
+    }
+    conf_unref(c);
+}
+
+static bool tls_pending(const struct mh_transport *t)
+{
+    const struct tls_session *s = t->_impl;
+    return s->ra_off < s->ra_len || mbedtls_ssl_get_bytes_avail(&s->ssl) > 0 ||
+           mbedtls_ssl_check_pending(&s->ssl);
+}
+
+static const struct mh_transport_ops tls_ops = {
+    .name = "tls",
+    .read = tls_read,
+    .write = tls_write,
+    .shutdown = tls_shutdown,
+    .close = tls_close,
+    .pending = tls_pending,
+};
+
+int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
+{
+    struct tls_conf *c = srv->conf;
+    struct tls_session *s = c->pool;
+    if (s) {
+        c->pool = s->next_free;
+        c->npool--;
+    } else {
+        if (!(s = malloc(sizeof *s)))
+            return -1;
+        mbedtls_ssl_init(&s->ssl);
+        if (mbedtls_ssl_setup(&s->ssl, &c->ssl)) {
+            session_free(s);
+            return -1;
+        }
+    }
+    s->conf = c;
+    s->next_free = NULL;
+    s->fd = fd;
+    s->sys_errno = 0;
+    s->write_pending = 0;
+    s->handshake_done = s->shut = s->failed = false;
+    s->bytes_in = 0;
+    s->first_byte = 0;
+    s->ra_off = s->ra_len = 0;
+    c->refs++;
+    mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
+    t->ops = &tls_ops;
+    t->fd = fd;
+    t->wants = 0;
+    t->_impl = s;
+    return 0;
+}
+
+/* ---- worker glue --------------------------------------------------------- */
+
+int mh_tls_worker_init(struct mh_worker *w, char *err, size_t errlen)
+{
+    struct mh_tls_server *shared = NULL;
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        const struct mh_tls_certs *certs = mh_config_listen_tls(w->config, i);
+        struct mh_listener *l = &w->listeners[i];
+        if (!certs)
+            continue;
+        if (certs == &w->config->tls && shared) {
+            mh_tls_server_ref(shared);
+            l->tls = shared;
+            continue;
+        }
+        if (!(l->tls = mh_tls_server_new(certs, err, errlen)))
+            return -1;
+        if (certs == &w->config->tls)
+            shared = l->tls;
+    }
+    return 0;
+}
+
+int mh_tls_worker_reload(struct mh_worker *w, char *err, size_t errlen)
+{
+    struct tls_conf *fresh[MH_MAX_LISTEN] = {0};
+    int rc = 0;
+    /* Build every configuration first, so a bad file changes nothing. */
+    for (size_t i = 0; i < w->nlisteners && rc == 0; i++) {
+        const struct mh_tls_certs *certs = mh_config_listen_tls(w->config, i);
+        if (!w->listeners[i].tls)
+            continue;
+        bool seen = false; /* a shared server reloads once */
+        for (size_t j = 0; j < i; j++)
+            seen = seen || w->listeners[j].tls == w->listeners[i].tls;
+        if (seen)
+            continue;
+        if (!certs) {
+            snprintf(err, errlen, "tls: listener %s lost its certificates", w->listeners[i].addr);
+            rc = -1;
+        } else if (!(fresh[i] = conf_new(certs, err, errlen))) {
+            rc = -1;
+        }
+    }
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        if (!fresh[i])
+            continue;
+        if (rc == 0) {
+            conf_retire(w->listeners[i].tls->conf);
+            w->listeners[i].tls->conf = fresh[i];
+        } else {
+            conf_free(fresh[i]);
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,61 @@
+#ifndef MH_TLS_H
+#define MH_TLS_H
+/*
+ * Server-side TLS with mbedTLS, as a transport (transport.h) over the
+ * connection's non-blocking socket.
+ *
+ * TLS 1.2 only, ECDHE with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN
+ * "http/1.1", session tickets (key rotated hourly), renegotiation refused.
+ * Several certificates are chosen by SNI against their DNS names (SAN
+ * dNSName entries and the subject CN; "*.example.com" matches one label);
+ * the first is the default.
+ *
+ * A server (struct mh_tls_server) is the stable handle a listener holds. It
+ * points at a refcounted configuration (mbedtls_ssl_config, certificates,
+ * keys, entropy/DRBG, ticket keys) built once per worker; each connection
+ * holds the configuration it started with, so mh_tls_reload can swap in new
+ * certificates for new connections while open ones keep theirs. The
+ * per-connection mbedtls_ssl_context objects are pooled on their
+ * configuration.
+ */
+#include "config.h"
+#include "transport.h"
+
+struct mh_tls_server;
+struct mh_worker;
+
+/* Loads the certificates and keys. Returns NULL with a message in err. */
+struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err, size_t errlen);
+void mh_tls_server_ref(struct mh_tls_server *s);
+/* Drops a reference; connections still open keep their configuration alive. */
+void mh_tls_server_unref(struct mh_tls_server *s);
+
+/*
+ * Builds a configuration from `certs` and makes it the one new connections
+ * get; connections already open go on with the old one, freed when the last
+ * of them closes. On error (unreadable file, key not matching its
+ * certificate...) nothing changes: returns -1 with a message in err.
+ */
+int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, char *err,
+                  size_t errlen);
+
+/* Starts a TLS session on an accepted socket: fills in t. Returns -1 (fd untouched) on OOM. */
+int mh_tls_accept(struct mh_tls_server *s, struct mh_transport *t, int fd);
+
+/*
+ * Gives each of the worker's listeners that serves TLS (mh_config_listen_tls)
+ * its server; listeners using the top-level certificates share one. Call
+ * after the listeners are open. 0, or -1 with err.
+ */
+int mh_tls_worker_init(struct mh_worker *w, char *err, size_t errlen);
+
+/*
+ * Reloads every TLS listener's certificates from w->config (for SIGHUP-style
+ * reloads): all of them or, on error, none. 0, or -1 with err.
+ */
+int mh_tls_worker_reload(struct mh_worker *w, char *err, size_t errlen);
+
+/* The subject CN of the default certificate new connections get (for tests and logs). */
+const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);
+
+#endif
