@@ -20,6 +20,7 @@ static const llhttp_settings_t *parser_settings(void);
 static void conn_fail(struct mh_client_conn *c, const char *err);
 static void conn_connect_next(struct mh_client_conn *c);
 static void conn_write(struct mh_client_conn *c);
+static void conn_dial(struct mh_client_conn *c);
 
 /* ---- watchers ------------------------------------------------------------ */
 
@@ -536,9 +537,17 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct mh_client_conn *c = w->data;
-    (void)loop;
     (void)revents;
+    /* An expired one-shot timer is stopped already: give back the unref'd count. */
+    if (c->timer_weak) {
+        ev_ref(loop);
+        c->timer_weak = false;
+    }
     switch (c->state) {
+    case MH_CC_WAIT_DRAIN:
+        c->host->drain_waiter = NULL;
+        conn_dial(c);
+        break;
     case MH_CC_RESOLVING:
         mh_dns_cancel(&c->dns);
         conn_fail(c, "timeout resolving the host");
@@ -585,11 +594,7 @@ void mh_client_start(struct mh_client_req *r)
     }
     struct mh_client_conn *c = r->_retried ? NULL : mh_client_pool_take(p, h);
     if (c) {
-        p->stats.reuses++;
-        c->req = r;
-        r->conn = c;
-        c->reused = true;
-        start_exchange(c);
+        mh_client_conn_begin(c, r);
         return;
     }
     if (!(c = mh_client_conn_alloc(p, h))) {
@@ -600,10 +605,37 @@ void mh_client_start(struct mh_client_req *r)
     ev_init(&c->io, on_io);
     ev_init(&c->timer, on_timer);
     c->io.data = c->timer.data = c;
-    p->stats.dials++;
     c->req = r;
     r->conn = c;
     c->reused = false;
+    /*
+     * A connection of this host is finishing a drain: it will most likely be
+     * idle well before a new connection could be dialed (one round trip, or
+     * three with TLS), so wait for it a little before dialing.
+     */
+    if (!r->_retried && p->s.drain_wait > 0 && h->ndraining > 0 && !h->drain_waiter) {
+        c->state = MH_CC_WAIT_DRAIN;
+        h->drain_waiter = c;
+        mh_client_conn_set_timer(c, p->s.drain_wait);
+        return;
+    }
+    conn_dial(c);
+}
+
+void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r)
+{
+    c->pool->stats.reuses++;
+    c->req = r;
+    r->conn = c;
+    c->reused = true;
+    start_exchange(c);
+}
+
+static void conn_dial(struct mh_client_conn *c)
+{
+    struct mh_client_pool *p = c->pool;
+    struct mh_client_req *r = c->req;
+    p->stats.dials++;
     c->state = MH_CC_RESOLVING;
     c->dns.cb = on_resolved;
     const char *err = NULL;
@@ -674,6 +706,10 @@ void mh_client_conn_close(struct mh_client_conn *c)
         return;
     if (c->state == MH_CC_RESOLVING)
         mh_dns_cancel(&c->dns);
+    if (c->state == MH_CC_WAIT_DRAIN && c->host->drain_waiter == c)
+        c->host->drain_waiter = NULL;
+    if (c->state == MH_CC_DRAINING)
+        c->host->ndraining--;
     if (c->state == MH_CC_IDLE) {
         /* unlink from the idle lists */
         struct mh_client_host *h = c->host;

@@ -43,6 +43,7 @@ struct mh_client_settings {
     double drain_timeout;     /* 50 ms */
     double connect_timeout;   /* 10 s, capped by the request timeout */
     double tls_timeout;       /* 10 s, handshake */
+    double drain_wait;        /* 2 ms: how long a request waits for a draining connection */
     bool tls_verify;          /* true */
     char *tls_ca;             /* PEM file (owned, malloc'd) or NULL: the system bundle */
 };
@@ -132,6 +133,7 @@ const struct mh_client_stats *mh_client_pool_stats(const struct mh_client_pool *
 /* ---- shared by client.c and client_pool.c (not for other callers) -------- */
 
 enum mh_cconn_state {
+    MH_CC_WAIT_DRAIN, /* placeholder: its request waits for a drain to finish, then dials */
     MH_CC_RESOLVING,
     MH_CC_CONNECTING,
     MH_CC_HANDSHAKE,
@@ -175,6 +177,8 @@ struct mh_client_host {
     char name[256];
     struct mh_client_conn *idle;
     size_t nidle;
+    size_t ndraining;
+    struct mh_client_conn *drain_waiter; /* a placeholder in MH_CC_WAIT_DRAIN, or NULL */
     void *tls_session; /* saved session for resumption (client_tls.c) */
 };
 
@@ -206,6 +210,8 @@ void mh_client_pool_park(struct mh_client_conn *c);
 void mh_client_drain_progress(struct mh_client_conn *c);
 
 /* client.c helpers used by client_pool.c */
+/* Runs r on c, an idle or just-drained connection taken out of the pool. */
+void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r);
 void mh_client_conn_set_io(struct mh_client_conn *c, int events);
 void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds);
 /* Reads and parses what the socket has now. Returns 1 progress, 0 would block, -1 error/EOF. */

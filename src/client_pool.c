@@ -21,6 +21,7 @@ void mh_client_settings_init(struct mh_client_settings *s)
     s->connect_timeout = 10;
     s->tls_timeout = 10;
     s->tls_verify = true;
+    s->drain_wait = 0.002;
 }
 
 struct mh_client_pool *mh_client_pool_new(struct ev_loop *loop, const struct mh_client_settings *s)
@@ -178,6 +179,24 @@ void mh_client_pool_park(struct mh_client_conn *c)
 {
     struct mh_client_pool *p = c->pool;
     struct mh_client_host *h = c->host;
+    if (c->state == MH_CC_DRAINING)
+        h->ndraining--;
+    c->state = MH_CC_IDLE; /* so closing below, or a handover, sees no drain */
+    if (h->drain_waiter) {
+        /* A request is waiting for exactly this: hand the connection over. */
+        struct mh_client_conn *w = h->drain_waiter;
+        struct mh_client_req *r = w->req;
+        h->drain_waiter = NULL;
+        w->req = NULL;
+        r->conn = NULL;
+        mh_client_conn_close(w);
+        mh_client_conn_set_timer(c, 0);
+        mh_client_conn_set_io(c, 0);
+        c->state = MH_CC_WRITING;
+        mh_client_conn_begin(c, r);
+        return;
+    }
+    c->state = MH_CC_WRITING; /* not on the idle lists yet */
     if (p->s.max_idle == 0 || p->s.max_idle_per_host == 0) {
         mh_client_conn_close(c);
         return;
@@ -259,19 +278,26 @@ void mh_client_req_finish(struct mh_client_req *r)
         mh_client_conn_close(c); /* abandoned before the head: nothing to save */
         return;
     }
+    bool unread = c->body.len > 0 || !c->msg_done;
     c->body.len = 0;
+    if (unread && p->s.drain_bytes == 0) {
+        /* Draining off: what Go before 1.27 did, discard a connection left unread. */
+        p->stats.closes_no_drain++;
+        mh_client_conn_close(c);
+        return;
+    }
     if (c->msg_done) {
         body_complete(c, NULL);
         return;
     }
     bool chunked = (c->parser.flags & F_CHUNKED) != 0;
-    if (!c->keep_alive || p->s.drain_bytes == 0 ||
-        (!chunked && c->parser.content_length > p->s.drain_bytes)) {
+    if (!c->keep_alive || (!chunked && c->parser.content_length > p->s.drain_bytes)) {
         p->stats.closes_no_drain++;
         mh_client_conn_close(c);
         return;
     }
     c->state = MH_CC_DRAINING;
+    c->host->ndraining++;
     c->drained = 0;
     if (mh_client_conn_pump(c) < 0)
         return;

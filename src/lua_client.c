@@ -140,6 +140,7 @@ static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
             return -1;
         lua_pushlstring(L, p, len);
         mh_client_body_consume(&r->req, len);
+        mh_client_req_finish(&r->req); /* read to the end: the connection is free now */
         return 1;
     }
     if (len > 0) {
@@ -150,6 +151,7 @@ static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
         return 1;
     }
     if (r->req.body_done || !r->req.conn) {
+        mh_client_req_finish(&r->req);
         lua_pushnil(L); /* end of body */
         return 1;
     }
@@ -284,11 +286,15 @@ static int l_resp_header(lua_State *L)
         lower[i] = (char)tolower((unsigned char)name[i]);
     luaL_pushresultsize(&b, n);
     lua_getiuservalue(L, 1, 2);
-    if (!lua_istable(L, -1))
-        return 0;
+    if (!lua_istable(L, -1)) {
+        lua_pushnil(L);
+        return 1;
+    }
     lua_pushvalue(L, -2);
-    if (lua_rawget(L, -2) != LUA_TTABLE)
-        return 0;
+    if (lua_rawget(L, -2) != LUA_TTABLE) {
+        lua_pushnil(L);
+        return 1;
+    }
     lua_rawgeti(L, -1, 1);
     return 1;
 }
@@ -664,6 +670,7 @@ static int new_client(lua_State *L, int opts)
         s.drain_timeout = opt_number(L, opts, "drain_timeout", s.drain_timeout, 0);
         s.connect_timeout = opt_number(L, opts, "connect_timeout", s.connect_timeout, 0);
         s.tls_timeout = opt_number(L, opts, "tls_timeout", s.tls_timeout, 0);
+        s.drain_wait = opt_number(L, opts, "drain_wait", s.drain_wait, 0);
         lua_getfield(L, opts, "tls");
         if (lua_istable(L, -1)) {
             lua_getfield(L, -1, "ca");

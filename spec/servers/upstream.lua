@@ -67,8 +67,15 @@ routes["/multi"] = function()
   return { head("200 OK", cl("m", { "Set-Cookie: a=1", "Set-Cookie: b=2", "X-Mixed-Case: Yes" })) .. "m" }
 end
 
-local function route(method, path, headers, body)
-  if path == "/_count" then
+local function route(method, path, headers, body, c)
+  if path == "/drop-next" then
+    c.drop_next = true
+    return { head("200 OK", cl("ok")) .. "ok" }
+  elseif c.drop_next then
+    return { false }
+  elseif path == "/close-idle" then
+    return { head("200 OK", cl("ok")) .. "ok", 0.05, false }
+  elseif path == "/_count" then
     local b = tostring(count - 1)
     return { head("200 OK", cl(b, { "Connection: close" })) .. b, false }
   elseif path == "/_reset" then
@@ -116,7 +123,7 @@ local function parse(c)
   local body = c.inbuf:sub(e + 4, e + 3 + len)
   c.inbuf = c.inbuf:sub(e + 4 + len)
   if not method then c.steps = { false } return end
-  c.steps = route(method, path, headers, body)
+  c.steps = route(method, path, headers, body, c)
   c.at = now()
   c.pos = 1
 end
