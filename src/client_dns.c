@@ -225,6 +225,9 @@ int mh_dns_resolve(struct mh_dns *d, const char *host, uint16_t port, struct mh_
     pthread_mutex_lock(&d->sh->mu);
     d->sh->refs++;
     pthread_mutex_unlock(&d->sh->mu);
+    /* Started before the thread exists: ev_async_start clears a send that came first. */
+    if (d->pending++ == 0)
+        ev_async_start(d->loop, &d->async);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -236,11 +239,11 @@ int mh_dns_resolve(struct mh_dns *d, const char *host, uint16_t port, struct mh_
         q->_job = NULL;
         free(j);
         shared_unref(d->sh);
+        if (--d->pending == 0)
+            ev_async_stop(d->loop, &d->async);
         *err = "dns: cannot start a lookup thread";
         return -1;
     }
-    if (d->pending++ == 0)
-        ev_async_start(d->loop, &d->async);
     return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_cache.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -76,6 +77,7 @@ static mbedtls_pk_context key;
 static mbedtls_entropy_context entropy;
 static mbedtls_ctr_drbg_context drbg;
 static mbedtls_ssl_cache_context cache;
+static mbedtls_ssl_ticket_context ticket;
 
 static void buf_add(struct buf *b, const void *p, size_t n)
 {
@@ -413,7 +415,13 @@ int main(int argc, char **argv)
             return 1;
         }
         mbedtls_ssl_conf_rng(&conf, mbedtls_ctr_drbg_random, &drbg);
+        /* Both resumption kinds: session IDs (cache) and tickets (what Go's client uses). */
         mbedtls_ssl_conf_session_cache(&conf, &cache, mbedtls_ssl_cache_get, mbedtls_ssl_cache_set);
+        mbedtls_ssl_ticket_init(&ticket);
+        if (mbedtls_ssl_ticket_setup(&ticket, mbedtls_ctr_drbg_random, &drbg, MBEDTLS_CIPHER_AES_256_GCM,
+                                     86400) == 0)
+            mbedtls_ssl_conf_session_tickets_cb(&conf, mbedtls_ssl_ticket_write,
+                                                mbedtls_ssl_ticket_parse, &ticket);
     }
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
