@@ -21,8 +21,7 @@ struct mh_client_tls {
     mbedtls_ssl_context ssl;
     mbedtls_net_context net;
     bool offered, resumed;
-    unsigned char offered_id[32];
-    size_t offered_id_len;
+    unsigned char offered_master[48];
 };
 
 struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify,
@@ -99,10 +98,9 @@ struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd,
     mbedtls_ssl_set_bio(&t->ssl, &t->net, mbedtls_net_send, mbedtls_net_recv, NULL);
     if (session) {
         const mbedtls_ssl_session *s = session;
-        if (mbedtls_ssl_set_session(&t->ssl, s) == 0) {
+        if (mbedtls_ssl_set_session(&t->ssl, s) == 0) { /* a failure costs a full handshake */
             t->offered = true;
-            t->offered_id_len = s->id_len;
-            memcpy(t->offered_id, s->id, s->id_len);
+            memcpy(t->offered_master, s->master, sizeof t->offered_master);
         }
     }
     return t;
@@ -135,9 +133,9 @@ int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
 {
     int rc = mbedtls_ssl_handshake(&t->ssl);
     if (rc == 0) {
+        /* A resumed session (by ID or ticket) keeps the offered master secret. */
         const mbedtls_ssl_session *s = mbedtls_ssl_get_session_pointer(&t->ssl);
-        t->resumed = t->offered && s && s->id_len > 0 && s->id_len == t->offered_id_len &&
-                     memcmp(s->id, t->offered_id, s->id_len) == 0;
+        t->resumed = t->offered && s && memcmp(s->master, t->offered_master, 48) == 0;
         return 0;
     }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ)
