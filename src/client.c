@@ -14,7 +14,7 @@
 #define MAX_HEAD (64 * 1024)
 /* Body bytes buffered ahead of the reader before reading pauses (TCP back-pressure). */
 #define BODY_HIGH_WATER (64 * 1024)
-#define READ_CHUNK (16 * 1024)
+#define READ_CHUNK      (16 * 1024)
 
 static const llhttp_settings_t *parser_settings(void);
 static void conn_fail(struct mh_client_conn *c, const char *err);
@@ -284,8 +284,8 @@ int mh_client_conn_pump(struct mh_client_conn *c)
 static void update_read_interest(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
-    bool want = !c->msg_done && (!r || !r->head_done || c->body.len < BODY_HIGH_WATER ||
-                                 r->_want_all);
+    bool want =
+        !c->msg_done && (!r || !r->head_done || c->body.len < BODY_HIGH_WATER || r->_want_all);
     mh_client_conn_set_io(c, want ? EV_READ : 0);
 }
 
@@ -456,7 +456,8 @@ static void conn_connect_next(struct mh_client_conn *c)
 
 static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
 {
-    struct mh_client_conn *c = (struct mh_client_conn *)((char *)q - offsetof(struct mh_client_conn, dns));
+    struct mh_client_conn *c =
+        (struct mh_client_conn *)((char *)q - offsetof(struct mh_client_conn, dns));
     if (err) {
         conn_fail(c, err);
         return;

@@ -29,8 +29,8 @@ struct mh_client_tls;
 struct mh_client_tls_cfg;
 
 enum mh_client_event {
-    MH_CLIENT_HEAD,  /* the response head arrived (or err is set) */
-    MH_CLIENT_BODY,  /* body bytes, the end of the body, or an error */
+    MH_CLIENT_HEAD, /* the response head arrived (or err is set) */
+    MH_CLIENT_BODY, /* body bytes, the end of the body, or an error */
 };
 typedef void (*mh_client_cb)(struct mh_client_req *r, enum mh_client_event ev);
 
@@ -77,7 +77,7 @@ struct mh_client_req {
     void *ud;
 
     /* Results. */
-    const char *err;  /* NULL, or why the exchange failed */
+    const char *err; /* NULL, or why the exchange failed */
     int status;
     int http_major, http_minor;
     bool head_done, body_done;
@@ -179,7 +179,7 @@ struct mh_client_host {
     size_t nidle;
     size_t ndraining;
     struct mh_client_conn *drain_waiter; /* a placeholder in MH_CC_WAIT_DRAIN, or NULL */
-    void *tls_session; /* saved session for resumption (client_tls.c) */
+    void *tls_session;                   /* saved session for resumption (client_tls.c) */
 };
 
 struct mh_client_pool {

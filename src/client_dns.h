@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 
 #define MH_DNS_MAX_ADDRS 4
-#define MH_DNS_TTL 30.0
+#define MH_DNS_TTL       30.0
 
 struct mh_dns;
 struct mh_dns_job;

@@ -24,8 +24,7 @@ struct mh_client_tls {
     unsigned char offered_master[48];
 };
 
-struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify,
-                                                const char **err)
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err)
 {
     struct mh_client_tls_cfg *c = calloc(1, sizeof *c);
     if (!c) {
@@ -37,8 +36,8 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
     mbedtls_entropy_init(&c->entropy);
     mbedtls_ctr_drbg_init(&c->drbg);
     static const unsigned char pers[] = "moonhttp client";
-    if (mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy, pers,
-                              sizeof pers - 1) != 0) {
+    if (mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy, pers, sizeof pers - 1) !=
+        0) {
         *err = "tls: cannot seed the random generator";
         goto fail;
     }
@@ -52,7 +51,8 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
         /* A bundle with a few unparsable entries still loads the rest (rc > 0). */
         int rc = mbedtls_x509_crt_parse_file(&c->ca, ca_file ? ca_file : MH_TLS_SYSTEM_CA);
         if (rc < 0 || c->ca.version == 0) {
-            *err = ca_file ? "tls: cannot load the CA file" : "tls: cannot load the system CA bundle";
+            *err =
+                ca_file ? "tls: cannot load the CA file" : "tls: cannot load the system CA bundle";
             goto fail;
         }
         mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
@@ -77,9 +77,8 @@ void mh_client_tls_cfg_free(struct mh_client_tls_cfg *c)
     free(c);
 }
 
-struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd,
-                                        const char *hostname, const void *session,
-                                        const char **err)
+struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, const char *hostname,
+                                        const void *session, const char **err)
 {
     struct mh_client_tls *t = calloc(1, sizeof *t);
     if (!t) {

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define MH_TLS_WANT_READ (-1)
+#define MH_TLS_WANT_READ  (-1)
 #define MH_TLS_WANT_WRITE (-2)
-#define MH_TLS_ERROR (-3)
+#define MH_TLS_ERROR      (-3)
 
 #define MH_TLS_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 
@@ -21,14 +21,12 @@ struct mh_client_tls_cfg;
 struct mh_client_tls;
 
 /* A shared configuration; NULL with *err set when the CA file cannot be loaded. */
-struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify,
-                                                const char **err);
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err);
 void mh_client_tls_cfg_free(struct mh_client_tls_cfg *cfg);
 
 /* A session on fd for `hostname`, offering `session` (from save_session) if not NULL. */
-struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd,
-                                        const char *hostname, const void *session,
-                                        const char **err);
+struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, const char *hostname,
+                                        const void *session, const char **err);
 void mh_client_tls_free(struct mh_client_tls *t);
 
 /* 0 when done, MH_TLS_WANT_*, or MH_TLS_ERROR with the reason in *err. */

@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLIENT_MT "moonhttp.Client"
-#define RESP_MT "moonhttp.ClientResponse"
+#define CLIENT_MT       "moonhttp.Client"
+#define RESP_MT         "moonhttp.ClientResponse"
 #define DEFAULT_TIMEOUT 30.0
-#define READ_DEFAULT 16384
+#define READ_DEFAULT    16384
 
 static const char DEFAULT_KEY = 'c'; /* registry: the generation's default client */
 
@@ -55,6 +55,8 @@ static struct ev_loop *loop_of_gen(lua_State *L)
 
 /* ---- closing --------------------------------------------------------------- */
 
+static void on_event(struct mh_client_req *req, enum mh_client_event ev);
+
 static void resp_close(lua_State *L, struct lresp *r)
 {
     if (r->closed)
@@ -70,12 +72,22 @@ static void resp_close(lua_State *L, struct lresp *r)
         r->owner = NULL;
         r->prev = r->next = NULL;
     }
-    if (r->anchor != LUA_NOREF && L) {
+    mh_client_req_finish(&r->req);
+    mh_client_pool_unref(r->req.pool);
+    if (r->waiter) {
+        /*
+         * Another task is waiting on it (it was opened by a task that ended):
+         * wake that task with an error rather than leave it hanging. Its
+         * resume takes the anchor back.
+         */
+        if (!r->req.err)
+            r->req.err = "response closed";
+        r->req.body_done = true;
+        on_event(&r->req, MH_CLIENT_BODY);
+    } else if (r->anchor != LUA_NOREF && L) {
         luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
         r->anchor = LUA_NOREF;
     }
-    mh_client_req_finish(&r->req);
-    mh_client_pool_unref(r->req.pool);
 }
 
 void mh_lua_client_task_end(struct mh_task *t)
@@ -328,7 +340,8 @@ static int l_resp_index(lua_State *L)
 static int l_resp_tostring(lua_State *L)
 {
     struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
-    lua_pushfstring(L, "moonhttp.ClientResponse (%d%s)", r->req.status, r->closed ? ", closed" : "");
+    lua_pushfstring(L, "moonhttp.ClientResponse (%d%s)", r->req.status,
+                    r->closed ? ", closed" : "");
     return 1;
 }
 
@@ -615,10 +628,11 @@ static int l_fetch(lua_State *L)
     q->data = lua_tolstring(L, -1, &q->len);
     lua_pop(L, 1);
     q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
-    q->idempotent = q->is_head || (mlen == 3 && (memcmp(method, "GET", 3) == 0 ||
-                                                 memcmp(method, "PUT", 3) == 0)) ||
-                    (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
-                    (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0);
+    q->idempotent =
+        q->is_head ||
+        (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
+        (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
+        (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0);
     q->timeout = timeout;
     q->on_event = on_event;
     q->ud = r;
@@ -782,8 +796,8 @@ static int l_client_stats(lua_State *L)
 void mh_client_open(lua_State *L)
 {
     static const luaL_Reg resp_methods[] = {
-        {"read", l_resp_read},       {"body", l_resp_body}, {"close", l_resp_close},
-        {"header", l_resp_header},   {"headers", l_resp_headers}, {NULL, NULL},
+        {"read", l_resp_read},     {"body", l_resp_body},       {"close", l_resp_close},
+        {"header", l_resp_header}, {"headers", l_resp_headers}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, RESP_MT)) {
         luaL_newlib(L, resp_methods);
