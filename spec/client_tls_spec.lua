@@ -125,6 +125,13 @@ for k, v in pairs(c:stats()) do print(k, v) end
 ]], "https://localhost:" .. good, dir .. "/ca.pem")
     assert.equal(4, s.dials)
     assert.equal(3, s.tls_resumed)
+    s = run([[
+local c = http.client{ tls = { ca = arg[2], resume = false }, max_idle = 0 }
+for i = 1, 3 do assert(c:fetch(arg[1] .. "/small")):close() end
+for k, v in pairs(c:stats()) do print(k, v) end
+]], "https://localhost:" .. good, dir .. "/ca.pem")
+    assert.equal(3, s.dials)
+    assert.equal(0, s.tls_resumed)
   end)
 
   it("drains over TLS in the background and gives up on big bodies", function()

@@ -388,7 +388,8 @@ static void start_tls(struct mh_client_conn *c)
         conn_fail(c, p->tls_cfg_err);
         return;
     }
-    c->tls = mh_client_tls_new(p->tls_cfg, c->fd, c->req->host, c->host->tls_session, &err);
+    c->tls = mh_client_tls_new(p->tls_cfg, c->fd, c->req->host,
+                               p->s.tls_resume ? c->host->tls_session : NULL, &err);
     if (!c->tls) {
         conn_fail(c, err);
         return;

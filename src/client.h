@@ -45,6 +45,7 @@ struct mh_client_settings {
     double tls_timeout;       /* 10 s, handshake */
     double drain_wait;        /* 2 ms: how long a request waits for a draining connection */
     bool tls_verify;          /* true */
+    bool tls_resume;          /* true: offer the host's last session again */
     char *tls_ca;             /* PEM file (owned, malloc'd) or NULL: the system bundle */
 };
 

@@ -21,6 +21,7 @@ void mh_client_settings_init(struct mh_client_settings *s)
     s->connect_timeout = 10;
     s->tls_timeout = 10;
     s->tls_verify = true;
+    s->tls_resume = true;
     s->drain_wait = 0.002;
 }
 

@@ -695,6 +695,10 @@ static int new_client(lua_State *L, int opts)
             if (!lua_isnil(L, -1))
                 s.tls_verify = lua_toboolean(L, -1);
             lua_pop(L, 1);
+            lua_getfield(L, -1, "resume");
+            if (!lua_isnil(L, -1))
+                s.tls_resume = lua_toboolean(L, -1);
+            lua_pop(L, 1);
         } else if (!lua_isnil(L, -1)) {
             luaL_error(L, "http.client: tls must be a table");
         }

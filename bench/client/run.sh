@@ -5,7 +5,8 @@
 # and HTTPS. Clients: moonhttp with draining on (defaults) and off
 # (drain_bytes = 0), moonhttp reading every body fully, and Go's net/http
 # (Debian golang-go 1.19). Median of RUNS runs; connections counted at the
-# upstream. Usage: bench/client/run.sh [build-dir]  (env: RUNS, N, DELAY_MS)
+# upstream. Usage: bench/client/run.sh [build-dir]
+# (env: RUNS, N, DELAY_MS, and ENDPOINTS / SCHEMES / CLIENTS to run a subset)
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -51,6 +52,7 @@ run_client() { # client url -> "ms conns"
     case $1 in
     moon-drain) out=$(timeout 120 "$MOON" run "$ROOT/bench/client/fetch100.lua" "$2" drain "$3" $N) ;;
     moon-nodrain) out=$(timeout 120 "$MOON" run "$ROOT/bench/client/fetch100.lua" "$2" nodrain "$3" $N) ;;
+    moon-nodrain-noresume) out=$(timeout 120 "$MOON" run "$ROOT/bench/client/fetch100.lua" "$2" nodrain-noresume "$3" $N) ;;
     moon-readall) out=$(timeout 120 "$MOON" run "$ROOT/bench/client/fetch100.lua" "$2" readall "$3" $N) ;;
     go) out=$(timeout 120 "$W/goclient" -url "$2" -n $N ${3:+-ca "$3"}) ;;
     go-readall) out=$(timeout 120 "$W/goclient" -url "$2" -n $N -readall ${3:+-ca "$3"}) ;;
@@ -61,10 +63,13 @@ run_client() { # client url -> "ms conns"
 
 echo "| endpoint | scheme | client | median ms (3 runs) | connections (each run) |"
 echo "|---|---|---|---:|---|"
-for ep in /small /chunked /big /close; do
-    for scheme in http https; do
+for ep in ${ENDPOINTS:-/small /chunked /big /close}; do
+    for scheme in ${SCHEMES:-http https}; do
         if [ $scheme = http ]; then base=$HTTP; ca=""; else base=$HTTPS; ca=$W/ca.pem; fi
-        for client in moon-drain moon-nodrain moon-readall go go-readall; do
+        clients="moon-drain moon-nodrain moon-readall go go-readall"
+        [ $scheme = https ] && clients="$clients moon-nodrain-noresume"
+        clients=${CLIENTS:-$clients}
+        for client in $clients; do
             times=""; conns=""
             for r in $(seq $RUNS); do
                 set -- $(run_client $client "$base$ep" "$ca")
