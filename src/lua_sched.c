@@ -2,6 +2,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "lua_client.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
@@ -150,6 +151,8 @@ static void task_resume(struct mh_task *t, int nargs)
     if (st != LUA_OK)
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
     lua_settop(co, 0);
+    if (t->client_open)
+        mh_lua_client_task_end(t);
     if (t->on_done)
         t->on_done(t);
     task_put(t);

@@ -20,6 +20,7 @@ enum mh_task_wait {
     MH_WAIT_SLEEP,
     MH_WAIT_BODY,     /* request body bytes */
     MH_WAIT_WRITABLE, /* output below the low-water mark */
+    MH_WAIT_FETCH,    /* outbound HTTP (lua_client.c) */
 };
 
 /* Pushes the results of a finished wait onto co; returns how many. */
@@ -38,6 +39,8 @@ struct mh_task {
     size_t want_bytes; /* req:read(n) waiting: its n */
     int exit_status;  /* `run` scripts: 0 ok, 1 error */
     void (*on_done)(struct mh_task *t);
+    void *client_open; /* lua_client.c: responses opened and not closed yet */
+    void *client_wait; /* lua_client.c: the response being waited on */
     struct mh_task *next_free;
 };
 

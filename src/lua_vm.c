@@ -1,6 +1,7 @@
 #include "lua_vm.h"
 
 #include "log.h"
+#include "lua_client.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -174,6 +175,7 @@ static int open_core(lua_State *L)
     };
     luaL_newlib(L, fns);
     mh_sched_open(L);
+    mh_client_open(L);
     return 1;
 }
 

@@ -112,6 +112,63 @@ function M.metrics_handler()
   end
 end
 
+-- Outbound HTTP. The C core fetches one URL; following redirects (opt-in,
+-- at most 10) is clearer here.
+local MAX_REDIRECTS = 10
+local redirect_codes = { [301] = true, [302] = true, [303] = true, [307] = true, [308] = true }
+
+local function resolve_location(base, loc)
+  if loc:match("^[hH][tT][tT][pP][sS]?://") then return loc end
+  local origin = base:match("^([hH][tT][tT][pP][sS]?://[^/?#]*)")
+  if loc:sub(1, 2) == "//" then return base:match("^(%a+:)") .. loc end
+  if loc:sub(1, 1) == "/" then return origin .. loc end
+  local path = base:sub(#origin + 1):match("^[^?#]*")
+  return origin .. (path:match("^(.*/)") or "/") .. loc
+end
+
+local function fetch(c, url, opts)
+  local max = opts and opts.redirects or 0
+  if max == true then max = MAX_REDIRECTS end
+  if type(max) ~= "number" or max < 0 then
+    error("http.fetch: opts.redirects must be a non-negative number", 3)
+  end
+  if max > MAX_REDIRECTS then max = MAX_REDIRECTS end
+  local resp, err = core.fetch(c, url, opts)
+  local followed = 0
+  while resp and max > 0 and redirect_codes[resp.status] do
+    local loc = resp:header("location")
+    if not loc then break end
+    resp:close()
+    if followed == max then return nil, "stopped after " .. max .. " redirects" end
+    followed = followed + 1
+    url = resolve_location(url, loc)
+    local method = (opts.method or "GET"):upper()
+    if (resp.status == 303 and method ~= "HEAD")
+        or ((resp.status == 301 or resp.status == 302) and method == "POST") then
+      local o = {}
+      for k, v in pairs(opts) do o[k] = v end
+      o.method, o.body = "GET", nil
+      opts = o
+    end
+    resp, err = core.fetch(c, url, opts)
+  end
+  return resp, err
+end
+
+function M.fetch(url, opts) return fetch(nil, url, opts) end
+function M.client_stats() return core.client_stats() end
+
+local Client = {}
+Client.__index = Client
+function Client:fetch(url, opts) return fetch(self._c, url, opts) end
+function Client:stats() return core.client_stats(self._c) end
+function Client:close() core.client_close(self._c) end
+
+function M.client(opts)
+  if opts ~= nil and type(opts) ~= "table" then error("http.client: options must be a table", 2) end
+  return setmetatable({ _c = core.client(opts) }, Client)
+end
+
 -- Wraps h in the middleware of its scope and all enclosing scopes; the
 -- outermost scope's first middleware runs first.
 local function compose(h, scope, pattern)

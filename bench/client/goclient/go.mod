@@ -1,0 +1,3 @@
+module goclient
+
+go 1.19

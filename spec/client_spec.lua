@@ -1,0 +1,332 @@
+-- The outbound client (http.fetch / http.client) against a local upstream
+-- (spec/servers/upstream.lua) that counts the connections it accepts. Most
+-- cases run a `moonhttp run` script that prints `key value` lines.
+local H = require "helper"
+local socket = require "socket"
+
+local Upstream = {}
+Upstream.__index = Upstream
+
+local function start_upstream()
+  local log = H.tmpname(".up")
+  local pipe = assert(io.popen(string.format(
+    "sh -c 'lua5.4 spec/servers/upstream.lua 0 >%s 2>&1 & echo $!'", log), "r"))
+  local pid = tonumber(pipe:read("l"))
+  pipe:close()
+  local deadline = socket.gettime() + 5
+  while socket.gettime() < deadline do
+    local port = (H.read_file(log) or ""):match("port (%d+)")
+    if port then
+      return setmetatable({ pid = pid, port = tonumber(port), log = log,
+        base = "http://127.0.0.1:" .. port }, Upstream)
+    end
+    socket.sleep(0.02)
+  end
+  os.execute("kill " .. pid)
+  error("upstream did not start: " .. (H.read_file(log) or ""))
+end
+
+function Upstream:stop()
+  os.execute("kill " .. self.pid .. " 2>/dev/null")
+  os.remove(self.log)
+end
+
+function Upstream:reset() assert(H.request(self.port, "GET", "/_reset")) end
+function Upstream:count() return tonumber(assert(H.request(self.port, "GET", "/_count")).body) end
+
+-- Runs `source` with `moonhttp run`; arg[1] is the upstream base URL. Returns
+-- a table of the printed `key value` lines and the whole output.
+local function run(up, source, ...)
+  local path = H.script("local http = require 'moonhttp'\nlocal BASE = arg[1]\n" .. source)
+  local code, out = H.run({ "run", path, up.base, ... })
+  os.remove(path)
+  assert.equal(0, code, out)
+  local kv = {}
+  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
+  return kv, out
+end
+
+-- Fetches BASE..path n times without reading the body, then prints the stats.
+local function loop_script(path, n, client_opts, extra)
+  return string.format([[
+local c = http.client(%s)
+for i = 1, %d do
+  local r = assert(c:fetch(BASE .. %q))
+  assert(r.status == 200, r.status)
+  %s
+  r:close()
+end
+http.sleep(0.15) -- let background drains finish or give up
+for k, v in pairs(c:stats()) do print(k, v) end
+]], client_opts or "{}", n, path, extra or "")
+end
+
+describe("http client", function()
+  local up
+  setup(function() up = start_upstream() end)
+  teardown(function() up:stop() end)
+  before_each(function() up:reset() end)
+
+  describe("reuse of unread bodies", function()
+    it("reuses one connection for 100 unread small bodies", function()
+      local s = run(up, loop_script("/small", 100))
+      assert.equal(1, up:count())
+      assert.equal(1, s.dials)
+      assert.equal(99, s.reuses)
+      assert.equal(1, s.idle)
+    end)
+
+    it("reuses one connection for unread chunked bodies (terminator in its own write)", function()
+      local s = run(up, loop_script("/chunked", 100))
+      assert.equal(1, up:count())
+      assert.equal(99, s.reuses)
+    end)
+
+    it("reuses after a decoder stops before the trailing newline", function()
+      local s = run(up, loop_script("/small", 20, nil, [[
+local text = r:read(#'{"name"')
+assert(text == '{"name"', text)]]))
+      assert.equal(1, up:count())
+      assert.equal(19, s.reuses)
+    end)
+
+    it("opens a new connection when the remaining body is over drain_bytes", function()
+      local s = run(up, loop_script("/big", 10))
+      assert.equal(10, up:count())
+      assert.equal(10, s.closed_unread)
+      assert.equal(0, s.drains_completed)
+    end)
+
+    it("gives up on a body that takes longer than drain_timeout", function()
+      local s = run(up, loop_script("/slow", 5))
+      assert.equal(5, up:count())
+      assert.equal(5, s.drains_abandoned)
+      assert.equal(0, s.idle)
+    end)
+
+    it("drains in the background and parks the connection; a request meanwhile dials", function()
+      local s = run(up, [[
+local c = http.client{ drain_wait = 0 } -- Go 1.27's rule: never wait for a drain
+local r = assert(c:fetch(BASE .. "/medium"))
+r:close()                       -- 100 KiB, the rest comes 5 ms later: background drain
+local r2 = assert(c:fetch(BASE .. "/small")) -- the drain is running: another connection
+r2:close()
+print("dials_during", c:stats().dials)
+http.sleep(0.1)
+print("idle_after", c:stats().idle)
+for i = 1, 5 do assert(c:fetch(BASE .. "/small")):close() end
+for k, v in pairs(c:stats()) do print(k, v) end
+]])
+      assert.equal(2, s.dials_during)
+      assert.equal(2, s.idle_after)
+      assert.equal(2, s.dials)
+      assert.equal(1, s.drains_background)
+      assert.equal(2, up:count())
+    end)
+
+    it("does not drain a Connection: close response", function()
+      local s = run(up, loop_script("/close", 5))
+      assert.equal(5, up:count())
+      assert.equal(0, s.drains_completed)
+      assert.equal(0, s.reuses)
+    end)
+
+    it("turns draining off with drain_bytes = 0", function()
+      local s = run(up, loop_script("/small", 10, "{ drain_bytes = 0 }"))
+      assert.equal(10, up:count())
+      assert.equal(10, s.closed_unread)
+    end)
+
+    it("reuses fully read bodies with draining off", function()
+      local s = run(up, loop_script("/chunked", 10, "{ drain_bytes = 0 }", "assert(#r:body() > 100)"))
+      assert.equal(1, up:count())
+      assert.equal(9, s.reuses)
+    end)
+
+    it("keeps an HTTP/1.0 connection only with Connection: keep-alive", function()
+      local s = run(up, loop_script("/http10", 3))
+      assert.equal(3, up:count())
+      up:reset()
+      s = run(up, loop_script("/http10ka", 3))
+      assert.equal(1, up:count())
+      assert.equal(2, s.reuses)
+    end)
+
+    it("notices an idle connection the server closed", function()
+      local s = run(up, [[
+local c = http.client{}
+assert(c:fetch(BASE .. "/close-idle")):close()
+http.sleep(0.15)
+print("idle", c:stats().idle)
+local r, err = c:fetch(BASE .. "/small")
+print("ok", r and r.status or err)
+print("dials", c:stats().dials)
+print("retries", c:stats().retries)
+]])
+      assert.equal(0, s.idle)
+      assert.equal(200, s.ok)
+      assert.equal(2, s.dials)
+      assert.equal(0, s.retries)
+    end)
+
+    it("retries an idempotent request once when a reused connection drops it", function()
+      local s = run(up, [[
+local c = http.client{}
+assert(c:fetch(BASE .. "/drop-next")):close()
+local r, err = c:fetch(BASE .. "/small")
+print("ok", r and r.status or err)
+local p, perr = c:fetch(BASE .. "/drop-next", { method = "POST" })
+p:close()
+local r2, err2 = c:fetch(BASE .. "/echo", { method = "POST", body = "x" })
+print("post", r2 and r2.status or err2)
+for k, v in pairs(c:stats()) do print(k, v) end
+]])
+      assert.equal(200, s.ok)
+      assert.equal(1, s.retries)
+      assert.equal("connection closed before the response", s.post)
+    end)
+  end)
+
+  describe("API", function()
+    it("exposes status, proto, headers and bodies; sends methods, headers and bodies", function()
+      local s = run(up, [[
+local r = assert(http.fetch(BASE .. "/multi"))
+print("status", r.status)
+print("proto", r.proto)
+print("cookie", r:header("Set-Cookie"))
+print("ncookies", #r:headers()["set-cookie"])
+print("mixed", r:header("x-mixed-case"))
+print("none", tostring(r:header("x-none")))
+print("body", r:body())
+r:close()
+print("after_close", r:header("set-cookie"))
+local e = assert(http.fetch(BASE .. "/echo", { method = "POST", body = "payload",
+  headers = { ["X-Test"] = "yes" } }))
+print("echo", e:body())
+local h = assert(http.fetch(BASE .. "/head", { method = "HEAD" }))
+print("head_len", h:header("content-length"))
+print("head_body", "[" .. h:body() .. "]")
+local big = assert(http.fetch(BASE .. "/big"))
+local n, reads = 0, 0
+while true do
+  local d = big:read(100000)
+  if not d then break end
+  assert(#d <= 100000)
+  n, reads = n + #d, reads + 1
+end
+print("big", n)
+print("eof", assert(http.fetch(BASE .. "/eof")):body())
+do
+  local r <close> = assert(http.fetch(BASE .. "/small"))
+end
+print("in_use", http.client_stats().in_use)
+local leak = assert(http.fetch(BASE .. "/small"))
+leak = nil
+collectgarbage(); collectgarbage()
+print("in_use_gc", http.client_stats().in_use)
+]])
+      assert.equal(200, s.status)
+      assert.equal("HTTP/1.1", s.proto)
+      assert.equal("a=1", s.cookie)
+      assert.equal(2, s.ncookies)
+      assert.equal("Yes", s.mixed)
+      assert.equal("nil", s.none)
+      assert.equal("m", s.body)
+      assert.equal("a=1", s.after_close)
+      assert.equal("POST yes payload", s.echo)
+      assert.equal(1234, s.head_len)
+      assert.equal("[]", s.head_body)
+      assert.equal(1048576, s.big)
+      assert.equal("until close", s.eof)
+      assert.equal(0, s.in_use)
+      assert.equal(0, s.in_use_gc)
+    end)
+
+    it("follows redirects only when asked, at most the limit", function()
+      local s = run(up, [[
+print("plain", assert(http.fetch(BASE .. "/redirect/2")).status)
+print("followed", assert(http.fetch(BASE .. "/redirect/3", { redirects = 5 })):body())
+print("limit", select(2, http.fetch(BASE .. "/redirect/12", { redirects = 10 })))
+print("capped", select(2, http.fetch(BASE .. "/redirect/11", { redirects = 50 })))
+print("see_other", assert(http.fetch(BASE .. "/see-other", { method = "POST", body = "b", redirects = 1 })):body())
+]])
+      assert.equal(302, s.plain)
+      assert.equal("GET", s.followed)
+      assert.equal("stopped after 10 redirects", s.limit)
+      assert.equal("stopped after 10 redirects", s.capped)
+      assert.equal("GET", s.see_other:match("^%S+"))
+    end)
+
+    it("raises for misuse only", function()
+      local s = run(up, [[
+print("badhdr", (select(2, pcall(http.fetch, BASE, { headers = { ["X"] = "a\r\nb" } })):match("CR, LF")))
+print("badmethod", (select(2, pcall(http.fetch, BASE, { method = "G T" })):match("bad method")))
+print("scheme", select(2, http.fetch("ftp://x/")))
+print("port", select(2, http.fetch("http://x:99999/")))
+]])
+      assert.equal("CR, LF", s.badhdr)
+      assert.equal("bad method", s.badmethod)
+      assert.truthy(s.scheme:match("^invalid URL"))
+      assert.equal("invalid URL: bad port", s.port)
+    end)
+  end)
+
+  describe("errors are values", function()
+    it("reports malformed responses, resets, refusals, DNS failures and timeouts", function()
+      local s = run(up, [[
+local function try(path, opts)
+  local r, err = http.fetch(BASE .. path, opts)
+  if not r then return err end
+  local b, berr = r:body()
+  return b and "body" or berr
+end
+print("badstatus", try("/badstatus"))
+print("badchunk", try("/badchunk"))
+print("bighead", try("/bighead"))
+print("reset", try("/reset"))
+local t0 = http.now()
+print("hang", try("/hang", { timeout = 0.2 }))
+print("hangbody", try("/hangbody", { timeout = 0.2 }))
+print("elapsed", http.now() - t0)
+print("refused", select(2, http.fetch("http://127.0.0.1:1/")))
+print("dns", select(2, http.fetch("http://no-such-host.invalid/")))
+print("localhost", assert(http.fetch((BASE:gsub("127.0.0.1", "localhost")) .. "/small")).status)
+]])
+      assert.equal("malformed response: bad status line", s.badstatus)
+      assert.equal("malformed response: bad chunked encoding", s.badchunk)
+      assert.equal("malformed response: head too large", s.bighead)
+      assert.equal("connection closed in the middle of the body", s.reset)
+      assert.equal("timeout waiting for the response", s.hang)
+      assert.equal("timeout reading the body", s.hangbody)
+      assert.truthy(s.elapsed < 1.5)
+      assert.equal("connection refused", s.refused)
+      assert.equal("dns: no such host", s.dns)
+      assert.equal(200, s.localhost)
+    end)
+  end)
+
+  describe("inside a handler", function()
+    it("yields the handler, and closes what the handler left open", function()
+      local srv = H.start(string.format([[
+local http = require "moonhttp"
+http.handle("GET /proxy", function(req, res)
+  local r = assert(http.fetch("%s/small"))  -- left open: closed when the handler ends
+  res:write("upstream said ", r.status)
+end)
+http.handle("GET /stats", function(req, res)
+  res:json(http.client_stats())
+end)
+]], up.base))
+      for i = 1, 10 do
+        local res = assert(srv:get("/proxy"))
+        assert.equal("upstream said 200", res.body)
+      end
+      local stats = require("cjson").decode(assert(srv:get("/stats")).body)
+      srv:stop()
+      assert.equal(1, stats.dials)
+      assert.equal(9, stats.reuses)
+      assert.equal(0, stats.in_use)
+      assert.equal(1, up:count())
+    end)
+  end)
+end)

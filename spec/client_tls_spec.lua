@@ -1,0 +1,153 @@
+-- The client over HTTPS: a CA and certificates made here with the openssl
+-- CLI, and bench/client/delayproxy (compiled here, no delay) terminating TLS
+-- in front of the counting upstream (spec/servers/upstream.lua).
+local H = require "helper"
+local socket = require "socket"
+
+local function sh(cmd)
+  local log = H.tmpname(".sh")
+  local ok = os.execute(cmd .. " >" .. log .. " 2>&1")
+  local out = H.read_file(log) or ""
+  os.remove(log)
+  assert(ok, "failed: " .. cmd .. "\n" .. out)
+end
+
+local function spawn(cmd, log)
+  local pipe = assert(io.popen(string.format("sh -c '%s >%s 2>&1 & echo $!'", cmd, log), "r"))
+  local pid = tonumber(pipe:read("l"))
+  pipe:close()
+  local deadline = socket.gettime() + 5
+  while socket.gettime() < deadline do
+    local port = (H.read_file(log) or ""):match("port (%d+)")
+    if port then return pid, tonumber(port) end
+    socket.sleep(0.02)
+  end
+  os.execute("kill " .. pid)
+  error("did not start: " .. cmd .. "\n" .. (H.read_file(log) or ""))
+end
+
+local function run(source, ...)
+  local path = H.script("local http = require 'moonhttp'\n" .. source)
+  local code, out = H.run({ "run", path, ... })
+  os.remove(path)
+  assert.equal(0, code, out)
+  local kv = {}
+  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
+  return kv, out
+end
+
+describe("http client over TLS", function()
+  local dir, pids, up_port, good, expired = nil, {}, nil, nil, nil
+
+  setup(function()
+    dir = H.tmpname(".pki")
+    sh("mkdir -p " .. dir)
+    local function in_dir(cmd) sh("cd " .. dir .. " && " .. cmd) end
+    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+    in_dir("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj '/CN=moonhttp test CA'")
+    in_dir("openssl req -x509 " .. ec .. " -keyout other.key -out other.pem -days 2 -subj '/CN=other CA'")
+    in_dir("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
+    H.write_file(dir .. "/ext.cnf", "subjectAltName=DNS:localhost\n")
+    in_dir("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext.cnf")
+    -- an expired certificate needs `openssl ca` for explicit dates
+    H.write_file(dir .. "/ca.cnf", table.concat({
+      "[ ca ]", "default_ca = tca", "[ tca ]", "dir = .", "database = index.txt", "new_certs_dir = .",
+      "serial = serial", "default_md = sha256", "policy = pol", "copy_extensions = copy",
+      "[ pol ]", "commonName = supplied", "" }, "\n"))
+    H.write_file(dir .. "/index.txt", "")
+    H.write_file(dir .. "/serial", "01\n")
+    in_dir("openssl req " .. ec .. " -keyout old.key -out old.csr -subj /CN=localhost")
+    in_dir("openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in old.csr -out old.pem"
+      .. " -startdate 20200101000000Z -enddate 20200201000000Z")
+    sh("gcc -O2 -o " .. dir .. "/delayproxy bench/client/delayproxy.c -lev -lmbedtls -lmbedx509 -lmbedcrypto")
+    local pid
+    pid, up_port = spawn("lua5.4 spec/servers/upstream.lua 0", dir .. "/up.log")
+    pids[#pids + 1] = pid
+    pid, good = spawn(string.format("%s/delayproxy -u 127.0.0.1:%d -d 0 --cert %s/srv.pem --key %s/srv.key",
+      dir, up_port, dir, dir), dir .. "/px1.log")
+    pids[#pids + 1] = pid
+    pid, expired = spawn(string.format("%s/delayproxy -u 127.0.0.1:%d -d 0 --cert %s/old.pem --key %s/old.key",
+      dir, up_port, dir, dir), dir .. "/px2.log")
+    pids[#pids + 1] = pid
+  end)
+
+  teardown(function()
+    for _, pid in ipairs(pids) do os.execute("kill " .. pid .. " 2>/dev/null") end
+    if dir then os.execute("rm -rf " .. dir) end
+  end)
+
+  local function count()
+    return tonumber(assert(H.request(up_port, "GET", "/_count")).body)
+  end
+  before_each(function() assert(H.request(up_port, "GET", "/_reset")) end)
+
+  it("verifies against a custom CA and reuses one connection for unread bodies", function()
+    local s = run([[
+local c = http.client{ tls = { ca = arg[2] } }
+for _, p in ipairs{ "/small", "/chunked" } do
+  for i = 1, 50 do
+    local r = assert(c:fetch(arg[1] .. p))
+    assert(r.status == 200)
+    r:close()
+  end
+end
+for k, v in pairs(c:stats()) do print(k, v) end
+]], "https://localhost:" .. good, dir .. "/ca.pem")
+    assert.equal(1, s.dials)
+    assert.equal(99, s.reuses)
+    assert.equal(1, count())
+  end)
+
+  it("names the reason a certificate is refused", function()
+    local s = run([[
+local function err(url, tls) return select(2, http.client{ tls = tls }:fetch(url)) end
+print("system", err(arg[1], nil))
+print("other", err(arg[1], { ca = arg[3] }))
+print("mismatch", err(arg[4], { ca = arg[2] }))
+print("expired", err(arg[5], { ca = arg[2] }))
+print("noverify", assert(http.client{ tls = { verify = false } }:fetch(arg[1] .. "/small")).status)
+print("badca", err(arg[1], { ca = "/nonexistent.pem" }))
+]], "https://localhost:" .. good, dir .. "/ca.pem", dir .. "/other.pem",
+      "https://127.0.0.1:" .. good, "https://localhost:" .. expired)
+    assert.equal("tls: certificate signed by unknown authority", s.system)
+    assert.equal("tls: certificate signed by unknown authority", s.other)
+    assert.equal("tls: certificate hostname mismatch", s.mismatch)
+    assert.equal("tls: certificate expired", s.expired)
+    assert.equal(200, s.noverify)
+    assert.equal("tls: cannot load the CA file", s.badca)
+  end)
+
+  it("resumes TLS sessions per host", function()
+    local s = run([[
+local c = http.client{ tls = { ca = arg[2] }, max_idle = 0 } -- every fetch dials
+for i = 1, 4 do assert(c:fetch(arg[1] .. "/small")):close() end
+for k, v in pairs(c:stats()) do print(k, v) end
+]], "https://localhost:" .. good, dir .. "/ca.pem")
+    assert.equal(4, s.dials)
+    assert.equal(3, s.tls_resumed)
+    s = run([[
+local c = http.client{ tls = { ca = arg[2], resume = false }, max_idle = 0 }
+for i = 1, 3 do assert(c:fetch(arg[1] .. "/small")):close() end
+for k, v in pairs(c:stats()) do print(k, v) end
+]], "https://localhost:" .. good, dir .. "/ca.pem")
+    assert.equal(3, s.dials)
+    assert.equal(0, s.tls_resumed)
+  end)
+
+  it("drains over TLS in the background and gives up on big bodies", function()
+    local s = run([[
+local c = http.client{ tls = { ca = arg[2] } }
+for i = 1, 3 do assert(c:fetch(arg[1] .. "/big")):close() end
+for i = 1, 3 do
+  local r = assert(c:fetch(arg[1] .. "/big"))
+  local n = 0
+  while true do local d = r:read() if not d then break end n = n + #d end
+  print("read" .. i, n)
+end
+for k, v in pairs(c:stats()) do print(k, v) end
+]], "https://localhost:" .. good, dir .. "/ca.pem")
+    assert.equal(3, s.closed_unread)
+    assert.equal(1048576, s.read3)
+    assert.equal(4, s.dials)
+  end)
+end)

@@ -1,0 +1,762 @@
+#include "client.h"
+
+#include "client_tls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A response head beyond this is refused ("oversize head"). */
+#define MAX_HEAD (64 * 1024)
+/* Body bytes buffered ahead of the reader before reading pauses (TCP back-pressure). */
+#define BODY_HIGH_WATER (64 * 1024)
+#define READ_CHUNK      (16 * 1024)
+
+static const llhttp_settings_t *parser_settings(void);
+static void conn_fail(struct mh_client_conn *c, const char *err);
+static void conn_connect_next(struct mh_client_conn *c);
+static void conn_write(struct mh_client_conn *c);
+static void conn_dial(struct mh_client_conn *c);
+
+/* ---- watchers ------------------------------------------------------------ */
+
+/*
+ * Idle and draining connections must not keep the loop alive (a `run`
+ * script ends when its task does), so their watchers are unref'd while
+ * active; each watcher remembers whether it was, to balance ev_ref on stop.
+ */
+static bool is_weak(const struct mh_client_conn *c)
+{
+    return c->state == MH_CC_IDLE || c->state == MH_CC_DRAINING;
+}
+
+static void io_stop(struct mh_client_conn *c)
+{
+    struct ev_loop *loop = c->pool->loop;
+    if (ev_is_active(&c->io) && c->io_weak)
+        ev_ref(loop);
+    ev_io_stop(loop, &c->io);
+    c->io_weak = false;
+    c->io_events = 0;
+}
+
+static void timer_stop(struct mh_client_conn *c)
+{
+    struct ev_loop *loop = c->pool->loop;
+    if (ev_is_active(&c->timer) && c->timer_weak)
+        ev_ref(loop);
+    ev_timer_stop(loop, &c->timer);
+    c->timer_weak = false;
+}
+
+void mh_client_conn_set_io(struct mh_client_conn *c, int events)
+{
+    if (events == c->io_events && c->io_weak == (events && is_weak(c)))
+        return;
+    io_stop(c);
+    if (events) {
+        struct ev_loop *loop = c->pool->loop;
+        ev_io_set(&c->io, c->fd, events);
+        ev_io_start(loop, &c->io);
+        if ((c->io_weak = is_weak(c)))
+            ev_unref(loop);
+    }
+    c->io_events = events;
+}
+
+void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds)
+{
+    timer_stop(c);
+    if (seconds > 0) {
+        struct ev_loop *loop = c->pool->loop;
+        ev_timer_set(&c->timer, seconds, 0.);
+        ev_timer_start(loop, &c->timer);
+        if ((c->timer_weak = is_weak(c)))
+            ev_unref(loop);
+    }
+}
+
+/* Arms the timer for a phase: the phase's own limit, capped by the request deadline. */
+static void arm_phase_timer(struct mh_client_conn *c, double phase)
+{
+    struct mh_client_req *r = c->req;
+    double left = 0;
+    if (r && r->_deadline > 0) {
+        left = r->_deadline - ev_now(c->pool->loop);
+        if (left < 0.001)
+            left = 0.001;
+    }
+    if (phase > 0 && (left == 0 || phase < left))
+        left = phase;
+    mh_client_conn_set_timer(c, left);
+}
+
+/* Tells the exchange what it asked for, once. */
+static void notify(struct mh_client_req *r, enum mh_client_event ev)
+{
+    if (r->_want != (int)ev + 1)
+        return;
+    r->_want = 0;
+    r->on_event(r, ev);
+}
+
+/* ---- the parser ---------------------------------------------------------- */
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_client_conn *c = p->data;
+    if (c->head.len + len > MAX_HEAD) {
+        c->head_overflow = true;
+        return HPE_USER;
+    }
+    return mh_buf_append(&c->head, at, len) < 0 ? HPE_USER : 0;
+}
+
+static int on_header_end(llhttp_t *p)
+{
+    struct mh_client_conn *c = p->data;
+    return mh_buf_append(&c->head, "", 1) < 0 ? HPE_USER : 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct mh_client_conn *c = p->data;
+    struct mh_client_req *r = c->req;
+    if (!r)
+        return 0;
+    r->status = p->status_code;
+    r->http_major = p->http_major;
+    r->http_minor = p->http_minor;
+    r->head_done = true;
+    c->keep_alive = llhttp_should_keep_alive(p) && !llhttp_message_needs_eof(p);
+    /* A HEAD response announces a length but carries no body. */
+    return r->is_head ? 1 : 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_client_conn *c = p->data;
+    if (c->state == MH_CC_DRAINING || !c->req) {
+        c->drained += len;
+        return 0;
+    }
+    return mh_buf_append(&c->body, at, len) < 0 ? HPE_USER : 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    struct mh_client_conn *c = p->data;
+    c->msg_done = true;
+    if (c->req)
+        c->req->body_done = true;
+    return HPE_PAUSED; /* anything after the response is a protocol error */
+}
+
+static const llhttp_settings_t *parser_settings(void)
+{
+    static llhttp_settings_t s;
+    static bool ready;
+    if (!ready) {
+        llhttp_settings_init(&s);
+        s.on_header_field = on_header_field;
+        s.on_header_value = on_header_field;
+        s.on_header_field_complete = on_header_end;
+        s.on_header_value_complete = on_header_end;
+        s.on_headers_complete = on_headers_complete;
+        s.on_body = on_body;
+        s.on_message_complete = on_message_complete;
+        ready = true;
+    }
+    return &s;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+/* recv or TLS read: >0 bytes, 0 EOF, MH_TLS_WANT_* or MH_TLS_ERROR (errno kept). */
+static ssize_t conn_recv(struct mh_client_conn *c, char *buf, size_t n)
+{
+    if (c->tls)
+        return mh_client_tls_read(c->tls, buf, n);
+    for (;;) {
+        ssize_t got = recv(c->fd, buf, n, 0);
+        if (got >= 0)
+            return got;
+        if (errno == EINTR)
+            continue;
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? MH_TLS_WANT_READ : MH_TLS_ERROR;
+    }
+}
+
+static const char *parse_error(struct mh_client_conn *c, llhttp_errno_t e)
+{
+    if (e == HPE_USER)
+        return c->head_overflow ? "malformed response: head too large" : "out of memory";
+    if (!c->req || !c->req->head_done) {
+        if (e == HPE_INVALID_CONSTANT || e == HPE_INVALID_VERSION || e == HPE_INVALID_STATUS)
+            return "malformed response: bad status line";
+        return "malformed response: bad head";
+    }
+    if (e == HPE_INVALID_CHUNK_SIZE || e == HPE_STRICT)
+        return "malformed response: bad chunked encoding";
+    return "malformed response: bad body";
+}
+
+/* Feeds bytes to the parser. Returns NULL or an error. */
+static const char *conn_parse(struct mh_client_conn *c, const char *data, size_t n)
+{
+    if (c->msg_done) {
+        c->extra_bytes = true;
+        return NULL;
+    }
+    llhttp_errno_t e = llhttp_execute(&c->parser, data, n);
+    if (e == HPE_PAUSED) {
+        const char *stop = llhttp_get_error_pos(&c->parser);
+        if (stop && stop < data + n)
+            c->extra_bytes = true;
+        return NULL;
+    }
+    if (e != HPE_OK)
+        return parse_error(c, e);
+    return NULL;
+}
+
+static const char *eof_error(struct mh_client_conn *c)
+{
+    if (!c->msg_done) {
+        llhttp_errno_t e = llhttp_finish(&c->parser);
+        if ((e == HPE_OK || e == HPE_PAUSED) && c->msg_done)
+            return NULL;
+        if (!c->got_byte)
+            return "connection closed before the response";
+        if (!c->req || !c->req->head_done)
+            return "malformed response: connection closed in the head";
+        return "connection closed in the middle of the body";
+    }
+    return NULL;
+}
+
+/*
+ * Reads whatever the socket holds now (until it would block, the body buffer
+ * fills, or the message ends) and parses it.
+ */
+int mh_client_conn_pump(struct mh_client_conn *c)
+{
+    char buf[READ_CHUNK];
+    int progress = 0;
+    while (!c->msg_done) {
+        if (c->req && c->body.len >= BODY_HIGH_WATER && !(c->req->_want_all))
+            break;
+        if (c->state == MH_CC_DRAINING && c->drained > c->pool->s.drain_bytes)
+            break;
+        ssize_t n = conn_recv(c, buf, sizeof buf);
+        if (n == MH_TLS_WANT_READ || n == MH_TLS_WANT_WRITE)
+            return progress;
+        if (n == MH_TLS_ERROR) {
+            conn_fail(c, c->got_byte ? "connection reset in the middle of the response"
+                                     : "connection reset before the response");
+            return -1;
+        }
+        if (n == 0) {
+            const char *err = eof_error(c);
+            if (err) {
+                conn_fail(c, err);
+                return -1;
+            }
+            c->keep_alive = false;
+            return 1;
+        }
+        c->got_byte = true;
+        progress = 1;
+        const char *err = conn_parse(c, buf, (size_t)n);
+        if (err) {
+            conn_fail(c, err);
+            return -1;
+        }
+    }
+    return 1;
+}
+
+/* What the reader side wants from the socket now. */
+static void update_read_interest(struct mh_client_conn *c)
+{
+    struct mh_client_req *r = c->req;
+    bool want =
+        !c->msg_done && (!r || !r->head_done || c->body.len < BODY_HIGH_WATER || r->_want_all);
+    mh_client_conn_set_io(c, want ? EV_READ : 0);
+}
+
+static void conn_on_input(struct mh_client_conn *c)
+{
+    struct mh_client_req *r = c->req;
+    if (mh_client_conn_pump(c) < 0)
+        return; /* conn_fail told the exchange */
+    if (r->head_done && c->state == MH_CC_HEAD) {
+        c->state = MH_CC_BODY;
+        arm_phase_timer(c, 0);
+        notify(r, MH_CLIENT_HEAD);
+    }
+    if (c->state == MH_CC_BODY) {
+        if (c->msg_done)
+            mh_client_conn_set_timer(c, 0);
+        update_read_interest(c);
+        if (c->msg_done || c->body.len >= (r->_want_all ? SIZE_MAX : 1))
+            notify(r, MH_CLIENT_BODY);
+    }
+}
+
+/* ---- failure and retry --------------------------------------------------- */
+
+/*
+ * The connection is unusable. A request that failed on a reused connection
+ * before any response byte came back may have met a keep-alive close race:
+ * if it is idempotent it is sent once more on a fresh connection.
+ */
+static void conn_fail(struct mh_client_conn *c, const char *err)
+{
+    struct mh_client_req *r = c->req;
+    if (!r) {
+        if (c->state == MH_CC_DRAINING)
+            c->pool->stats.drains_abandoned++;
+        mh_client_conn_close(c);
+        return;
+    }
+    bool retry = c->reused && !c->got_byte && r->idempotent && !r->_retried;
+    c->req = NULL;
+    r->conn = NULL;
+    mh_client_conn_close(c);
+    if (retry) {
+        r->_retried = true;
+        r->pool->stats.retries++;
+        mh_client_start(r);
+        return;
+    }
+    r->err = err;
+    if (r->head_done)
+        r->body_done = true;
+    /* Whatever the exchange waits for (head or body), the answer is this error. */
+    if (r->_want)
+        notify(r, (enum mh_client_event)(r->_want - 1));
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+static void start_exchange(struct mh_client_conn *c)
+{
+    struct mh_client_req *r = c->req;
+    llhttp_init(&c->parser, HTTP_RESPONSE, parser_settings());
+    c->parser.data = c;
+    c->head.len = c->body.len = 0;
+    c->out_off = 0;
+    c->drained = 0;
+    c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = false;
+    c->keep_alive = false;
+    r->head_done = r->body_done = false;
+    c->state = MH_CC_WRITING;
+    arm_phase_timer(c, 0);
+    conn_write(c);
+}
+
+static void on_handshake(struct mh_client_conn *c)
+{
+    const char *err = NULL;
+    int rc = mh_client_tls_handshake(c->tls, &err);
+    if (rc == MH_TLS_WANT_READ || rc == MH_TLS_WANT_WRITE) {
+        mh_client_conn_set_io(c, rc == MH_TLS_WANT_READ ? EV_READ : EV_WRITE);
+        return;
+    }
+    if (rc != 0) {
+        conn_fail(c, err);
+        return;
+    }
+    if (mh_client_tls_resumed(c->tls))
+        c->pool->stats.tls_resumed++;
+    mh_client_tls_save_session(c->tls, &c->host->tls_session);
+    start_exchange(c);
+}
+
+static void start_tls(struct mh_client_conn *c)
+{
+    struct mh_client_pool *p = c->pool;
+    const char *err = NULL;
+    if (!p->tls_cfg && !p->tls_cfg_err)
+        p->tls_cfg = mh_client_tls_cfg_new(p->s.tls_ca, p->s.tls_verify, &p->tls_cfg_err);
+    if (!p->tls_cfg) {
+        conn_fail(c, p->tls_cfg_err);
+        return;
+    }
+    c->tls = mh_client_tls_new(p->tls_cfg, c->fd, c->req->host,
+                               p->s.tls_resume ? c->host->tls_session : NULL, &err);
+    if (!c->tls) {
+        conn_fail(c, err);
+        return;
+    }
+    c->state = MH_CC_HANDSHAKE;
+    arm_phase_timer(c, p->s.tls_timeout);
+    on_handshake(c);
+}
+
+static void on_connected(struct mh_client_conn *c)
+{
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+    if (soerr != 0) {
+        if (c->addr_i + 1 < c->addrs.n) {
+            close(c->fd);
+            c->fd = -1;
+            c->io_events = 0;
+            c->addr_i++;
+            conn_connect_next(c);
+            return;
+        }
+        conn_fail(c, soerr == ECONNREFUSED ? "connection refused"
+                     : soerr == ETIMEDOUT  ? "connect timeout"
+                                           : "connect failed");
+        return;
+    }
+    mh_client_conn_set_io(c, 0);
+    if (c->req->tls)
+        start_tls(c);
+    else
+        start_exchange(c);
+}
+
+static void conn_connect_next(struct mh_client_conn *c)
+{
+    const struct sockaddr_storage *sa = &c->addrs.a[c->addr_i];
+    c->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        conn_fail(c, "cannot create a socket");
+        return;
+    }
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->state = MH_CC_CONNECTING;
+    arm_phase_timer(c, c->pool->s.connect_timeout);
+    if (connect(c->fd, (const struct sockaddr *)sa, c->addrs.len[c->addr_i]) == 0) {
+        on_connected(c);
+        return;
+    }
+    if (errno == EINPROGRESS) {
+        mh_client_conn_set_io(c, EV_WRITE);
+        return;
+    }
+    if (c->addr_i + 1 < c->addrs.n) {
+        close(c->fd);
+        c->fd = -1;
+        c->addr_i++;
+        conn_connect_next(c);
+        return;
+    }
+    conn_fail(c, errno == ECONNREFUSED ? "connection refused" : "connect failed");
+}
+
+static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
+{
+    struct mh_client_conn *c =
+        (struct mh_client_conn *)((char *)q - offsetof(struct mh_client_conn, dns));
+    if (err) {
+        conn_fail(c, err);
+        return;
+    }
+    c->addrs = *a;
+    c->addr_i = 0;
+    conn_connect_next(c);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+static void conn_write(struct mh_client_conn *c)
+{
+    struct mh_client_req *r = c->req;
+    while (c->out_off < r->len) {
+        ssize_t n;
+        const char *p = r->data + c->out_off;
+        size_t left = r->len - c->out_off;
+        if (c->tls) {
+            n = mh_client_tls_write(c->tls, p, left);
+            if (n == MH_TLS_WANT_READ || n == MH_TLS_WANT_WRITE) {
+                mh_client_conn_set_io(c, n == MH_TLS_WANT_READ ? EV_READ : EV_WRITE);
+                return;
+            }
+        } else {
+            n = send(c->fd, p, left, MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                mh_client_conn_set_io(c, EV_WRITE);
+                return;
+            }
+        }
+        if (n <= 0) {
+            conn_fail(c, "connection reset while sending the request");
+            return;
+        }
+        c->out_off += (size_t)n;
+    }
+    c->state = MH_CC_HEAD;
+    mh_client_conn_set_io(c, EV_READ);
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct mh_client_conn *c = w->data;
+    (void)loop;
+    (void)revents;
+    switch (c->state) {
+    case MH_CC_CONNECTING:
+        on_connected(c);
+        break;
+    case MH_CC_HANDSHAKE:
+        on_handshake(c);
+        break;
+    case MH_CC_WRITING:
+        conn_write(c);
+        break;
+    case MH_CC_HEAD:
+    case MH_CC_BODY:
+        conn_on_input(c);
+        break;
+    case MH_CC_DRAINING:
+        if (mh_client_conn_pump(c) >= 0)
+            mh_client_drain_progress(c);
+        break;
+    case MH_CC_IDLE:
+        /* Data or EOF on an idle connection: the server closed it, or broke the protocol. */
+        mh_client_conn_close(c);
+        break;
+    default:
+        mh_client_conn_set_io(c, 0);
+    }
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct mh_client_conn *c = w->data;
+    (void)revents;
+    /* An expired one-shot timer is stopped already: give back the unref'd count. */
+    if (c->timer_weak) {
+        ev_ref(loop);
+        c->timer_weak = false;
+    }
+    switch (c->state) {
+    case MH_CC_WAIT_DRAIN:
+        c->host->drain_waiter = NULL;
+        conn_dial(c);
+        break;
+    case MH_CC_RESOLVING:
+        mh_dns_cancel(&c->dns);
+        conn_fail(c, "timeout resolving the host");
+        break;
+    case MH_CC_CONNECTING:
+        conn_fail(c, "connect timeout");
+        break;
+    case MH_CC_HANDSHAKE:
+        conn_fail(c, "tls handshake timeout");
+        break;
+    case MH_CC_WRITING:
+    case MH_CC_HEAD:
+        c->reused = false; /* a slow server is not a stale connection: no retry */
+        conn_fail(c, "timeout waiting for the response");
+        break;
+    case MH_CC_BODY:
+        conn_fail(c, "timeout reading the body");
+        break;
+    case MH_CC_DRAINING:
+        c->pool->stats.drains_abandoned++;
+        mh_client_conn_close(c);
+        break;
+    case MH_CC_IDLE:
+        mh_client_conn_close(c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- the exchange -------------------------------------------------------- */
+
+void mh_client_start(struct mh_client_req *r)
+{
+    struct mh_client_pool *p = r->pool;
+    r->_want = MH_CLIENT_HEAD + 1;
+    if (r->_deadline == 0 && r->timeout > 0)
+        r->_deadline = ev_now(p->loop) + r->timeout;
+    struct mh_client_host *h = mh_client_pool_host(p, r);
+    if (!h) {
+        r->err = "out of memory";
+        notify(r, MH_CLIENT_HEAD);
+        return;
+    }
+    struct mh_client_conn *c = r->_retried ? NULL : mh_client_pool_take(p, h);
+    if (c) {
+        mh_client_conn_begin(c, r);
+        return;
+    }
+    if (!(c = mh_client_conn_alloc(p, h))) {
+        r->err = "out of memory";
+        notify(r, MH_CLIENT_HEAD);
+        return;
+    }
+    ev_init(&c->io, on_io);
+    ev_init(&c->timer, on_timer);
+    c->io.data = c->timer.data = c;
+    c->req = r;
+    r->conn = c;
+    c->reused = false;
+    /*
+     * A connection of this host is finishing a drain: it will most likely be
+     * idle well before a new connection could be dialed (one round trip, or
+     * three with TLS), so wait for it a little before dialing.
+     */
+    if (!r->_retried && p->s.drain_wait > 0 && h->ndraining > 0 && !h->drain_waiter) {
+        c->state = MH_CC_WAIT_DRAIN;
+        h->drain_waiter = c;
+        mh_client_conn_set_timer(c, p->s.drain_wait);
+        return;
+    }
+    conn_dial(c);
+}
+
+void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r)
+{
+    c->pool->stats.reuses++;
+    c->req = r;
+    r->conn = c;
+    c->reused = true;
+    start_exchange(c);
+}
+
+static void conn_dial(struct mh_client_conn *c)
+{
+    struct mh_client_pool *p = c->pool;
+    struct mh_client_req *r = c->req;
+    p->stats.dials++;
+    c->state = MH_CC_RESOLVING;
+    c->dns.cb = on_resolved;
+    const char *err = NULL;
+    int rc = mh_dns_resolve(p->dns, r->host, r->port, &c->dns, &c->addrs, &err);
+    if (rc < 0) {
+        conn_fail(c, err);
+    } else if (rc == 0) {
+        arm_phase_timer(c, 0);
+    } else {
+        c->addr_i = 0;
+        conn_connect_next(c);
+    }
+}
+
+const char *mh_client_head(const struct mh_client_req *r, size_t *len)
+{
+    if (!r->conn) {
+        *len = 0;
+        return "";
+    }
+    *len = r->conn->head.len;
+    return r->conn->head.data;
+}
+
+const char *mh_client_body(const struct mh_client_req *r, size_t *len)
+{
+    if (!r->conn) {
+        *len = 0;
+        return "";
+    }
+    *len = r->conn->body.len;
+    return r->conn->body.data;
+}
+
+void mh_client_body_consume(struct mh_client_req *r, size_t n)
+{
+    struct mh_client_conn *c = r->conn;
+    if (!c)
+        return;
+    mh_buf_consume(&c->body, n);
+    if (c->state == MH_CC_BODY)
+        update_read_interest(c);
+}
+
+bool mh_client_body_want(struct mh_client_req *r, bool all)
+{
+    struct mh_client_conn *c = r->conn;
+    if (!c || r->err || c->msg_done || (!all && c->body.len > 0))
+        return false;
+    r->_want_all = all;
+    /* Take what is there now, including records TLS has decrypted but not handed out. */
+    if (mh_client_conn_pump(c) < 0 || !(c = r->conn))
+        return false;
+    if (c->msg_done || (!all && c->body.len > 0)) {
+        if (c->msg_done)
+            mh_client_conn_set_timer(c, 0);
+        return false;
+    }
+    r->_want = MH_CLIENT_BODY + 1;
+    update_read_interest(c);
+    return true;
+}
+
+void mh_client_conn_close(struct mh_client_conn *c)
+{
+    struct mh_client_pool *p = c->pool;
+    if (c->state == MH_CC_CLOSED)
+        return;
+    if (c->state == MH_CC_RESOLVING)
+        mh_dns_cancel(&c->dns);
+    if (c->state == MH_CC_WAIT_DRAIN && c->host->drain_waiter == c)
+        c->host->drain_waiter = NULL;
+    if (c->state == MH_CC_DRAINING)
+        c->host->ndraining--;
+    if (c->state == MH_CC_IDLE) {
+        /* unlink from the idle lists */
+        struct mh_client_host *h = c->host;
+        if (c->hprev)
+            c->hprev->hnext = c->hnext;
+        else
+            h->idle = c->hnext;
+        if (c->hnext)
+            c->hnext->hprev = c->hprev;
+        h->nidle--;
+        if (c->lprev)
+            c->lprev->lnext = c->lnext;
+        else
+            p->idle_head = c->lnext;
+        if (c->lnext)
+            c->lnext->lprev = c->lprev;
+        else
+            p->idle_tail = c->lprev;
+        p->nidle--;
+        c->hprev = c->hnext = c->lprev = c->lnext = NULL;
+    }
+    io_stop(c);
+    timer_stop(c);
+    if (c->tls) {
+        mh_client_tls_free(c->tls);
+        c->tls = NULL;
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->req) {
+        c->req->conn = NULL;
+        c->req = NULL;
+    }
+    c->state = MH_CC_CLOSED;
+    /* off the open list, onto the free list */
+    if (c->aprev)
+        c->aprev->anext = c->anext;
+    else
+        p->open = c->anext;
+    if (c->anext)
+        c->anext->aprev = c->aprev;
+    c->aprev = NULL;
+    c->anext = p->free_conns;
+    p->free_conns = c;
+    p->nopen--;
+}

@@ -1,0 +1,221 @@
+#ifndef MH_CLIENT_H
+#define MH_CLIENT_H
+/*
+ * Outbound HTTP/1.1: one exchange (struct mh_client_req) runs on one pooled
+ * connection (struct mh_client_conn) of a pool (struct mh_client_pool).
+ * client.c drives a connection through resolve → connect → TLS handshake →
+ * write → head → body; client_pool.c owns idle connections, reuse and the
+ * background drain of unread bodies. Nothing here blocks the loop and
+ * nothing calls into Lua: an exchange reports through its on_event callback,
+ * which must not re-enter this module (lua_client.c only arms a timer).
+ *
+ * Errors are static strings (compare by identity or print them).
+ */
+#include <ev.h>
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "buf.h"
+#include "client_dns.h"
+
+struct mh_client_pool;
+struct mh_client_host;
+struct mh_client_conn;
+struct mh_client_req;
+struct mh_client_tls;
+struct mh_client_tls_cfg;
+
+enum mh_client_event {
+    MH_CLIENT_HEAD, /* the response head arrived (or err is set) */
+    MH_CLIENT_BODY, /* body bytes, the end of the body, or an error */
+};
+typedef void (*mh_client_cb)(struct mh_client_req *r, enum mh_client_event ev);
+
+/* Settings of one client; the defaults are DESIGN.md §3's. */
+struct mh_client_settings {
+    size_t max_idle;          /* 256 */
+    size_t max_idle_per_host; /* 32 */
+    double idle_timeout;      /* 90 s */
+    size_t drain_bytes;       /* 256 KiB; 0 turns draining off */
+    double drain_timeout;     /* 50 ms */
+    double connect_timeout;   /* 10 s, capped by the request timeout */
+    double tls_timeout;       /* 10 s, handshake */
+    double drain_wait;        /* 2 ms: how long a request waits for a draining connection */
+    bool tls_verify;          /* true */
+    bool tls_resume;          /* true: offer the host's last session again */
+    char *tls_ca;             /* PEM file (owned, malloc'd) or NULL: the system bundle */
+};
+
+struct mh_client_stats {
+    unsigned long dials, reuses, retries;
+    unsigned long drains_sync;      /* finished inside close() from buffered bytes */
+    unsigned long drains_done;      /* finished in the background */
+    unsigned long drains_abandoned; /* a drain that hit drain_bytes/drain_timeout or failed */
+    unsigned long closes_no_drain;  /* closed unread: Connection: close, too big, or off */
+    unsigned long tls_resumed;
+};
+
+/*
+ * One request/response exchange. The caller owns the memory (lua_client.c
+ * keeps it inside the response userdata, so it costs no malloc) and must
+ * call mh_client_req_finish once, even after an error.
+ */
+struct mh_client_req {
+    /* Set by the caller before mh_client_start. */
+    struct mh_client_pool *pool;
+    bool tls;
+    char host[256]; /* name or numeric address, without brackets */
+    uint16_t port;
+    const char *data; /* the whole request (head and body), valid until finish */
+    size_t len;
+    bool idempotent; /* may be retried once on a fresh connection */
+    bool is_head;    /* HEAD: the response has no body */
+    double timeout;  /* total seconds, 0 = none */
+    mh_client_cb on_event;
+    void *ud;
+
+    /* Results. */
+    const char *err; /* NULL, or why the exchange failed */
+    int status;
+    int http_major, http_minor;
+    bool head_done, body_done;
+    struct mh_client_conn *conn; /* while the exchange holds one */
+
+    double _deadline;
+    bool _retried;
+    int _want; /* 0, MH_CLIENT_HEAD + 1, or MH_CLIENT_BODY + 1 */
+    bool _want_all;
+};
+
+/* Starts the exchange; completion (or failure) arrives as MH_CLIENT_HEAD. */
+void mh_client_start(struct mh_client_req *r);
+
+/*
+ * Header pairs of the response head, valid until finish: "name\0value\0"...
+ * Returns the bytes and their length through len.
+ */
+const char *mh_client_head(const struct mh_client_req *r, size_t *len);
+
+/* Buffered body bytes not consumed yet. */
+const char *mh_client_body(const struct mh_client_req *r, size_t *len);
+void mh_client_body_consume(struct mh_client_req *r, size_t n);
+
+/*
+ * Asks for an MH_CLIENT_BODY event: when any body bytes are buffered (or all
+ * of them, with `all`), at the end of the body, or on error. Returns false if
+ * the answer is already there (nothing will be sent).
+ */
+bool mh_client_body_want(struct mh_client_req *r, bool all);
+
+/*
+ * Ends the exchange, never blocking: a finished body parks the connection
+ * idle; an unread one is drained (bytes already buffered at once, the rest in
+ * the background within the drain limits) or the connection is closed.
+ */
+void mh_client_req_finish(struct mh_client_req *r);
+
+/* ---- pools (client_pool.c) ---------------------------------------------- */
+
+void mh_client_settings_init(struct mh_client_settings *s);
+
+/* A new pool with a reference held by the caller; takes ownership of s->tls_ca. */
+struct mh_client_pool *mh_client_pool_new(struct ev_loop *loop, const struct mh_client_settings *s);
+void mh_client_pool_ref(struct mh_client_pool *p);
+/* The last reference closes every connection and frees the pool. */
+void mh_client_pool_unref(struct mh_client_pool *p);
+/* Closes the idle connections (draining ones finish on their own). */
+void mh_client_pool_close_idle(struct mh_client_pool *p);
+const struct mh_client_stats *mh_client_pool_stats(const struct mh_client_pool *p, size_t *idle,
+                                                   size_t *open);
+
+/* ---- shared by client.c and client_pool.c (not for other callers) -------- */
+
+enum mh_cconn_state {
+    MH_CC_WAIT_DRAIN, /* placeholder: its request waits for a drain to finish, then dials */
+    MH_CC_RESOLVING,
+    MH_CC_CONNECTING,
+    MH_CC_HANDSHAKE,
+    MH_CC_WRITING,
+    MH_CC_HEAD,
+    MH_CC_BODY,
+    MH_CC_DRAINING,
+    MH_CC_IDLE,
+    MH_CC_CLOSED,
+};
+
+struct mh_client_conn {
+    struct mh_client_pool *pool;
+    struct mh_client_host *host;
+    struct mh_client_req *req; /* NULL while idle or draining */
+    enum mh_cconn_state state;
+    int fd;
+    int io_events;
+    ev_io io;
+    ev_timer timer;
+    struct mh_client_tls *tls;
+    llhttp_t parser;
+    struct mh_buf head; /* "name\0value\0" pairs */
+    struct mh_buf body; /* parsed body bytes not consumed */
+    size_t out_off;
+    size_t drained;
+    bool reused, got_byte, keep_alive, msg_done, extra_bytes;
+    bool io_weak, timer_weak, head_overflow;
+    struct mh_dns_query dns;
+    struct mh_dns_addrs addrs;
+    int addr_i;
+    struct mh_client_conn *hprev, *hnext; /* host's idle list, most recent first */
+    struct mh_client_conn *lprev, *lnext; /* pool-wide idle list, most recent first */
+    struct mh_client_conn *aprev, *anext; /* every open connection of the pool */
+};
+
+struct mh_client_host {
+    struct mh_client_host *next;
+    bool tls;
+    uint16_t port;
+    char name[256];
+    struct mh_client_conn *idle;
+    size_t nidle;
+    size_t ndraining;
+    struct mh_client_conn *drain_waiter; /* a placeholder in MH_CC_WAIT_DRAIN, or NULL */
+    void *tls_session;                   /* saved session for resumption (client_tls.c) */
+};
+
+struct mh_client_pool {
+    struct ev_loop *loop;
+    struct mh_client_settings s;
+    struct mh_client_stats stats;
+    struct mh_client_host *hosts;
+    struct mh_client_conn *idle_head, *idle_tail;
+    size_t nidle, nopen;
+    struct mh_client_conn *open;
+    struct mh_client_conn *free_conns;
+    struct mh_client_tls_cfg *tls_cfg; /* made on the first https request */
+    const char *tls_cfg_err;
+    struct mh_dns *dns;
+    int refs;
+};
+
+struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struct mh_client_req *r);
+/* An idle connection that still looks alive, taken out of the idle lists, or NULL. */
+struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h);
+/* A fresh connection object (pooled), on the open list, not connected. */
+struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h);
+/* Closes the socket and returns the object to the pool's free list. */
+void mh_client_conn_close(struct mh_client_conn *c);
+/* Parks a connection whose exchange completed cleanly. */
+void mh_client_pool_park(struct mh_client_conn *c);
+/* Starts or continues a background drain; called from client.c on input. */
+void mh_client_drain_progress(struct mh_client_conn *c);
+
+/* client.c helpers used by client_pool.c */
+/* Runs r on c, an idle or just-drained connection taken out of the pool. */
+void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r);
+void mh_client_conn_set_io(struct mh_client_conn *c, int events);
+void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds);
+/* Reads and parses what the socket has now. Returns 1 progress, 0 would block, -1 error/EOF. */
+int mh_client_conn_pump(struct mh_client_conn *c);
+
+#endif

@@ -1,0 +1,316 @@
+#include "client.h"
+
+#include "client_tls.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* Buffers that grew past this (a big body read whole) are not kept on pooled objects. */
+#define KEEP_BUF_MAX (64 * 1024)
+
+void mh_client_settings_init(struct mh_client_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    s->max_idle = 256;
+    s->max_idle_per_host = 32;
+    s->idle_timeout = 90;
+    s->drain_bytes = 256 * 1024;
+    s->drain_timeout = 0.050;
+    s->connect_timeout = 10;
+    s->tls_timeout = 10;
+    s->tls_verify = true;
+    s->tls_resume = true;
+    s->drain_wait = 0.002;
+}
+
+struct mh_client_pool *mh_client_pool_new(struct ev_loop *loop, const struct mh_client_settings *s)
+{
+    struct mh_client_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->loop = loop;
+    p->s = *s;
+    p->refs = 1;
+    if (!(p->dns = mh_dns_new(loop))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void mh_client_pool_ref(struct mh_client_pool *p)
+{
+    p->refs++;
+}
+
+void mh_client_pool_unref(struct mh_client_pool *p)
+{
+    if (--p->refs > 0)
+        return;
+    while (p->open)
+        mh_client_conn_close(p->open);
+    while (p->free_conns) {
+        struct mh_client_conn *c = p->free_conns;
+        p->free_conns = c->anext;
+        mh_buf_free(&c->head);
+        mh_buf_free(&c->body);
+        free(c);
+    }
+    while (p->hosts) {
+        struct mh_client_host *h = p->hosts;
+        p->hosts = h->next;
+        mh_client_tls_session_free(h->tls_session);
+        free(h);
+    }
+    mh_client_tls_cfg_free(p->tls_cfg);
+    mh_dns_free(p->dns);
+    free(p->s.tls_ca);
+    free(p);
+}
+
+void mh_client_pool_close_idle(struct mh_client_pool *p)
+{
+    while (p->idle_head)
+        mh_client_conn_close(p->idle_head);
+}
+
+const struct mh_client_stats *mh_client_pool_stats(const struct mh_client_pool *p, size_t *idle,
+                                                   size_t *open)
+{
+    *idle = p->nidle;
+    *open = p->nopen;
+    return &p->stats;
+}
+
+struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struct mh_client_req *r)
+{
+    for (struct mh_client_host *h = p->hosts; h; h = h->next)
+        if (h->port == r->port && h->tls == r->tls && strcmp(h->name, r->host) == 0)
+            return h;
+    struct mh_client_host *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->tls = r->tls;
+    h->port = r->port;
+    strcpy(h->name, r->host);
+    h->next = p->hosts;
+    p->hosts = h;
+    return h;
+}
+
+/*
+ * Whether an idle connection is still usable: the server may have closed it
+ * (or written to it, which HTTP/1.1 does not allow) since the idle watcher
+ * last ran. A non-blocking peek that would block means nothing came.
+ */
+static bool still_alive(struct mh_client_conn *c)
+{
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h)
+{
+    while (h->idle) {
+        struct mh_client_conn *c = h->idle;
+        if (!still_alive(c)) {
+            mh_client_conn_close(c);
+            continue;
+        }
+        h->idle = c->hnext;
+        if (h->idle)
+            h->idle->hprev = NULL;
+        h->nidle--;
+        if (c->lprev)
+            c->lprev->lnext = c->lnext;
+        else
+            p->idle_head = c->lnext;
+        if (c->lnext)
+            c->lnext->lprev = c->lprev;
+        else
+            p->idle_tail = c->lprev;
+        p->nidle--;
+        c->hprev = c->hnext = c->lprev = c->lnext = NULL;
+        mh_client_conn_set_timer(c, 0);
+        mh_client_conn_set_io(c, 0);
+        c->state = MH_CC_WRITING;
+        return c;
+    }
+    return NULL;
+}
+
+static void shrink(struct mh_buf *b)
+{
+    if (b->cap > KEEP_BUF_MAX)
+        mh_buf_free(b);
+    b->len = 0;
+}
+
+struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h)
+{
+    struct mh_client_conn *c = p->free_conns;
+    if (c) {
+        p->free_conns = c->anext;
+    } else if (!(c = calloc(1, sizeof *c))) {
+        return NULL;
+    }
+    shrink(&c->head);
+    shrink(&c->body);
+    c->pool = p;
+    c->host = h;
+    c->req = NULL;
+    c->fd = -1;
+    c->io_events = 0;
+    c->tls = NULL;
+    c->dns._job = NULL;
+    c->hprev = c->hnext = c->lprev = c->lnext = NULL;
+    c->aprev = NULL;
+    c->anext = p->open;
+    if (p->open)
+        p->open->aprev = c;
+    p->open = c;
+    p->nopen++;
+    return c;
+}
+
+void mh_client_pool_park(struct mh_client_conn *c)
+{
+    struct mh_client_pool *p = c->pool;
+    struct mh_client_host *h = c->host;
+    if (c->state == MH_CC_DRAINING)
+        h->ndraining--;
+    c->state = MH_CC_IDLE; /* so closing below, or a handover, sees no drain */
+    if (h->drain_waiter) {
+        /* A request is waiting for exactly this: hand the connection over. */
+        struct mh_client_conn *w = h->drain_waiter;
+        struct mh_client_req *r = w->req;
+        h->drain_waiter = NULL;
+        w->req = NULL;
+        r->conn = NULL;
+        mh_client_conn_close(w);
+        mh_client_conn_set_timer(c, 0);
+        mh_client_conn_set_io(c, 0);
+        c->state = MH_CC_WRITING;
+        mh_client_conn_begin(c, r);
+        return;
+    }
+    c->state = MH_CC_WRITING; /* not on the idle lists yet */
+    if (p->s.max_idle == 0 || p->s.max_idle_per_host == 0) {
+        mh_client_conn_close(c);
+        return;
+    }
+    shrink(&c->head);
+    shrink(&c->body);
+    c->state = MH_CC_IDLE;
+    c->hprev = NULL;
+    c->hnext = h->idle;
+    if (h->idle)
+        h->idle->hprev = c;
+    h->idle = c;
+    h->nidle++;
+    c->lprev = NULL;
+    c->lnext = p->idle_head;
+    if (p->idle_head)
+        p->idle_head->lprev = c;
+    else
+        p->idle_tail = c;
+    p->idle_head = c;
+    p->nidle++;
+    mh_client_conn_set_io(c, EV_READ);
+    mh_client_conn_set_timer(c, p->s.idle_timeout);
+    if (h->nidle > p->s.max_idle_per_host) {
+        struct mh_client_conn *old = h->idle;
+        while (old->hnext)
+            old = old->hnext;
+        mh_client_conn_close(old);
+    }
+    if (p->nidle > p->s.max_idle)
+        mh_client_conn_close(p->idle_tail);
+}
+
+/* A response has ended: park the connection if the protocol allows another one on it. */
+static void body_complete(struct mh_client_conn *c, unsigned long *counter)
+{
+    mh_client_conn_set_timer(c, 0);
+    if (c->keep_alive && !c->extra_bytes) {
+        if (counter)
+            (*counter)++;
+        mh_client_pool_park(c);
+    } else {
+        mh_client_conn_close(c);
+    }
+}
+
+void mh_client_drain_progress(struct mh_client_conn *c)
+{
+    struct mh_client_pool *p = c->pool;
+    if (c->msg_done) {
+        if (!c->keep_alive || c->extra_bytes)
+            p->stats.drains_abandoned++;
+        body_complete(c, &p->stats.drains_done);
+    } else if (c->drained > p->s.drain_bytes) {
+        p->stats.drains_abandoned++;
+        mh_client_conn_close(c);
+    }
+}
+
+/*
+ * Closing a response never blocks. In order: a connection the protocol will
+ * not reuse (Connection: close, HTTP/1.0 without keep-alive, a body ending
+ * at EOF) or one whose remaining Content-Length is over the budget is closed;
+ * otherwise what the socket already holds is consumed now, which finishes
+ * most small unread bodies on the spot so the next request reuses the
+ * connection; what is left drains in the background within drain_bytes and
+ * drain_timeout, and the connection is parked idle when the body ends.
+ */
+void mh_client_req_finish(struct mh_client_req *r)
+{
+    struct mh_client_conn *c = r->conn;
+    r->_want = 0;
+    if (!c)
+        return;
+    struct mh_client_pool *p = c->pool;
+    c->req = NULL;
+    r->conn = NULL;
+    if (c->state != MH_CC_BODY) {
+        mh_client_conn_close(c); /* abandoned before the head: nothing to save */
+        return;
+    }
+    bool unread = c->body.len > 0 || !c->msg_done;
+    c->body.len = 0;
+    if (unread && p->s.drain_bytes == 0) {
+        /* Draining off: what Go before 1.27 did, discard a connection left unread. */
+        p->stats.closes_no_drain++;
+        mh_client_conn_close(c);
+        return;
+    }
+    if (c->msg_done) {
+        body_complete(c, NULL);
+        return;
+    }
+    bool chunked = (c->parser.flags & F_CHUNKED) != 0;
+    if (!c->keep_alive || (!chunked && c->parser.content_length > p->s.drain_bytes)) {
+        p->stats.closes_no_drain++;
+        mh_client_conn_close(c);
+        return;
+    }
+    c->state = MH_CC_DRAINING;
+    c->host->ndraining++;
+    c->drained = 0;
+    if (mh_client_conn_pump(c) < 0)
+        return;
+    if (c->msg_done) {
+        body_complete(c, &p->stats.drains_sync);
+        return;
+    }
+    if (c->drained > p->s.drain_bytes) {
+        p->stats.drains_abandoned++;
+        mh_client_conn_close(c);
+        return;
+    }
+    mh_client_conn_set_io(c, EV_READ);
+    mh_client_conn_set_timer(c, p->s.drain_timeout);
+}

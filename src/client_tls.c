@@ -1,0 +1,210 @@
+#include "client_tls.h"
+
+#include <errno.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/x509_crt.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mh_client_tls_cfg {
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt ca;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+};
+
+struct mh_client_tls {
+    mbedtls_ssl_context ssl;
+    mbedtls_net_context net;
+    bool offered, resumed;
+    unsigned char offered_master[48];
+};
+
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err)
+{
+    struct mh_client_tls_cfg *c = calloc(1, sizeof *c);
+    if (!c) {
+        *err = "tls: out of memory";
+        return NULL;
+    }
+    mbedtls_ssl_config_init(&c->conf);
+    mbedtls_x509_crt_init(&c->ca);
+    mbedtls_entropy_init(&c->entropy);
+    mbedtls_ctr_drbg_init(&c->drbg);
+    static const unsigned char pers[] = "moonhttp client";
+    if (mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy, pers, sizeof pers - 1) !=
+        0) {
+        *err = "tls: cannot seed the random generator";
+        goto fail;
+    }
+    if (mbedtls_ssl_config_defaults(&c->conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                    MBEDTLS_SSL_PRESET_DEFAULT) != 0) {
+        *err = "tls: cannot set up a configuration";
+        goto fail;
+    }
+    mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
+    if (verify) {
+        /* A bundle with a few unparsable entries still loads the rest (rc > 0). */
+        int rc = mbedtls_x509_crt_parse_file(&c->ca, ca_file ? ca_file : MH_TLS_SYSTEM_CA);
+        if (rc < 0 || c->ca.version == 0) {
+            *err =
+                ca_file ? "tls: cannot load the CA file" : "tls: cannot load the system CA bundle";
+            goto fail;
+        }
+        mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
+        mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+    } else {
+        mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_NONE);
+    }
+    return c;
+fail:
+    mh_client_tls_cfg_free(c);
+    return NULL;
+}
+
+void mh_client_tls_cfg_free(struct mh_client_tls_cfg *c)
+{
+    if (!c)
+        return;
+    mbedtls_ssl_config_free(&c->conf);
+    mbedtls_x509_crt_free(&c->ca);
+    mbedtls_ctr_drbg_free(&c->drbg);
+    mbedtls_entropy_free(&c->entropy);
+    free(c);
+}
+
+struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, const char *hostname,
+                                        const void *session, const char **err)
+{
+    struct mh_client_tls *t = calloc(1, sizeof *t);
+    if (!t) {
+        *err = "tls: out of memory";
+        return NULL;
+    }
+    mbedtls_ssl_init(&t->ssl);
+    t->net.fd = fd;
+    if (mbedtls_ssl_setup(&t->ssl, &cfg->conf) != 0 ||
+        mbedtls_ssl_set_hostname(&t->ssl, hostname) != 0) {
+        *err = "tls: cannot set up a session";
+        mbedtls_ssl_free(&t->ssl);
+        free(t);
+        return NULL;
+    }
+    mbedtls_ssl_set_bio(&t->ssl, &t->net, mbedtls_net_send, mbedtls_net_recv, NULL);
+    if (session) {
+        const mbedtls_ssl_session *s = session;
+        if (mbedtls_ssl_set_session(&t->ssl, s) == 0) { /* a failure costs a full handshake */
+            t->offered = true;
+            memcpy(t->offered_master, s->master, sizeof t->offered_master);
+        }
+    }
+    return t;
+}
+
+void mh_client_tls_free(struct mh_client_tls *t)
+{
+    if (!t)
+        return;
+    mbedtls_ssl_free(&t->ssl);
+    free(t);
+}
+
+static const char *verify_reason(uint32_t flags)
+{
+    if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
+        return "tls: certificate expired";
+    if (flags & MBEDTLS_X509_BADCERT_FUTURE)
+        return "tls: certificate not yet valid";
+    if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
+        return "tls: certificate hostname mismatch";
+    if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
+        return "tls: certificate signed by unknown authority";
+    if (flags & MBEDTLS_X509_BADCERT_REVOKED)
+        return "tls: certificate revoked";
+    return "tls: certificate verification failed";
+}
+
+int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
+{
+    int rc = mbedtls_ssl_handshake(&t->ssl);
+    if (rc == 0) {
+        /* A resumed session (by ID or ticket) keeps the offered master secret. */
+        const mbedtls_ssl_session *s = mbedtls_ssl_get_session_pointer(&t->ssl);
+        t->resumed = t->offered && s && memcmp(s->master, t->offered_master, 48) == 0;
+        return 0;
+    }
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ)
+        return MH_TLS_WANT_READ;
+    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+        return MH_TLS_WANT_WRITE;
+    if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED)
+        *err = verify_reason(mbedtls_ssl_get_verify_result(&t->ssl));
+    else if (rc == MBEDTLS_ERR_NET_CONN_RESET || rc == MBEDTLS_ERR_SSL_CONN_EOF)
+        *err = "tls: connection closed during the handshake";
+    else if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE)
+        *err = "tls: the server sent a fatal alert";
+    else
+        *err = "tls: handshake failed";
+    return MH_TLS_ERROR;
+}
+
+bool mh_client_tls_resumed(const struct mh_client_tls *t)
+{
+    return t->resumed;
+}
+
+ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n)
+{
+    int rc = mbedtls_ssl_read(&t->ssl, buf, n);
+    if (rc >= 0)
+        return rc;
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ)
+        return MH_TLS_WANT_READ;
+    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+        return MH_TLS_WANT_WRITE;
+    if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+        return 0;
+    return MH_TLS_ERROR;
+}
+
+ssize_t mh_client_tls_write(struct mh_client_tls *t, const void *buf, size_t n)
+{
+    int rc = mbedtls_ssl_write(&t->ssl, buf, n);
+    if (rc >= 0)
+        return rc;
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ)
+        return MH_TLS_WANT_READ;
+    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+        return MH_TLS_WANT_WRITE;
+    return MH_TLS_ERROR;
+}
+
+void mh_client_tls_save_session(struct mh_client_tls *t, void **slot)
+{
+    mbedtls_ssl_session *s = *slot;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s)))
+            return;
+        mbedtls_ssl_session_init(s);
+        *slot = s;
+    } else {
+        mbedtls_ssl_session_free(s);
+        mbedtls_ssl_session_init(s);
+    }
+    if (mbedtls_ssl_get_session(&t->ssl, s) != 0) {
+        mh_client_tls_session_free(s);
+        *slot = NULL;
+    }
+}
+
+void mh_client_tls_session_free(void *session)
+{
+    if (!session)
+        return;
+    mbedtls_ssl_session_free(session);
+    free(session);
+}

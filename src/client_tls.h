@@ -1,0 +1,45 @@
+#ifndef MH_CLIENT_TLS_H
+#define MH_CLIENT_TLS_H
+/*
+ * The client side of TLS (mbedTLS 2.28) over a non-blocking socket: the
+ * caller turns MH_TLS_WANT_READ / MH_TLS_WANT_WRITE into watcher interest
+ * and calls again. Certificates are verified against the system bundle or
+ * a configured CA file, with SNI and a hostname check; sessions can be
+ * saved per host and offered again for resumption.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define MH_TLS_WANT_READ  (-1)
+#define MH_TLS_WANT_WRITE (-2)
+#define MH_TLS_ERROR      (-3)
+
+#define MH_TLS_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
+
+struct mh_client_tls_cfg;
+struct mh_client_tls;
+
+/* A shared configuration; NULL with *err set when the CA file cannot be loaded. */
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err);
+void mh_client_tls_cfg_free(struct mh_client_tls_cfg *cfg);
+
+/* A session on fd for `hostname`, offering `session` (from save_session) if not NULL. */
+struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, const char *hostname,
+                                        const void *session, const char **err);
+void mh_client_tls_free(struct mh_client_tls *t);
+
+/* 0 when done, MH_TLS_WANT_*, or MH_TLS_ERROR with the reason in *err. */
+int mh_client_tls_handshake(struct mh_client_tls *t, const char **err);
+/* Whether the finished handshake resumed the offered session. */
+bool mh_client_tls_resumed(const struct mh_client_tls *t);
+/* Bytes read (0 = the peer closed), or MH_TLS_WANT_* / MH_TLS_ERROR. */
+ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n);
+/* Bytes written, or MH_TLS_WANT_* / MH_TLS_ERROR. */
+ssize_t mh_client_tls_write(struct mh_client_tls *t, const void *buf, size_t n);
+
+/* Saves the session for resumption into *slot (allocated once, reused). */
+void mh_client_tls_save_session(struct mh_client_tls *t, void **slot);
+void mh_client_tls_session_free(void *session);
+
+#endif

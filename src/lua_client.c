@@ -1,0 +1,831 @@
+/*
+ * The Lua face of the outbound client: core.fetch, core.client and the
+ * response userdata. A fetch yields the running task until the response
+ * head (or an error) is there; resp:read / resp:body yield until body bytes
+ * come. Runtime failures are `nil, err`; luaL_error is for misuse only.
+ *
+ * A response is closed exactly once: by resp:close(), `<close>`, __gc, or
+ * the end of the task that opened it (mh_lua_client_task_end), whichever
+ * comes first. Its exchange state lives inside the userdata, so a fetch
+ * allocates no C memory of its own; connections come from the pool.
+ */
+#include "lua_client.h"
+
+#include "client.h"
+#include "lua_sched.h"
+#include "lua_vm.h"
+#include "worker.h"
+
+#include <ctype.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLIENT_MT       "moonhttp.Client"
+#define RESP_MT         "moonhttp.ClientResponse"
+#define DEFAULT_TIMEOUT 30.0
+#define READ_DEFAULT    16384
+
+static const char DEFAULT_KEY = 'c'; /* registry: the generation's default client */
+
+struct lclient {
+    struct mh_client_pool *pool; /* NULL once closed */
+};
+
+enum wait_kind { WAIT_NONE, WAIT_HEAD, WAIT_READ, WAIT_BODY };
+
+struct lresp {
+    struct mh_client_req req;
+    struct mh_task *owner; /* the task that opened it, while on its list */
+    struct lresp *prev, *next;
+    struct mh_task *waiter;
+    struct ev_loop *loop;
+    int anchor; /* registry reference while a task waits on it */
+    enum wait_kind wait;
+    size_t want_n;
+    bool closed;
+};
+
+static struct ev_loop *loop_of_gen(lua_State *L)
+{
+    struct mh_gen *g = mh_gen_of(L);
+    return g && g->worker ? g->worker->loop : EV_DEFAULT;
+}
+
+/* ---- closing --------------------------------------------------------------- */
+
+static void on_event(struct mh_client_req *req, enum mh_client_event ev);
+
+static void resp_close(lua_State *L, struct lresp *r)
+{
+    if (r->closed)
+        return;
+    r->closed = true;
+    if (r->owner) {
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            r->owner->client_open = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        r->owner = NULL;
+        r->prev = r->next = NULL;
+    }
+    mh_client_req_finish(&r->req);
+    mh_client_pool_unref(r->req.pool);
+    if (r->waiter) {
+        /*
+         * Another task is waiting on it (it was opened by a task that ended):
+         * wake that task with an error rather than leave it hanging. Its
+         * resume takes the anchor back.
+         */
+        if (!r->req.err)
+            r->req.err = "response closed";
+        r->req.body_done = true;
+        on_event(&r->req, MH_CLIENT_BODY);
+    } else if (r->anchor != LUA_NOREF && L) {
+        luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
+        r->anchor = LUA_NOREF;
+    }
+}
+
+void mh_lua_client_task_end(struct mh_task *t)
+{
+    while (t->client_open)
+        resp_close(t->co, t->client_open);
+}
+
+/* ---- waking the task -------------------------------------------------------- */
+
+static void on_event(struct mh_client_req *req, enum mh_client_event ev)
+{
+    struct lresp *r = req->ud;
+    (void)ev;
+    struct mh_task *t = r->waiter;
+    if (!t)
+        return;
+    /* Resume from the next loop iteration, never from inside the connection's callback. */
+    ev_timer_stop(r->loop, &t->timer);
+    ev_timer_set(&t->timer, 0., 0.);
+    ev_timer_start(r->loop, &t->timer);
+}
+
+static int wait_on(lua_State *L, struct lresp *r, enum wait_kind kind, mh_task_resume_fn fn)
+{
+    struct mh_task *t = mh_task_check(L, "http.fetch");
+    lua_pushvalue(L, 1);
+    r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    r->waiter = t;
+    r->wait = kind;
+    t->client_wait = r;
+    return mh_task_yield(L, t, MH_WAIT_FETCH, fn);
+}
+
+/* Takes the waiting response back from the task; leaves the userdata pushed on co. */
+static struct lresp *unwait(struct mh_task *t, lua_State *co)
+{
+    struct lresp *r = t->client_wait;
+    t->client_wait = NULL;
+    r->waiter = NULL;
+    r->wait = WAIT_NONE;
+    lua_rawgeti(co, LUA_REGISTRYINDEX, r->anchor);
+    luaL_unref(co, LUA_REGISTRYINDEX, r->anchor);
+    r->anchor = LUA_NOREF;
+    return r;
+}
+
+/* ---- reading ----------------------------------------------------------------- */
+
+/* Pushes what read(n)/body() can answer now; returns results, or -1 to wait. */
+static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
+{
+    size_t len;
+    const char *p = mh_client_body(&r->req, &len);
+    if (r->req.err) {
+        lua_pushnil(L);
+        lua_pushstring(L, r->req.err);
+        return 2;
+    }
+    if (all) {
+        if (!r->req.body_done)
+            return -1;
+        lua_pushlstring(L, p, len);
+        mh_client_body_consume(&r->req, len);
+        mh_client_req_finish(&r->req); /* read to the end: the connection is free now */
+        return 1;
+    }
+    if (len > 0) {
+        if (len > n)
+            len = n;
+        lua_pushlstring(L, p, len);
+        mh_client_body_consume(&r->req, len);
+        return 1;
+    }
+    if (r->req.body_done || !r->req.conn) {
+        mh_client_req_finish(&r->req);
+        lua_pushnil(L); /* end of body */
+        return 1;
+    }
+    return -1;
+}
+
+static int resume_read(struct mh_task *t, lua_State *co)
+{
+    struct lresp *r = unwait(t, co);
+    lua_pop(co, 1);
+    bool all = r->want_n == 0;
+    int n = read_now(co, r, r->want_n, all);
+    if (n < 0) {
+        /* Woken without an answer (cannot happen by contract): report, never hang. */
+        lua_pushnil(co);
+        lua_pushliteral(co, "internal error: woken without data");
+        n = 2;
+    }
+    return n;
+}
+
+static struct lresp *check_open_resp(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    if (r->closed)
+        luaL_error(L, "response is closed");
+    if (r->waiter)
+        luaL_error(L, "response is already being read by another task");
+    return r;
+}
+
+static int do_read(lua_State *L, struct lresp *r, size_t n)
+{
+    bool all = n == 0;
+    int got = read_now(L, r, n ? n : SIZE_MAX, all);
+    if (got >= 0)
+        return got;
+    if (!mh_client_body_want(&r->req, all)) {
+        got = read_now(L, r, n ? n : SIZE_MAX, all);
+        if (got >= 0)
+            return got;
+        lua_pushnil(L);
+        lua_pushliteral(L, "internal error: no data and nothing to wait for");
+        return 2;
+    }
+    r->want_n = n;
+    return wait_on(L, r, all ? WAIT_BODY : WAIT_READ, resume_read);
+}
+
+/* resp:read([n]) → up to n bytes (default 16 KiB), nil at the end, or nil, err. */
+static int l_resp_read(lua_State *L)
+{
+    struct lresp *r = check_open_resp(L);
+    lua_Integer n = luaL_optinteger(L, 2, READ_DEFAULT);
+    luaL_argcheck(L, n > 0, 2, "must be positive");
+    return do_read(L, r, (size_t)n);
+}
+
+/* resp:body() → the rest of the body, or nil, err. */
+static int l_resp_body(lua_State *L)
+{
+    struct lresp *r = check_open_resp(L);
+    return do_read(L, r, 0);
+}
+
+static int l_resp_close(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    resp_close(L, r);
+    return 0;
+}
+
+/* ---- head --------------------------------------------------------------------- */
+
+/* Builds the headers table (lowercase name → list of values) as uservalue 2 of ud at idx. */
+static void store_headers(lua_State *L, int idx, struct lresp *r)
+{
+    size_t len;
+    const char *p = mh_client_head(&r->req, &len), *end = p + len;
+    lua_newtable(L);
+    luaL_Buffer b;
+    while (p < end) {
+        const char *name = p;
+        size_t nlen = strnlen(name, (size_t)(end - p));
+        const char *value = name + nlen + 1;
+        if (value >= end)
+            break;
+        size_t vlen = strnlen(value, (size_t)(end - value));
+        p = value + vlen + 1;
+        char *lower = luaL_buffinitsize(L, &b, nlen);
+        for (size_t i = 0; i < nlen; i++)
+            lower[i] = (char)tolower((unsigned char)name[i]);
+        luaL_pushresultsize(&b, nlen);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, -3) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_createtable(L, 1, 0);
+            lua_pushvalue(L, -2);
+            lua_pushvalue(L, -2);
+            lua_rawset(L, -5);
+        }
+        lua_pushlstring(L, value, vlen);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 2);
+    }
+    lua_setiuservalue(L, idx < 0 ? idx - 1 : idx, 2);
+}
+
+static int resume_fetch(struct mh_task *t, lua_State *co)
+{
+    struct lresp *r = unwait(t, co);
+    if (r->req.err) {
+        const char *err = r->req.err;
+        lua_pop(co, 1);
+        resp_close(co, r);
+        lua_pushnil(co);
+        lua_pushstring(co, err);
+        return 2;
+    }
+    store_headers(co, -1, r);
+    return 1;
+}
+
+static int l_resp_header(lua_State *L)
+{
+    luaL_checkudata(L, 1, RESP_MT);
+    size_t n;
+    const char *name = luaL_checklstring(L, 2, &n);
+    luaL_Buffer b;
+    char *lower = luaL_buffinitsize(L, &b, n);
+    for (size_t i = 0; i < n; i++)
+        lower[i] = (char)tolower((unsigned char)name[i]);
+    luaL_pushresultsize(&b, n);
+    lua_getiuservalue(L, 1, 2);
+    if (!lua_istable(L, -1)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushvalue(L, -2);
+    if (lua_rawget(L, -2) != LUA_TTABLE) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_rawgeti(L, -1, 1);
+    return 1;
+}
+
+static int l_resp_headers(lua_State *L)
+{
+    luaL_checkudata(L, 1, RESP_MT);
+    lua_getiuservalue(L, 1, 2);
+    if (!lua_istable(L, -1))
+        lua_newtable(L);
+    return 1;
+}
+
+static int l_resp_index(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "status") == 0) {
+        lua_pushinteger(L, r->req.status);
+        return 1;
+    }
+    if (strcmp(k, "proto") == 0) {
+        lua_pushfstring(L, "HTTP/%d.%d", r->req.http_major, r->req.http_minor);
+        return 1;
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    return 1;
+}
+
+static int l_resp_tostring(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    lua_pushfstring(L, "moonhttp.ClientResponse (%d%s)", r->req.status,
+                    r->closed ? ", closed" : "");
+    return 1;
+}
+
+/* ---- fetch --------------------------------------------------------------------- */
+
+struct url {
+    bool tls;
+    char host[256];
+    unsigned port;
+    const char *authority, *path;
+    size_t authority_len, path_len;
+};
+
+static const char *parse_url(const char *s, size_t len, struct url *u)
+{
+    const char *end = s + len, *p;
+    if (len >= 7 && strncasecmp(s, "http://", 7) == 0) {
+        u->tls = false;
+        p = s + 7;
+    } else if (len >= 8 && strncasecmp(s, "https://", 8) == 0) {
+        u->tls = true;
+        p = s + 8;
+    } else {
+        return "invalid URL: only http:// and https:// are supported";
+    }
+    u->authority = p;
+    while (p < end && *p != '/' && *p != '?' && *p != '#')
+        p++;
+    u->authority_len = (size_t)(p - u->authority);
+    u->path = p;
+    while (p < end && *p != '#')
+        p++;
+    u->path_len = (size_t)(p - u->path);
+    const char *a = u->authority, *aend = a + u->authority_len, *hend;
+    if (memchr(a, '@', u->authority_len))
+        return "invalid URL: user info is not supported";
+    u->port = u->tls ? 443 : 80;
+    const char *portp = NULL;
+    if (a < aend && *a == '[') {
+        hend = memchr(a, ']', u->authority_len);
+        if (!hend)
+            return "invalid URL: bad IPv6 address";
+        a++;
+        if (hend + 1 < aend) {
+            if (hend[1] != ':')
+                return "invalid URL: bad authority";
+            portp = hend + 2;
+        }
+    } else {
+        hend = memchr(a, ':', u->authority_len);
+        if (hend)
+            portp = hend + 1;
+        else
+            hend = aend;
+    }
+    size_t hl = (size_t)(hend - a);
+    if (hl == 0 || hl >= sizeof u->host)
+        return "invalid URL: bad host";
+    for (size_t i = 0; i < hl; i++)
+        if ((unsigned char)a[i] <= ' ' || a[i] == '\x7f')
+            return "invalid URL: bad host";
+    memcpy(u->host, a, hl);
+    u->host[hl] = 0;
+    if (portp) {
+        unsigned port = 0;
+        if (portp == aend)
+            return "invalid URL: bad port";
+        for (const char *q = portp; q < aend; q++) {
+            if (*q < '0' || *q > '9' || (port = port * 10 + (unsigned)(*q - '0')) > 65535)
+                return "invalid URL: bad port";
+        }
+        if (port == 0)
+            return "invalid URL: bad port";
+        u->port = port;
+    }
+    for (size_t i = 0; i < u->path_len; i++)
+        if ((unsigned char)u->path[i] <= ' ' || u->path[i] == '\x7f')
+            return "invalid URL: bad character in the path";
+    return NULL;
+}
+
+static bool bad_header_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
+            return true;
+    return false;
+}
+
+static bool is_token(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= ' ' || ch >= 0x7f || strchr("()<>@,;:\\\"/[]?={}", ch))
+            return false;
+    }
+    return true;
+}
+
+/* Validates one header and appends "Name: value\r\n" to the parts table at P. */
+static void add_header(lua_State *L, int parts, const char *name, int vidx)
+{
+    size_t vlen;
+    const char *v = lua_tolstring(L, vidx, &vlen);
+    if (!v)
+        luaL_error(L, "http.fetch: header %s: value must be a string or number", name);
+    if (bad_header_text(v, vlen))
+        luaL_error(L, "http.fetch: header %s: value contains CR, LF or NUL", name);
+    lua_pushfstring(L, "%s: %s\r\n", name, v);
+    lua_rawseti(L, parts, (lua_Integer)lua_rawlen(L, parts) + 1);
+}
+
+/* Collects the user's header lines into a new table pushed on the stack. */
+static void collect_headers(lua_State *L, int opts, bool *has_host, bool *has_ua)
+{
+    lua_newtable(L);
+    int parts = lua_gettop(L);
+    *has_host = *has_ua = false;
+    if (!opts)
+        return;
+    lua_getfield(L, opts, "headers");
+    int hidx = lua_gettop(L);
+    if (!lua_isnil(L, hidx)) {
+        if (!lua_istable(L, hidx))
+            luaL_error(L, "http.fetch: opts.headers must be a table");
+        lua_pushnil(L);
+        while (lua_next(L, hidx)) {
+            size_t nlen;
+            if (lua_type(L, -2) != LUA_TSTRING)
+                luaL_error(L, "http.fetch: header names must be strings");
+            const char *name = lua_tolstring(L, -2, &nlen);
+            if (!is_token(name, nlen))
+                luaL_error(L, "http.fetch: bad header name '%s'", name);
+            if (strcasecmp(name, "content-length") == 0 ||
+                strcasecmp(name, "transfer-encoding") == 0) {
+                lua_pop(L, 1);
+                continue;
+            }
+            if (strcasecmp(name, "host") == 0)
+                *has_host = true;
+            if (strcasecmp(name, "user-agent") == 0)
+                *has_ua = true;
+            if (lua_istable(L, -1)) {
+                lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+                for (lua_Integer i = 1; i <= n; i++) {
+                    lua_rawgeti(L, -1, i);
+                    add_header(L, parts, name, lua_gettop(L));
+                    lua_pop(L, 1);
+                }
+            } else {
+                add_header(L, parts, name, lua_gettop(L));
+            }
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+}
+
+/* Serializes the request (head and body, one string) onto the stack. Raises for misuse. */
+static void build_request(lua_State *L, int opts, const struct url *u, const char *method,
+                          size_t mlen)
+{
+    size_t blen = 0;
+    const char *body = NULL;
+    int base = lua_gettop(L);
+    if (opts) {
+        lua_getfield(L, opts, "body");
+        if (!lua_isnil(L, -1)) {
+            if (lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "http.fetch: opts.body must be a string");
+            body = lua_tolstring(L, -1, &blen);
+        }
+    } else {
+        lua_pushnil(L);
+    }
+    bool has_host, has_ua;
+    collect_headers(L, opts, &has_host, &has_ua);
+    int parts = lua_gettop(L);
+    lua_Integer nparts = (lua_Integer)lua_rawlen(L, parts);
+    bool need_length = body || (mlen == 4 && memcmp(method, "POST", 4) == 0) ||
+                       (mlen == 3 && memcmp(method, "PUT", 3) == 0) ||
+                       (mlen == 5 && memcmp(method, "PATCH", 5) == 0);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, method, mlen);
+    luaL_addchar(&b, ' ');
+    if (u->path_len == 0 || u->path[0] == '?')
+        luaL_addchar(&b, '/');
+    luaL_addlstring(&b, u->path, u->path_len);
+    luaL_addstring(&b, " HTTP/1.1\r\n");
+    if (!has_host) {
+        luaL_addstring(&b, "Host: ");
+        luaL_addlstring(&b, u->authority, u->authority_len);
+        luaL_addstring(&b, "\r\n");
+    }
+    if (!has_ua)
+        luaL_addstring(&b, "User-Agent: moonhttp/" MH_VERSION "\r\n");
+    for (lua_Integer i = 1; i <= nparts; i++) {
+        lua_rawgeti(L, parts, i);
+        luaL_addvalue(&b);
+    }
+    if (need_length) {
+        char line[48];
+        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\n", blen);
+        luaL_addlstring(&b, line, (size_t)n);
+    }
+    luaL_addstring(&b, "\r\n");
+    if (body)
+        luaL_addlstring(&b, body, blen);
+    luaL_pushresult(&b);
+    lua_replace(L, base + 1);
+    lua_settop(L, base + 1);
+}
+
+static struct mh_client_pool *default_pool(lua_State *L);
+
+/* core.fetch(client|nil, url [, opts]) → resp | nil, err. Yields the task. */
+static int l_fetch(lua_State *L)
+{
+    struct mh_client_pool *pool;
+    if (lua_isnoneornil(L, 1)) {
+        pool = default_pool(L);
+    } else {
+        struct lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
+        if (!c->pool)
+            return luaL_error(L, "client is closed");
+        pool = c->pool;
+    }
+    size_t ulen;
+    const char *url = luaL_checklstring(L, 2, &ulen);
+    int opts = lua_istable(L, 3) ? 3 : 0;
+    if (!opts && !lua_isnoneornil(L, 3))
+        luaL_typeerror(L, 3, "table");
+    lua_settop(L, 3);
+    mh_task_check(L, "http.fetch");
+    struct url u;
+    const char *err = parse_url(url, ulen, &u);
+    if (err) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    const char *method = "GET";
+    size_t mlen = 3;
+    double timeout = DEFAULT_TIMEOUT;
+    if (opts) {
+        lua_getfield(L, opts, "method");
+        if (!lua_isnil(L, -1)) {
+            method = luaL_checklstring(L, -1, &mlen); /* anchored in opts */
+            if (!is_token(method, mlen))
+                return luaL_error(L, "http.fetch: bad method");
+        }
+        lua_pop(L, 1);
+        lua_getfield(L, opts, "timeout");
+        if (!lua_isnil(L, -1)) {
+            if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
+                return luaL_error(L, "http.fetch: opts.timeout must be a non-negative number");
+            timeout = lua_tonumber(L, -1);
+        }
+        lua_pop(L, 1);
+    }
+    build_request(L, opts, &u, method, mlen); /* the request string at 4 */
+
+    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 2); /* at 5 */
+    memset(r, 0, sizeof *r);
+    r->anchor = LUA_NOREF;
+    r->closed = true; /* until the exchange is set up: __gc has nothing to do */
+    luaL_setmetatable(L, RESP_MT);
+    lua_pushvalue(L, 4);
+    lua_setiuservalue(L, 5, 1);
+    lua_replace(L, 1); /* the response is the `self` that wait_on anchors */
+    lua_settop(L, 1);
+
+    struct mh_task *t = mh_task_current(L);
+    struct mh_client_req *q = &r->req;
+    q->pool = pool;
+    mh_client_pool_ref(pool);
+    q->tls = u.tls;
+    memcpy(q->host, u.host, sizeof q->host);
+    q->port = (uint16_t)u.port;
+    lua_getiuservalue(L, 1, 1);
+    q->data = lua_tolstring(L, -1, &q->len);
+    lua_pop(L, 1);
+    q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
+    q->idempotent =
+        q->is_head ||
+        (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
+        (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
+        (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0);
+    q->timeout = timeout;
+    q->on_event = on_event;
+    q->ud = r;
+    r->loop = pool->loop;
+    r->closed = false;
+    r->owner = t;
+    r->next = t->client_open;
+    if (r->next)
+        r->next->prev = r;
+    t->client_open = r;
+    /* Anchor and register the wait first: a failure may be reported from inside start. */
+    lua_pushvalue(L, 1);
+    r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    r->waiter = t;
+    r->wait = WAIT_HEAD;
+    t->client_wait = r;
+    mh_client_start(q);
+    return mh_task_yield(L, t, MH_WAIT_FETCH, resume_fetch);
+}
+
+/* ---- clients ----------------------------------------------------------------------- */
+
+static double opt_number(lua_State *L, int idx, const char *k, double def, double min)
+{
+    lua_getfield(L, idx, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1))
+            luaL_error(L, "http.client: %s must be a number", k);
+        v = lua_tonumber(L, -1);
+        if (v < min)
+            luaL_error(L, "http.client: %s must be >= %f", k, min);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+static int new_client(lua_State *L, int opts)
+{
+    struct mh_client_settings s;
+    mh_client_settings_init(&s);
+    const char *ca = NULL;
+    if (opts) {
+        s.max_idle = (size_t)opt_number(L, opts, "max_idle", (double)s.max_idle, 0);
+        s.max_idle_per_host =
+            (size_t)opt_number(L, opts, "max_idle_per_host", (double)s.max_idle_per_host, 0);
+        s.idle_timeout = opt_number(L, opts, "idle_timeout", s.idle_timeout, 0);
+        s.drain_bytes = (size_t)opt_number(L, opts, "drain_bytes", (double)s.drain_bytes, 0);
+        s.drain_timeout = opt_number(L, opts, "drain_timeout", s.drain_timeout, 0);
+        s.connect_timeout = opt_number(L, opts, "connect_timeout", s.connect_timeout, 0);
+        s.tls_timeout = opt_number(L, opts, "tls_timeout", s.tls_timeout, 0);
+        s.drain_wait = opt_number(L, opts, "drain_wait", s.drain_wait, 0);
+        lua_getfield(L, opts, "tls");
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "ca");
+            if (!lua_isnil(L, -1))
+                ca = luaL_checkstring(L, -1); /* anchored by the opts table */
+            lua_pop(L, 1);
+            lua_getfield(L, -1, "verify");
+            if (!lua_isnil(L, -1))
+                s.tls_verify = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+            lua_getfield(L, -1, "resume");
+            if (!lua_isnil(L, -1))
+                s.tls_resume = lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        } else if (!lua_isnil(L, -1)) {
+            luaL_error(L, "http.client: tls must be a table");
+        }
+        lua_pop(L, 1);
+    }
+    struct lclient *c = lua_newuserdatauv(L, sizeof *c, 0);
+    c->pool = NULL;
+    luaL_setmetatable(L, CLIENT_MT);
+    /* No Lua calls from here on: nothing may longjmp past the allocations. */
+    if (ca && !(s.tls_ca = strdup(ca)))
+        return luaL_error(L, "out of memory");
+    c->pool = mh_client_pool_new(loop_of_gen(L), &s);
+    if (!c->pool) {
+        free(s.tls_ca);
+        return luaL_error(L, "out of memory");
+    }
+    return 1;
+}
+
+static struct mh_client_pool *default_pool(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &DEFAULT_KEY);
+    struct lclient *c = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (c && c->pool)
+        return c->pool;
+    new_client(L, 0);
+    c = lua_touserdata(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &DEFAULT_KEY);
+    return c->pool;
+}
+
+/* core.client(opts) */
+static int l_client(lua_State *L)
+{
+    int opts = 0;
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        opts = 1;
+    }
+    return new_client(L, opts);
+}
+
+static int l_client_gc(lua_State *L)
+{
+    struct lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
+    if (c->pool) {
+        mh_client_pool_unref(c->pool);
+        c->pool = NULL;
+    }
+    return 0;
+}
+
+/* core.client_close(client): closes idle connections; the client stays usable. */
+static int l_client_close(lua_State *L)
+{
+    struct lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
+    if (c->pool)
+        mh_client_pool_close_idle(c->pool);
+    return 0;
+}
+
+static void set_stat(lua_State *L, const char *k, unsigned long v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+/* core.client_stats([client]) → table */
+static int l_client_stats(lua_State *L)
+{
+    struct mh_client_pool *p;
+    if (lua_isnoneornil(L, 1)) {
+        p = default_pool(L);
+    } else {
+        struct lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
+        if (!c->pool)
+            return luaL_error(L, "client is closed");
+        p = c->pool;
+    }
+    size_t idle, open;
+    const struct mh_client_stats *s = mh_client_pool_stats(p, &idle, &open);
+    lua_createtable(L, 0, 12);
+    set_stat(L, "dials", s->dials);
+    set_stat(L, "reuses", s->reuses);
+    set_stat(L, "retries", s->retries);
+    set_stat(L, "drains_sync", s->drains_sync);
+    set_stat(L, "drains_background", s->drains_done);
+    set_stat(L, "drains_completed", s->drains_sync + s->drains_done);
+    set_stat(L, "drains_abandoned", s->drains_abandoned);
+    set_stat(L, "closed_unread", s->closes_no_drain);
+    set_stat(L, "tls_resumed", s->tls_resumed);
+    set_stat(L, "idle", idle);
+    set_stat(L, "open", open);
+    set_stat(L, "in_use", open - idle);
+    return 1;
+}
+
+void mh_client_open(lua_State *L)
+{
+    static const luaL_Reg resp_methods[] = {
+        {"read", l_resp_read},     {"body", l_resp_body},       {"close", l_resp_close},
+        {"header", l_resp_header}, {"headers", l_resp_headers}, {NULL, NULL},
+    };
+    if (luaL_newmetatable(L, RESP_MT)) {
+        luaL_newlib(L, resp_methods);
+        lua_pushcclosure(L, l_resp_index, 1);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_resp_close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, l_resp_close);
+        lua_setfield(L, -2, "__close");
+        lua_pushcfunction(L, l_resp_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, CLIENT_MT)) {
+        lua_pushcfunction(L, l_client_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    static const luaL_Reg fns[] = {
+        {"fetch", l_fetch},
+        {"client", l_client},
+        {"client_close", l_client_close},
+        {"client_stats", l_client_stats},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, fns, 0);
+}
