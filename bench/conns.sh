@@ -91,7 +91,7 @@ established() { ss -Htn state established "( sport = :$1 )" | wc -l; }
 
 # ---- (a) idle connections ------------------------------------------------
 idle_one() {
-    local s=$1 port=${PORT[$1]} before with after ready done_line estab i
+    local s=$1 port=${PORT[$1]} before with after hwm_with hwm_after ready done_line estab i
     log "idle: $s, $IDLE_N connections"
     MOONHTTP_ARGS="--max-connections 20000 --idle-timeout 300" NGINX_CONF_IN=$WORK/nginx-conns.conf.in \
         start_server "$s" "$OUT/$s-idle.log" 10 taskset -c $SERVER_CPU || return 1
@@ -112,15 +112,17 @@ idle_one() {
     done
     sleep 2 # let the server settle (deferred frees, GC steps)
     with=$(tree_rss_kb "$SERVER_PID")
+    hwm_with=$(tree_rss_kb "$SERVER_PID" VmHWM)
     estab=$(established "$port")
     stop_client
     done_line=$(grep '^DONE' "$OUT/$s-idle-client.txt" || true)
     sleep 3
     after=$(tree_rss_kb "$SERVER_PID")
+    hwm_after=$(tree_rss_kb "$SERVER_PID" VmHWM)
     stop_server
-    log "  $s: rss before $before KiB, with $IDLE_N idle $with KiB, after close $after KiB; $ready; $done_line; established $estab"
-    printf '%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n' "$s" "$IDLE_N" "$before" "$with" "$after" "$estab" \
-        "${ready:-READY none}" "${done_line:-DONE none}" >>"$OUT/idle.tsv"
+    log "  $s: rss before $before KiB, with $IDLE_N idle $with KiB (peak $hwm_with), after close $after KiB (peak $hwm_after); $ready; $done_line; established $estab"
+    printf '%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\n' "$s" "$IDLE_N" "$before" "$with" "$after" "$estab" \
+        "${ready:-READY none}" "${done_line:-DONE none}" "$hwm_with" "$hwm_after" >>"$OUT/idle.tsv"
 }
 
 # ---- (b) slowloris ---------------------------------------------------------
@@ -184,10 +186,10 @@ fi
     echo "conns.sh run $STAMP (idle $IDLE_N, slowloris $SLOW_N, $ROUNDS rounds × ${DURATION} s); $(nproc) CPUs, Linux $(uname -r)"
     if [ -s "$OUT/idle.tsv" ]; then
         echo
-        echo "| server | connections | RSS before (MiB) | RSS with idle conns (MiB) | delta (MiB) | bytes / idle conn | RSS after they left (MiB) | established (ss) | client |"
-        echo "|---|---|---|---|---|---|---|---|---|"
-        awk -F'\t' '{ d = $4 - $3; printf "| %s | %d | %.1f | %.1f | %.1f | %.0f | %.1f | %d | %s; %s |\n",
-            $1, $2, $3 / 1024, $4 / 1024, d / 1024, d * 1024 / $2, $5 / 1024, $6, $7, $8 }' "$OUT/idle.tsv"
+        echo "| server | connections | RSS before (MiB) | RSS with idle conns (MiB) | delta (MiB) | bytes / idle conn | peak RSS so far (MiB) | RSS after they left (MiB) | peak RSS after they left (MiB) | established (ss) | client |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|"
+        awk -F'\t' '{ d = $4 - $3; printf "| %s | %d | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %d | %s; %s |\n",
+            $1, $2, $3 / 1024, $4 / 1024, d / 1024, d * 1024 / $2, $9 / 1024, $5 / 1024, $10 / 1024, $6, $7, $8 }' "$OUT/idle.tsv"
     fi
     if [ -s "$OUT/slow.tsv" ]; then
         echo

@@ -218,11 +218,12 @@ wrk_measure() {
         }'
 }
 
-# VmRSS in KiB summed over a process tree.
+# VmRSS (or the field given second, e.g. VmHWM: peak RSS) in KiB summed over
+# a process tree.
 tree_rss_kb() {
     local sum=0 p v
     for p in $(tree_pids "$1"); do
-        v=$(awk '/^VmRSS:/ { print $2 }' /proc/"$p"/status 2>/dev/null) || continue
+        v=$(awk -v f="${2:-VmRSS}:" '$1 == f { print $2 }' /proc/"$p"/status 2>/dev/null) || continue
         sum=$((sum + ${v:-0}))
     done
     echo "$sum"
