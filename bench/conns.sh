@@ -68,7 +68,7 @@ stop_client() {
     [ -n "$CLIENT_PID" ] || return 0
     kill -TERM "$CLIENT_PID" 2>/dev/null || true
     local i
-    for i in $(seq 50); do kill -0 "$CLIENT_PID" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 50); do kill -0 "$CLIENT_PID" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$CLIENT_PID" 2>/dev/null || true
     wait "$CLIENT_PID" 2>/dev/null || true
     CLIENT_PID=""
@@ -91,7 +91,7 @@ established() { ss -Htn state established "( sport = :$1 )" | wc -l; }
 
 # ---- (a) idle connections ------------------------------------------------
 idle_one() {
-    local s=$1 port=${PORT[$1]} before with after hwm_with hwm_after ready done_line estab i
+    local s=$1 port=${PORT[$1]} before with after hwm_with hwm_after ready done_line estab
     log "idle: $s, $IDLE_N connections"
     MOONHTTP_ARGS="--max-connections 20000 --idle-timeout 300" NGINX_CONF_IN=$WORK/nginx-conns.conf.in \
         start_server "$s" "$OUT/$s-idle.log" 10 taskset -c $SERVER_CPU || return 1
@@ -104,7 +104,7 @@ idle_one() {
     taskset -c $CLIENT_CPU "$WORK/clients" idle "$port" "$IDLE_N" 60 >"$OUT/$s-idle-client.txt" 2>&1 &
     CLIENT_PID=$!
     ready=""
-    for i in $(seq 1200); do
+    for _ in $(seq 1200); do
         ready=$(grep '^READY' "$OUT/$s-idle-client.txt" || true)
         [ -n "$ready" ] && break
         kill -0 "$CLIENT_PID" 2>/dev/null || break

@@ -1,4 +1,5 @@
-# Shared by bench/run.sh, bench/alloc.sh and bench/callgrind.sh (bash, sourced
+# shellcheck shell=bash
+# Shared by bench/run.sh, alloc.sh, callgrind.sh, conns.sh and routes.sh (bash, sourced
 # from the repository root): how each server is built, started, checked and
 # stopped, so all three measure the same servers the same way.
 #
@@ -80,8 +81,10 @@ start_server() {
     local fill="s|@PORT@|$port|g; s|@PREFIX@|$dir|g; s|@USER@|$(id -un)|g"
     local -a cmd
     case "$name" in
-    # shellcheck disable=SC2206 # MOONHTTP_ARGS is a word list on purpose
-    moonhttp) cmd=("$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 $MOONHTTP_ARGS "$MOONHTTP_SCRIPT") ;;
+    moonhttp)
+        # shellcheck disable=SC2206 # MOONHTTP_ARGS is a word list on purpose
+        cmd=("$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 $MOONHTTP_ARGS "$MOONHTTP_SCRIPT")
+        ;;
     nginx-lua)
         sed -e "$fill" "${NGINX_CONF_IN:-bench/nginx/nginx.conf.in}" >"$dir/nginx.conf"
         cmd=(nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log")
