@@ -67,7 +67,6 @@ CLIENT_PID=""
 stop_client() {
     [ -n "$CLIENT_PID" ] || return 0
     kill -TERM "$CLIENT_PID" 2>/dev/null || true
-    local i
     for _ in $(seq 50); do kill -0 "$CLIENT_PID" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$CLIENT_PID" 2>/dev/null || true
     wait "$CLIENT_PID" 2>/dev/null || true

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared by bench/run.sh, alloc.sh, callgrind.sh, conns.sh and routes.sh (bash, sourced
 # from the repository root): how each server is built, started, checked and
-# stopped, so all three measure the same servers the same way.
+# stopped, so all of them measure the same servers the same way.
 #
 # The caller sets WORK (a private temp dir) before calling anything here.
 
