@@ -1,13 +1,21 @@
-# Shared by bench/run.sh, bench/alloc.sh and bench/callgrind.sh (bash, sourced
+# shellcheck shell=bash
+# Shared by bench/run.sh, alloc.sh, callgrind.sh, conns.sh and routes.sh (bash, sourced
 # from the repository root): how each server is built, started, checked and
-# stopped, so all three measure the same servers the same way.
+# stopped, so all of them measure the same servers the same way.
 #
 # The caller sets WORK (a private temp dir) before calling anything here.
 
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
+# The script moonhttp serves and extra flags (bench/routes.sh, bench/conns.sh
+# change them; run.sh, alloc.sh and callgrind.sh leave the defaults).
+MOONHTTP_SCRIPT=${MOONHTTP_SCRIPT:-examples/api.lua}
+MOONHTTP_ARGS=${MOONHTTP_ARGS:-}
 # Each server has its own port, so a server that failed to stop can never be
 # measured in place of the next one. Loopback only, everywhere.
-declare -A PORT=([moonhttp]=18080 [nginx-lua]=18081 [go]=18082 [floor]=18083 [h2o]=18084)
+# BENCH_PORT_BASE moves all five (e.g. when another session's test holds 18081).
+BENCH_PORT_BASE=${BENCH_PORT_BASE:-18080}
+declare -A PORT=([moonhttp]=$BENCH_PORT_BASE [nginx-lua]=$((BENCH_PORT_BASE + 1)) [go]=$((BENCH_PORT_BASE + 2))
+    [floor]=$((BENCH_PORT_BASE + 3)) [h2o]=$((BENCH_PORT_BASE + 4)))
 EXPECTED_BODY='{"name":"baseline","users":[]}'
 SERVER_PID=""
 
@@ -42,7 +50,7 @@ available() {
     case "$1" in
     moonhttp)
         [ -x "$MOONHTTP_BIN" ] || { SKIP_REASON="binary $MOONHTTP_BIN missing (build it: make build)"; return 1; }
-        [ -f examples/api.lua ] || { SKIP_REASON="examples/api.lua missing"; return 1; }
+        [ -f "$MOONHTTP_SCRIPT" ] || { SKIP_REASON="$MOONHTTP_SCRIPT missing"; return 1; }
         ;;
     nginx-lua)
         command -v nginx >/dev/null && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] ||
@@ -73,9 +81,12 @@ start_server() {
     local fill="s|@PORT@|$port|g; s|@PREFIX@|$dir|g; s|@USER@|$(id -un)|g"
     local -a cmd
     case "$name" in
-    moonhttp) cmd=("$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 examples/api.lua) ;;
+    moonhttp)
+        # shellcheck disable=SC2206 # MOONHTTP_ARGS is a word list on purpose
+        cmd=("$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 $MOONHTTP_ARGS "$MOONHTTP_SCRIPT")
+        ;;
     nginx-lua)
-        sed -e "$fill" bench/nginx/nginx.conf.in >"$dir/nginx.conf"
+        sed -e "$fill" "${NGINX_CONF_IN:-bench/nginx/nginx.conf.in}" >"$dir/nginx.conf"
         cmd=(nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log")
         ;;
     go) cmd=(env GOMAXPROCS=1 "$WORK/go-bench" "$port") ;;
@@ -129,4 +140,94 @@ stop_server() {
     done
     wait "$SERVER_PID" 2>/dev/null || true
     SERVER_PID=""
+}
+
+# ---- measuring (run.sh, conns.sh, routes.sh) -------------------------------
+# The caller sets SERVER_CPU and CLIENT_CPU (0 and 1) before using these.
+
+# utime+stime in clock ticks summed over the server's process tree. A
+# process's stat already includes all of its threads (Go's runtime threads);
+# live children must be added by hand (cutime only counts reaped ones).
+# The comm field may contain spaces, so cut after the last ')'.
+tree_ticks() {
+    local sum=0 p f
+    for p in $(tree_pids "$1"); do
+        f=$(cat /proc/"$p"/stat 2>/dev/null) || continue
+        set -- ${f##*) }
+        # after comm: state(3) ... utime is field 14, stime 15 => $12 $13 here
+        sum=$((sum + ${12} + ${13}))
+    done
+    echo "$sum"
+}
+
+# CPU counters in ticks: "busy total steal" of the server CPU, then "busy
+# total" of the client CPU. Busy is user+nice+system+irq+softirq: all work that
+# ran on the CPU. idle and iowait are not work; steal is time the hypervisor
+# ran someone else, not our work, so it is left out of busy but reported as a
+# noise gauge. guest is already part of user. The client CPU's busy share
+# tells whether wrk, not the server, was the limit.
+cpu_ticks() {
+    awk -v s="cpu$SERVER_CPU" -v c="cpu$CLIENT_CPU" '
+        $1 == s || $1 == c { busy[$1] = $2 + $3 + $4 + $7 + $8; total[$1] = busy[$1] + $5 + $6 + $9; steal[$1] = $9 }
+        END { print busy[s], total[s], steal[s], busy[c], total[c] }' /proc/stat
+}
+
+# Converts wrk's latency ("812.00us", "1.20ms", "2.01s") to milliseconds.
+# Pipelined runs print 0.00us for high percentiles: wrk times a pipelined
+# batch, not each response, so those figures are not read (see README).
+parse_wrk() {
+    awk '
+    function ms(v) {
+        if (v ~ /us$/) return v / 1000
+        if (v ~ /ms$/) return v + 0
+        if (v ~ /s$/) return v * 1000
+        return v
+    }
+    /^ +50%/ { p50 = ms($2) }
+    /^ +99%/ { p99 = ms($2) }
+    / requests in / { req = $1 }
+    /^Requests\/sec:/ { rps = $2 }
+    /Socket errors:/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
+    /Non-2xx or 3xx responses:/ { non2xx = $5 }
+    END { printf "%s\t%d\t%.3f\t%.3f\t%d\t%d\n", rps, req, p50, p99, err + 0, non2xx + 0 }
+    ' "$1"
+}
+
+# wrk_measure OUT WRK_ARGS... URL: runs wrk pinned to $CLIENT_CPU (output in
+# OUT) and prints one tab-separated row: rps requests p50_ms p99_ms
+# socket_errors non2xx proc_us_per_req cpu0_us_per_req steal_pct wrk_cpu_pct
+# (the same figures, computed the same way, as run.sh's raw.tsv).
+wrk_measure() {
+    local out=$1 c0 c1 p0 p1 wrk_fields req
+    shift
+    c0=$(cpu_ticks)
+    p0=$(tree_ticks "$SERVER_PID")
+    taskset -c "$CLIENT_CPU" wrk "$@" >"$out" 2>&1 || true
+    p1=$(tree_ticks "$SERVER_PID")
+    c1=$(cpu_ticks)
+    wrk_fields=$(parse_wrk "$out")
+    req=$(echo "$wrk_fields" | cut -f2)
+    # shellcheck disable=SC2086
+    set -- $c0 $c1
+    awk -v w="$wrk_fields" -v req="$req" \
+        -v dp=$((p1 - p0)) -v db=$(($6 - $1)) -v dt=$(($7 - $2)) -v ds=$(($8 - $3)) \
+        -v cb=$(($9 - $4)) -v ct=$((${10} - $5)) -v hz="$(getconf CLK_TCK)" '
+        BEGIN {
+            proc = req > 0 ? dp / hz * 1e6 / req : 0
+            cpu0 = req > 0 ? db / hz * 1e6 / req : 0
+            steal = dt > 0 ? 100 * ds / dt : 0
+            client = ct > 0 ? 100 * cb / ct : 0
+            printf "%s\t%.3f\t%.3f\t%.1f\t%.1f\n", w, proc, cpu0, steal, client
+        }'
+}
+
+# VmRSS (or the field given second, e.g. VmHWM: peak RSS) in KiB summed over
+# a process tree.
+tree_rss_kb() {
+    local sum=0 p v
+    for p in $(tree_pids "$1"); do
+        v=$(awk -v f="${2:-VmRSS}:" '$1 == f { print $2 }' /proc/"$p"/status 2>/dev/null) || continue
+        sum=$((sum + ${v:-0}))
+    done
+    echo "$sum"
 }

@@ -73,60 +73,12 @@ RAW=$RUN_DIR/raw.tsv
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-bench.XXXXXX")
 CLK_TCK=$(getconf CLK_TCK)
 
-# utime+stime in clock ticks summed over the server's process tree. A
-# process's stat already includes all of its threads (Go's runtime threads);
-# live children must be added by hand (cutime only counts reaped ones).
-# The comm field may contain spaces, so cut after the last ')'.
-tree_ticks() {
-    local sum=0 p f
-    for p in $(tree_pids "$1"); do
-        f=$(cat /proc/"$p"/stat 2>/dev/null) || continue
-        set -- ${f##*) }
-        # after comm: state(3) ... utime is field 14, stime 15 => $12 $13 here
-        sum=$((sum + ${12} + ${13}))
-    done
-    echo "$sum"
-}
-
-# CPU counters in ticks: "busy total steal" of the server CPU, then "busy
-# total" of the client CPU. Busy is user+nice+system+irq+softirq: all work that
-# ran on the CPU. idle and iowait are not work; steal is time the hypervisor
-# ran someone else, not our work, so it is left out of busy but reported as a
-# noise gauge. guest is already part of user. The client CPU's busy share
-# tells whether wrk, not the server, was the limit.
-cpu_ticks() {
-    awk -v s="cpu$SERVER_CPU" -v c="cpu$CLIENT_CPU" '
-        $1 == s || $1 == c { busy[$1] = $2 + $3 + $4 + $7 + $8; total[$1] = busy[$1] + $5 + $6 + $9; steal[$1] = $9 }
-        END { print busy[s], total[s], steal[s], busy[c], total[c] }' /proc/stat
-}
-
 cleanup() {
     stop_server
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# Converts wrk's latency ("812.00us", "1.20ms", "2.01s") to milliseconds.
-# Pipelined runs print 0.00us for high percentiles: wrk times a pipelined
-# batch, not each response, so those figures are not read (see README).
-parse_wrk() {
-    awk '
-    function ms(v) {
-        if (v ~ /us$/) return v / 1000
-        if (v ~ /ms$/) return v + 0
-        if (v ~ /s$/) return v * 1000
-        return v
-    }
-    /^ +50%/ { p50 = ms($2) }
-    /^ +99%/ { p99 = ms($2) }
-    / requests in / { req = $1 }
-    /^Requests\/sec:/ { rps = $2 }
-    /Socket errors:/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
-    /Non-2xx or 3xx responses:/ { non2xx = $5 }
-    END { printf "%s\t%d\t%.3f\t%.3f\t%d\t%d\n", rps, req, p50, p99, err + 0, non2xx + 0 }
-    ' "$1"
-}
 
 measure() {
     local round=$1 name=$2 load=$3 port=${PORT[$2]}
