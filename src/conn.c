@@ -712,19 +712,31 @@ static bool make_room(struct mh_conn *c)
     return c->in.cap > c->in.len;
 }
 
+/*
+ * A connection without a read buffer (idle, or new) or one that is closing
+ * reads into the stack first: an EOF or bytes to discard then cost no pooled
+ * buffer, so a burst of idle connections closing at once does not pin (and
+ * leave resident) one 16 KiB buffer each.
+ */
+#define STACK_READ 4096
+
 static void conn_read(struct mh_conn *c)
 {
     struct mh_worker *w = c->worker;
-    if (mh_buf_acquire(&c->in, &w->bufs) < 0)
-        return out_of_memory(c);
-    if (c->state != MH_CONN_LINGER && !make_room(c)) {
-        if (c->state == MH_CONN_HEAD || c->state == MH_CONN_IDLE)
-            fail(c, c->url_done ? 431 : 414);
-        return;
+    char small[STACK_READ];
+    bool borrowed = !c->in.data || c->state == MH_CONN_LINGER;
+    char *dst = small;
+    size_t room = sizeof small;
+    if (!borrowed) {
+        if (!make_room(c)) {
+            if (c->state == MH_CONN_HEAD || c->state == MH_CONN_IDLE)
+                fail(c, c->url_done ? 431 : 414);
+            return;
+        }
+        dst = c->in.data + c->in.len;
+        room = c->in.cap - c->in.len;
     }
-    if (c->state == MH_CONN_LINGER)
-        c->in.len = c->parse_pos = c->req_start = 0; /* discard */
-    ssize_t n = mh_transport_read(&c->tp, c->in.data + c->in.len, c->in.cap - c->in.len);
+    ssize_t n = mh_transport_read(&c->tp, dst, room);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
@@ -750,11 +762,16 @@ static void conn_read(struct mh_conn *c)
         }
         return;
     }
-    if (c->state == MH_CONN_LINGER) {
-        c->in.len = 0;
-        return;
+    if (c->state == MH_CONN_LINGER)
+        return; /* discarded */
+    if (borrowed) {
+        if (mh_buf_acquire(&c->in, &w->bufs) < 0)
+            return out_of_memory(c);
+        memcpy(c->in.data, small, (size_t)n);
+        c->in.len = (size_t)n;
+    } else {
+        c->in.len += (size_t)n;
     }
-    c->in.len += (size_t)n;
     if (c->state == MH_CONN_IDLE)
         begin_head(c);
     conn_process(c);
