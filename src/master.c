@@ -19,6 +19,12 @@
 #define BACKOFF_MIN  0.1
 #define BACKOFF_MAX  10.0
 #define KILL_GRACE   5.0 /* after shutdown_timeout, before SIGKILL */
+/*
+ * A worker that exits cleanly was signalled itself, most often together with
+ * the master (Ctrl-C signals the whole process group): the master's own
+ * signal gets this long to arrive before the worker is replaced.
+ */
+#define CLEAN_EXIT_DELAY 0.3
 /* A worker that cannot set up (bad certificate, ...) exits with this (EX_CONFIG). */
 #define EXIT_SETUP_FAILED 78
 
@@ -231,6 +237,15 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
         on_stop(loop, &m->sigterm, 0);
         if (m->nchildren == 0)
             ev_break(loop, EVBREAK_ALL);
+        return;
+    }
+    if (WIFEXITED(w->rstatus) && WEXITSTATUS(w->rstatus) == 0) {
+        mh_log(MH_LOG_INFO, "worker %d stopped; replacing it in %.1f s unless the server stops",
+               (int)dead.pid, CLEAN_EXIT_DELAY);
+        if (!ev_is_active(&m->restart_timer)) {
+            ev_timer_set(&m->restart_timer, CLEAN_EXIT_DELAY, 0.);
+            ev_timer_start(loop, &m->restart_timer);
+        }
         return;
     }
     ev_tstamp lived = ev_time() - dead.started;
