@@ -8,6 +8,10 @@
 # children, for --workers 1 the process itself) and divide the requests wrk
 # completed by it. The master's own CPU time is reported separately.
 #
+# wrk runs with one thread (WRK_THREADS) so it takes one core: with two it
+# would oversubscribe the two cores against two workers and measure
+# preemption rather than the server.
+#
 # usage: bench/workers/run.sh [duration_s] [connections] [rounds]
 set -eu
 cd "$(dirname "$0")/../.."
@@ -15,6 +19,7 @@ BIN=${MOONHTTP_BIN:-build/moonhttp}
 DUR=${1:-10}
 CONNS=${2:-64}
 ROUNDS=${3:-3}
+WRK_THREADS=${WRK_THREADS:-1}
 PORT=${PORT:-18480}
 HZ=$(getconf CLK_TCK)
 
@@ -35,9 +40,9 @@ run() {
     srv=$!
     sleep 0.5
     if [ "$n" -gt 1 ]; then workers=$(pgrep -P $srv | tr '\n' ' '); else workers=$srv; fi
-    wrk -t2 -c"$CONNS" -d2s http://127.0.0.1:$PORT/hello >/dev/null # warm-up
+    wrk -t"$WRK_THREADS" -c"$CONNS" -d2s http://127.0.0.1:$PORT/hello >/dev/null # warm-up
     w0=$(cpu_ticks $workers); m0=$(cpu_ticks $srv)
-    out=$(wrk -t2 -c"$CONNS" -d"${DUR}s" http://127.0.0.1:$PORT/hello)
+    out=$(wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DUR}s" http://127.0.0.1:$PORT/hello)
     w1=$(cpu_ticks $workers); m1=$(cpu_ticks $srv)
     kill $srv; wait $srv 2>/dev/null || true
     reqs=$(echo "$out" | awk '/requests in/ {print $1}')
@@ -50,7 +55,7 @@ run() {
         "$n" "$reqs" "$rps" "$wcpu" "$mcpu" "$per" "$errs"
 }
 
-echo "# $(nproc) cores, wrk -t2 -c$CONNS -d${DUR}s, $ROUNDS rounds each"
+echo "# $(nproc) cores, wrk -t$WRK_THREADS -c$CONNS -d${DUR}s, $ROUNDS rounds each"
 i=0
 while [ $i -lt "$ROUNDS" ]; do
     run 1
