@@ -152,6 +152,15 @@ struct mh_router {
     size_t nhosts;
     struct rnode *root; /* patterns without a host; NULL if none */
     struct arena arena; /* every node, leaf and child table */
+    struct exact_slot *exact; /* all-literal paths → their node (see build_exact) */
+    uint32_t exact_mask;      /* table size - 1; 0 when there is no table */
+    char *exact_text;         /* the paths the slots point into */
+};
+
+struct exact_slot {
+    uint32_t hash, len;
+    const char *path;
+    const struct rnode *node;
 };
 
 static int set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -991,6 +1000,79 @@ static int build_trees(struct mh_router *r, const struct mh_route **sorted)
     return 0;
 }
 
+/*
+ * The fast path for the commonest request: a path that is, byte for byte,
+ * an all-literal pattern ("/api/users"). Such a pattern, when its node has a
+ * route for the request's method, is the most specific match there can be:
+ * any other pattern matching the path has a wildcard or is a subtree, so it
+ * matches a superset, and a pair where that is not strictly so (a
+ * method-less literal against a method-specific wildcard) is a conflict the
+ * build rejects. Host patterns would outrank it, so with any of them there
+ * is no table. Paths are stored unescaped; a request that spells one with
+ * %XX escapes takes the general path.
+ */
+static int exact_candidate(const struct mh_route *rt)
+{
+    if (rt->host_len || rt->nwild || rt->nseg == 0)
+        return 0;
+    for (uint32_t i = 0; i < rt->nseg; i++) {
+        const struct rseg *sg = &rt->segs[i];
+        const char *t = seg_text(rt, sg);
+        if (sg->kind != SEG_LIT || sg->len == 0 || memchr(t, '/', sg->len) ||
+            memchr(t, '%', sg->len) || (sg->len == 1 && t[0] == '.') ||
+            (sg->len == 2 && t[0] == '.' && t[1] == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+static int build_exact(struct mh_router *r)
+{
+    if (r->nhosts || !r->root)
+        return 0;
+    size_t count = 0, text = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (!exact_candidate(r->routes[i]))
+            continue;
+        count++;
+        for (uint32_t j = 0; j < r->routes[i]->nseg; j++)
+            text += 1 + r->routes[i]->segs[j].len;
+    }
+    if (count == 0)
+        return 0;
+    uint32_t size = 16;
+    while (size < 2 * count)
+        size *= 2;
+    r->exact = calloc(size, sizeof *r->exact);
+    r->exact_text = malloc(text);
+    if (!r->exact || !r->exact_text)
+        return -1;
+    r->exact_mask = size - 1;
+    char *p = r->exact_text;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct mh_route *rt = r->routes[i];
+        if (!exact_candidate(rt))
+            continue;
+        const char *path = p;
+        const struct rnode *n = r->root;
+        for (uint32_t j = 0; j < rt->nseg && n; j++) {
+            const struct rseg *sg = &rt->segs[j];
+            *p++ = '/';
+            memcpy(p, seg_text(rt, sg), sg->len);
+            n = find_lit_raw(n, p, sg->len);
+            p += sg->len;
+        }
+        uint32_t len = (uint32_t)(p - path), h = hash_bytes(MH_FNV_BASIS, path, len);
+        uint32_t k = h & r->exact_mask;
+        while (r->exact[k].path &&
+               !(r->exact[k].len == len && memcmp(r->exact[k].path, path, len) == 0))
+            k = (k + 1) & r->exact_mask;
+        if (n && !r->exact[k].path) /* routes differing only by method share the node */
+            r->exact[k] = (struct exact_slot){h, len, path, n};
+    }
+    return 0;
+}
+
 struct mh_router *mh_router_build(struct mh_router_builder *b, char *err, size_t errlen)
 {
     struct mh_router *r = calloc(1, sizeof *r);
@@ -1037,6 +1119,8 @@ struct mh_router *mh_router_build(struct mh_router_builder *b, char *err, size_t
             goto fail;
         }
     }
+    if (build_exact(r) < 0)
+        goto oom;
     return r;
 oom:
     set_err(err, errlen, "out of memory");
@@ -1050,6 +1134,8 @@ void mh_router_free(struct mh_router *r)
 {
     if (!r)
         return;
+    free(r->exact);
+    free(r->exact_text);
     for (size_t i = 0; i < r->n; i++)
         free(r->routes[i]);
     free(r->routes);
@@ -1070,6 +1156,18 @@ struct mctx {
     unsigned ncap;
     int exact; /* the match consumed the whole path (Go's exactMatch) */
 };
+
+/* The node of an all-literal path equal to `path`, from the build_exact table. */
+static const struct rnode *exact_node(const struct mh_router *r, const char *path, size_t len)
+{
+    uint32_t h = hash_bytes(MH_FNV_BASIS, path, len);
+    for (uint32_t k = h & r->exact_mask; r->exact[k].path; k = (k + 1) & r->exact_mask) {
+        const struct exact_slot *e = &r->exact[k];
+        if (e->hash == h && e->len == len && memcmp(e->path, path, len) == 0)
+            return e->node;
+    }
+    return NULL;
+}
 
 /* Method resolution at a leaf: exact method, then GET for HEAD, then any method. */
 static const struct rleaf *pick(const struct rnode *n, const struct mctx *c)
@@ -1247,6 +1345,21 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     if (path_len > UINT32_MAX - 2) /* captures are 32-bit slices */
         return MH_ROUTE_NOT_FOUND;
     int connect = method_len == 7 && memcmp(method, "CONNECT", 7) == 0;
+    if (r->exact_mask && !connect) {
+        const struct rnode *n = exact_node(r, path, path_len);
+        if (n) {
+            int mid = method_id(r, method, method_len);
+            struct mctx ec = {path, path_len, 0, mid, -1, m->captures, 0, 1};
+            if (mid >= 0 && mid == r->head_id)
+                ec.head_id = r->get_id;
+            const struct rleaf *l = pick(n, &ec);
+            if (l) {
+                m->route = l->route;
+                m->handler_id = l->handler_id;
+                return MH_ROUTE_FOUND;
+            }
+        }
+    }
     int cleaned = 0;
     if (!connect && !mh_path_is_clean(path, path_len)) {
         if (scratch_len < path_len + 2)
