@@ -93,8 +93,7 @@ static int check_head(struct mh_conn *c)
             h->value.len--;
         /* obs-fold (a value continued on the next line) and stray CR/LF: RFC 9112 §5.2 */
         const char *v = base + h->value.off;
-        if (memchr(v, '\r', h->value.len) || memchr(v, '\n', h->value.len) ||
-            memchr(v, 0, h->value.len))
+        if (mh_value_has_stop(v, h->value.len))
             return 400;
         switch (h->name.len) {
         case 4:

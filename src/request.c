@@ -47,7 +47,7 @@ static inline unsigned char lower(unsigned char c)
 }
 
 /* RFC 9110 tchar: ALPHA / DIGIT / "!#$%&'*+-.^_`|~" */
-static const unsigned char tchar[256] = {
+const unsigned char mh_tchar[256] = {
     ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
     ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
     ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
@@ -62,10 +62,8 @@ static const unsigned char tchar[256] = {
     ['y'] = 1, ['z'] = 1,
 };
 
-bool mh_is_tchar(unsigned char c)
-{
-    return tchar[c];
-}
+/* Bytes that may not appear in a header value as received or sent: CR, LF, NUL. */
+const unsigned char mh_value_stop[256] = {['\r'] = 1, ['\n'] = 1, [0] = 1};
 
 bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
 {

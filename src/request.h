@@ -63,8 +63,23 @@ int mh_request_find_header(const struct mh_request *r, const char *base, const c
 /* Splits target into path and query, and takes host from an absolute-form target. */
 void mh_request_split_target(struct mh_request *r, const char *base);
 
+extern const unsigned char mh_tchar[256];
+extern const unsigned char mh_value_stop[256];
+
 /* Whether c may appear in a token (RFC 9110 tchar): methods, header names. */
-bool mh_is_tchar(unsigned char c);
+static inline bool mh_is_tchar(unsigned char c)
+{
+    return mh_tchar[c];
+}
+
+/* Whether a header value contains CR, LF or NUL (one pass, no calls). */
+static inline bool mh_value_has_stop(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (mh_value_stop[(unsigned char)v[i]])
+            return true;
+    return false;
+}
 
 /* ASCII case-insensitive equality. */
 bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen);

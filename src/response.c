@@ -106,7 +106,7 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
     for (size_t i = 0; i < nlen; i++)
         if (!mh_is_tchar((unsigned char)name[i]))
             return "invalid character in header name";
-    if (memchr(value, '\r', vlen) || memchr(value, '\n', vlen) || memchr(value, 0, vlen))
+    if (mh_value_has_stop(value, vlen))
         return "CR, LF or NUL in header value";
     switch (nlen) { /* the headers the server interprets, found by length first */
     case 14:
