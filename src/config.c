@@ -172,10 +172,23 @@ static int parse_bytes(const char *s, double *out)
     switch (*end) {
     case 0:
         break;
-    case 'k': case 'K': v *= 1024; end++; break;
-    case 'm': case 'M': v *= 1024 * 1024; end++; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
-    default: return -1;
+    case 'k':
+    case 'K':
+        v *= 1024;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v *= 1024 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v *= 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        return -1;
     }
     if (*end == 'b' || *end == 'B')
         end++;
@@ -201,8 +214,8 @@ static int set_number(struct mh_config *c, const struct setting *s, double v, ch
     return 0;
 }
 
-static int set_string_value(struct mh_config *c, const struct setting *s, const char *v,
-                            char *err, size_t errlen)
+static int set_string_value(struct mh_config *c, const struct setting *s, const char *v, char *err,
+                            size_t errlen)
 {
     char *field = (char *)c + s->offset;
     double d;
@@ -310,15 +323,25 @@ void mh_config_print_help(const char *argv0)
                 *p = '-';
         const char *field = (const char *)&d + s->offset;
         switch (s->type) {
-        case T_DURATION: snprintf(def, sizeof def, "%gs", *(const double *)field); break;
+        case T_DURATION:
+            snprintf(def, sizeof def, "%gs", *(const double *)field);
+            break;
         case T_BYTES:
-        case T_INT: snprintf(def, sizeof def, "%ld", *(const long *)field); break;
-        case T_BOOL: snprintf(def, sizeof def, "%s", *(const bool *)field ? "on" : "off"); break;
+        case T_INT:
+            snprintf(def, sizeof def, "%ld", *(const long *)field);
+            break;
+        case T_BOOL:
+            snprintf(def, sizeof def, "%s", *(const bool *)field ? "on" : "off");
+            break;
         case T_STRING:
             snprintf(def, sizeof def, "%s", *(char *const *)field ? *(char *const *)field : "none");
             break;
-        case T_LISTEN: snprintf(def, sizeof def, ":8080"); break;
-        case T_TLS: snprintf(def, sizeof def, "none"); break;
+        case T_LISTEN:
+            snprintf(def, sizeof def, ":8080");
+            break;
+        case T_TLS:
+            snprintf(def, sizeof def, "none");
+            break;
         }
         printf("  %-28s %s (default %s)\n", flag, s->help, def);
     }
@@ -595,8 +618,9 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
         used = used || mh_config_listen_tls(c, i) == &c->tls;
     }
     if (c->tls.n > 0 && !used && c->mode == MH_MODE_SERVE) {
-        snprintf(err, errlen, "tls: no listener uses the certificates (with several listeners, "
-                              "mark one { addr = ..., tls = true } or \"https://addr\")");
+        snprintf(err, errlen,
+                 "tls: no listener uses the certificates (with several listeners, "
+                 "mark one { addr = ..., tls = true } or \"https://addr\")");
         return -1;
     }
     return 0;

@@ -12,7 +12,7 @@
 struct lua_State;
 
 #define MH_MAX_LISTEN 8
-#define MH_MAX_CERTS 8
+#define MH_MAX_CERTS  8
 
 /* Certificates of a TLS endpoint: the first is the default, the others are chosen by SNI. */
 struct mh_tls_certs {
@@ -47,17 +47,17 @@ struct mh_config {
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */
     char *log_level;
-    char *workers; /* "N" | "auto" */
-    double shutdown_delay;    /* serve on, http.stopping() true, before a graceful stop */
-    char *access_log;         /* path, "-" (stdout) or "off" */
-    char *access_log_format;  /* "common" | "combined" | "json" */
-    char *pid_file;           /* path or "off" */
-    char *metrics;            /* listen address of the metrics endpoint, or "off" */
+    char *workers;           /* "N" | "auto" */
+    double shutdown_delay;   /* serve on, http.stopping() true, before a graceful stop */
+    char *access_log;        /* path, "-" (stdout) or "off" */
+    char *access_log_format; /* "common" | "combined" | "json" */
+    char *pid_file;          /* path or "off" */
+    char *metrics;           /* listen address of the metrics endpoint, or "off" */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];
     struct mh_tls_certs *listen_certs[MH_MAX_LISTEN]; /* for MH_LISTEN_TLS_OWN, owned */
-    struct mh_tls_certs tls; /* top-level tls = {...} (or --tls-cert/--tls-key) */
+    struct mh_tls_certs tls;  /* top-level tls = {...} (or --tls-cert/--tls-key) */
     char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
 
     /* command line only */

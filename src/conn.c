@@ -103,8 +103,8 @@ static void set_timeout(struct mh_conn *c, double seconds)
 /* While a handler runs: the write deadline, and the read deadline while body bytes are due. */
 static void set_handler_deadline(struct mh_conn *c)
 {
-    set_deadline(c, earliest(c->write_deadline,
-                             c->body_state == MH_BODY_MORE ? c->read_deadline : 0));
+    set_deadline(c,
+                 earliest(c->write_deadline, c->body_state == MH_BODY_MORE ? c->read_deadline : 0));
 }
 
 void mh_conn_set_read_timeout(struct mh_conn *c, double seconds)

@@ -52,11 +52,11 @@ struct mh_conn {
     enum mh_conn_state state;
     ev_io io;
     ev_timer timer;
-    ev_tstamp deadline; /* when the current state times out (0 = never) */
+    ev_tstamp deadline;       /* when the current state times out (0 = never) */
     ev_tstamp read_deadline;  /* whole request incl. body (read_timeout; 0 = none) */
     ev_tstamp write_deadline; /* end of head to end of response (write_timeout; 0 = none) */
-    ev_tstamp timer_at; /* when the armed timer fires */
-    int io_events;      /* events the io watcher is armed for */
+    ev_tstamp timer_at;       /* when the armed timer fires */
+    int io_events;            /* events the io watcher is armed for */
 
     /* input */
     struct mh_buf in;
@@ -95,14 +95,14 @@ struct mh_conn {
     bool in_pending;  /* on the worker's pending-write list */
     bool want_write;  /* the socket was full: wait for EV_WRITE */
     bool on_idle_list;
-    bool processing;  /* inside the input loop (guards re-entry) */
+    bool processing; /* inside the input loop (guards re-entry) */
     unsigned refs;
 
     struct sockaddr_storage peer;
     socklen_t peer_len;
 
-    struct mh_conn *prev, *next;    /* idle/active list */
-    struct mh_conn *next_pending;   /* pending writes */
+    struct mh_conn *prev, *next;  /* idle/active list */
+    struct mh_conn *next_pending; /* pending writes */
     struct mh_conn *next_closed;
 };
 
@@ -141,9 +141,9 @@ void mh_conn_respond_simple(struct mh_conn *c, int status, const char *extra, co
 
 /*
  * Parses buffered body bytes for a handler that wants some of them, or all
- * (req:body). Sends "100 Continue" first when the client waits for it. Returns 1 when satisfied (or the body ended or failed:
- * see body_state), 0 when the handler must wait: the connection then reads
- * and calls mh_task_on_body when satisfied.
+ * (req:body). Sends "100 Continue" first when the client waits for it. Returns 1 when satisfied (or
+ * the body ended or failed: see body_state), 0 when the handler must wait: the connection then
+ * reads and calls mh_task_on_body when satisfied.
  */
 int mh_conn_want_body(struct mh_conn *c, bool all);
 

@@ -31,16 +31,17 @@ void mh_dispatch(struct mh_conn *c)
     struct mh_request *r = &c->req;
     const char *base = mh_conn_head(c);
     const char *method = llhttp_method_name((llhttp_method_t)r->method);
-    enum mh_clean_mode clean =
-        strcmp(c->worker->config->clean_path, "rewrite") == 0 ? MH_CLEAN_REWRITE : MH_CLEAN_REDIRECT;
+    enum mh_clean_mode clean = strcmp(c->worker->config->clean_path, "rewrite") == 0
+                                   ? MH_CLEAN_REWRITE
+                                   : MH_CLEAN_REDIRECT;
     struct mh_route_match m;
     if (mh_buf_reserve(&r->cleaned, r->path.len + 2) < 0) {
         mh_conn_respond_simple(c, 500, NULL, "500 Internal Server Error\n");
         return;
     }
-    enum mh_route_status st =
-        mh_router_lookup(g->router, method, strlen(method), base + r->host.off, r->host.len,
-                         base + r->path.off, r->path.len, clean, r->cleaned.data, r->cleaned.cap, &m);
+    enum mh_route_status st = mh_router_lookup(
+        g->router, method, strlen(method), base + r->host.off, r->host.len, base + r->path.off,
+        r->path.len, clean, r->cleaned.data, r->cleaned.cap, &m);
     switch (st) {
     case MH_ROUTE_FOUND:
         r->route = m.route;

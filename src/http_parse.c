@@ -123,8 +123,8 @@ static int check_head(struct mh_conn *c)
         else if (r->http_minor >= 1)
             return 400;
     }
-    if (r->path.len == 0 || (base[r->path.off] != '/' && r->method != HTTP_OPTIONS &&
-                             r->method != HTTP_CONNECT)) {
+    if (r->path.len == 0 ||
+        (base[r->path.off] != '/' && r->method != HTTP_OPTIONS && r->method != HTTP_CONNECT)) {
         if (!(r->method == HTTP_OPTIONS && r->path.len == 1 && base[r->path.off] == '*'))
             return 400;
     }

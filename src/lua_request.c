@@ -365,9 +365,14 @@ static int req_tostring(lua_State *L)
 void mh_lua_request_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"pathvalue", req_pathvalue}, {"arg", req_arg},   {"args", req_args},
-        {"header", req_header},       {"headers", req_headers}, {"body", req_body},
-        {"read", req_read},           {"set_read_timeout", req_set_read_timeout},
+        {"pathvalue", req_pathvalue},
+        {"arg", req_arg},
+        {"args", req_args},
+        {"header", req_header},
+        {"headers", req_headers},
+        {"body", req_body},
+        {"read", req_read},
+        {"set_read_timeout", req_set_read_timeout},
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);

@@ -31,8 +31,9 @@ static struct mh_lua_res *check_res(lua_State *L)
 static void check_not_written(lua_State *L, struct mh_conn *c, const char *what)
 {
     if (c->res.written)
-        luaL_error(L, "%s: the response has started (res:write was called); set the status and "
-                      "headers before writing",
+        luaL_error(L,
+                   "%s: the response has started (res:write was called); set the status and "
+                   "headers before writing",
                    what);
 }
 
@@ -169,7 +170,8 @@ static int res_redirect(lua_State *L)
     return 1;
 }
 
-/* res:set_write_timeout(seconds): the response must be done within `seconds` from now (0 = no limit). */
+/* res:set_write_timeout(seconds): the response must be done within `seconds` from now (0 = no
+ * limit). */
 static int res_set_write_timeout(lua_State *L)
 {
     struct mh_conn *c = check_res(L)->conn;
@@ -193,8 +195,12 @@ static int res_tostring(lua_State *L)
 void mh_lua_response_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"status", res_status}, {"header", res_header}, {"add_header", res_add_header},
-        {"write", res_write},   {"flush", res_flush},   {"redirect", res_redirect},
+        {"status", res_status},
+        {"header", res_header},
+        {"add_header", res_add_header},
+        {"write", res_write},
+        {"flush", res_flush},
+        {"redirect", res_redirect},
         {"set_write_timeout", res_set_write_timeout},
         {NULL, NULL},
     };

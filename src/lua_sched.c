@@ -14,7 +14,7 @@
 
 /* Output queued beyond this makes res:write wait for the client. */
 #define HIGH_WATER (256 * 1024)
-#define LOW_WATER (64 * 1024)
+#define LOW_WATER  (64 * 1024)
 
 static struct ev_loop *loop_of(struct mh_task *t)
 {
@@ -74,8 +74,9 @@ struct mh_task *mh_task_check(lua_State *L, const char *what)
 {
     struct mh_task *t = mh_task_current(L);
     if (!t || !lua_isyieldable(L))
-        luaL_error(L, "%s: must be called from a handler or a `run` script, not from another "
-                      "coroutine or a metamethod",
+        luaL_error(L,
+                   "%s: must be called from a handler or a `run` script, not from another "
+                   "coroutine or a metamethod",
                    what);
     return t;
 }
@@ -93,8 +94,7 @@ static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *tra
     char where[64];
     mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s",
            llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
-           mh_conn_head(c) + c->req.target.off, mh_conn_remote_addr(c, where, sizeof where),
-           trace);
+           mh_conn_head(c) + c->req.target.off, mh_conn_remote_addr(c, where, sizeof where), trace);
     if (c->closed)
         return;
     if (c->res.head_sent) {

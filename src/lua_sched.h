@@ -28,16 +28,16 @@ typedef int (*mh_task_resume_fn)(struct mh_task *t, lua_State *co);
 
 struct mh_task {
     lua_State *co;
-    int co_ref; /* anchors the coroutine in the registry */
+    int co_ref;             /* anchors the coroutine in the registry */
     struct mh_lua_req *req; /* this request's objects, invalidated when it ends */
     struct mh_lua_res *res;
     struct mh_gen *gen;
     struct mh_conn *conn; /* NULL for a `run` script */
     enum mh_task_wait wait;
     mh_task_resume_fn on_resume;
-    ev_timer timer;   /* sleep, and deferred resumes */
+    ev_timer timer;    /* sleep, and deferred resumes */
     size_t want_bytes; /* req:read(n) waiting: its n */
-    int exit_status;  /* `run` scripts: 0 ok, 1 error */
+    int exit_status;   /* `run` scripts: 0 ok, 1 error */
     void (*on_done)(struct mh_task *t);
     void *client_open; /* lua_client.c: responses opened and not closed yet */
     void *client_wait; /* lua_client.c: the response being waited on */

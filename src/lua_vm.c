@@ -97,8 +97,7 @@ static int l_not_found(lua_State *L)
 
 static int l_method_not_allowed(lua_State *L)
 {
-    return set_special_handler(L, &mh_gen_of(L)->method_not_allowed_ref,
-                               "http.method_not_allowed");
+    return set_special_handler(L, &mh_gen_of(L)->method_not_allowed_ref, "http.method_not_allowed");
 }
 
 static int l_started(lua_State *L)
@@ -263,7 +262,7 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
  * size of a block it frees or resizes, so the class is known without headers.
  * Sanitizer builds use plain realloc so ASan still sees every use after free.
  */
-#define HEAP_GRAIN 16
+#define HEAP_GRAIN     16
 #define HEAP_CACHE_MAX 4096 /* blocks kept per class */
 
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
@@ -432,8 +431,8 @@ static void track_requires(lua_State *L)
 {
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "searchers");
-    lua_rawgeti(L, -1, 2);  /* the original Lua-file searcher */
-    lua_newtable(L);        /* the files found */
+    lua_rawgeti(L, -1, 2); /* the original Lua-file searcher */
+    lua_newtable(L);       /* the files found */
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &DEPS_KEY);
     lua_pushcclosure(L, tracking_searcher, 2);

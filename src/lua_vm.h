@@ -33,8 +33,8 @@ struct mh_gen {
     int refs;
     int not_found_ref; /* LUA_NOREF when not set */
     int method_not_allowed_ref;
-    int settings_ref;          /* http.server{} table */
-    bool started;              /* registration is closed */
+    int settings_ref;           /* http.server{} table */
+    bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
     bool wants_metrics; /* the script called http.metrics_handler() */

@@ -154,7 +154,8 @@ int main(int argc, char **argv)
         return rc < 0 ? 2 : 0;
     }
     struct mh_deps deps = {0};
-    struct mh_gen *g = mh_gen_load(&config, false, config.dev && config.mode == MH_MODE_SERVE ? &deps : NULL, err, sizeof err);
+    struct mh_gen *g = mh_gen_load(
+        &config, false, config.dev && config.mode == MH_MODE_SERVE ? &deps : NULL, err, sizeof err);
     if (!g) {
         fprintf(stderr, "moonhttp: %s\n", err);
         mh_deps_free(&deps);

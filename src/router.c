@@ -150,8 +150,8 @@ struct mh_router {
     int get_id, head_id;
     struct rhost *hosts; /* sorted by host */
     size_t nhosts;
-    struct rnode *root; /* patterns without a host; NULL if none */
-    struct arena arena; /* every node, leaf and child table */
+    struct rnode *root;       /* patterns without a host; NULL if none */
+    struct arena arena;       /* every node, leaf and child table */
     struct exact_slot *exact; /* all-literal paths → their node (see build_exact) */
     uint32_t exact_mask;      /* table size - 1; 0 when there is no table */
     char *exact_text;         /* the paths the slots point into */

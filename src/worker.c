@@ -25,8 +25,8 @@ const char *mh_worker_date(struct mh_worker *w, size_t *len)
     if (now != w->date_sec) {
         struct tm tm;
         gmtime_r(&now, &tm);
-        w->date_len = strftime(w->date_line, sizeof w->date_line,
-                               "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        w->date_len =
+            strftime(w->date_line, sizeof w->date_line, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
         w->date_sec = now;
     }
     *len = w->date_len;

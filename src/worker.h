@@ -22,7 +22,8 @@ struct mh_metrics;
 struct mh_metrics_server;
 struct mh_buf;
 
-/* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy of the master's. */
+/* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy
+ * of the master's. */
 struct mh_reload_stats {
     unsigned long reloads;  /* successful */
     unsigned long failures; /* failed: the previous code kept serving */
@@ -88,11 +89,11 @@ struct mh_worker {
 
 /* What main sets up once per process tree (before any fork) for every worker. */
 struct mh_ops {
-    int access_log_fd; /* -1: no access log */
-    int access_log_format; /* enum mh_access_format */
+    int access_log_fd;          /* -1: no access log */
+    int access_log_format;      /* enum mh_access_format */
     struct mh_metrics *metrics; /* shared counters and reload stats */
-    int metrics_fd;    /* listening socket for http.server{metrics=...}, or -1 */
-    bool metrics_on;   /* record per-request metrics */
+    int metrics_fd;             /* listening socket for http.server{metrics=...}, or -1 */
+    bool metrics_on;            /* record per-request metrics */
 };
 
 /* Failed reload: counts it and keeps the first line of err for metrics. */

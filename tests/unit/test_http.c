@@ -70,7 +70,8 @@ static void test_heads(void)
     /* uncommon status lines are formatted */
     mh_response_reset(&r);
     r.status = 431;
-    CHECK(strstr(emit(&r, 1, false, true, true), "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+    CHECK(
+        strstr(emit(&r, 1, false, true, true), "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
 
     /* header rules */
     mh_response_reset(&r);
@@ -124,8 +125,11 @@ static void test_config(void)
     struct mh_config c;
     char err[256];
     mh_config_init(&c);
-    char *argv[] = {"moonhttp", "--idle-timeout", "500ms", "--max-body-bytes=64k", "--tcp-nodelay",
-                    "off", "--listen", "127.0.0.1:9000", "app.lua", NULL};
+    char *argv[] = {"moonhttp",      "--idle-timeout",
+                    "500ms",         "--max-body-bytes=64k",
+                    "--tcp-nodelay", "off",
+                    "--listen",      "127.0.0.1:9000",
+                    "app.lua",       NULL};
     CHECK(mh_config_parse_args(&c, 9, argv, err, sizeof err) == 0);
     CHECK(c.idle_timeout == 0.5);
     CHECK(c.max_body_bytes == 65536);

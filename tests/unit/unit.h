@@ -12,7 +12,7 @@ static int unit_passed, unit_failed;
             unit_passed++;                                                                         \
         } else {                                                                                   \
             unit_failed++;                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
         }                                                                                          \
     } while (0)
 
