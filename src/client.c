@@ -712,27 +712,8 @@ void mh_client_conn_close(struct mh_client_conn *c)
         c->host->drain_waiter = NULL;
     if (c->state == MH_CC_DRAINING)
         c->host->ndraining--;
-    if (c->state == MH_CC_IDLE) {
-        /* unlink from the idle lists */
-        struct mh_client_host *h = c->host;
-        if (c->hprev)
-            c->hprev->hnext = c->hnext;
-        else
-            h->idle = c->hnext;
-        if (c->hnext)
-            c->hnext->hprev = c->hprev;
-        h->nidle--;
-        if (c->lprev)
-            c->lprev->lnext = c->lnext;
-        else
-            p->idle_head = c->lnext;
-        if (c->lnext)
-            c->lnext->lprev = c->lprev;
-        else
-            p->idle_tail = c->lprev;
-        p->nidle--;
-        c->hprev = c->hnext = c->lprev = c->lnext = NULL;
-    }
+    if (c->state == MH_CC_IDLE)
+        mh_client_pool_unlink_idle(p, c);
     io_stop(c);
     timer_stop(c);
     if (c->tls) {

@@ -201,6 +201,8 @@ struct mh_client_pool {
 struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struct mh_client_req *r);
 /* An idle connection that still looks alive, taken out of the idle lists, or NULL. */
 struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h);
+/* Removes an idle connection from its host's and the pool's idle lists. */
+void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c);
 /* A fresh connection object (pooled), on the open list, not connected. */
 struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h);
 /* Closes the socket and returns the object to the pool's free list. */

@@ -112,6 +112,28 @@ static bool still_alive(struct mh_client_conn *c)
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c)
+{
+    struct mh_client_host *h = c->host;
+    if (c->hprev)
+        c->hprev->hnext = c->hnext;
+    else
+        h->idle = c->hnext;
+    if (c->hnext)
+        c->hnext->hprev = c->hprev;
+    h->nidle--;
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        p->idle_head = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    else
+        p->idle_tail = c->lprev;
+    p->nidle--;
+    c->hprev = c->hnext = c->lprev = c->lnext = NULL;
+}
+
 struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h)
 {
     while (h->idle) {
@@ -120,20 +142,7 @@ struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_c
             mh_client_conn_close(c);
             continue;
         }
-        h->idle = c->hnext;
-        if (h->idle)
-            h->idle->hprev = NULL;
-        h->nidle--;
-        if (c->lprev)
-            c->lprev->lnext = c->lnext;
-        else
-            p->idle_head = c->lnext;
-        if (c->lnext)
-            c->lnext->lprev = c->lprev;
-        else
-            p->idle_tail = c->lprev;
-        p->nidle--;
-        c->hprev = c->hnext = c->lprev = c->lnext = NULL;
+        mh_client_pool_unlink_idle(p, c);
         mh_client_conn_set_timer(c, 0);
         mh_client_conn_set_io(c, 0);
         c->state = MH_CC_WRITING;

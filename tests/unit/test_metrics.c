@@ -12,19 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "unit.h"
 
 static char *render(struct mh_metrics *m)
 {
@@ -40,13 +28,13 @@ static void has_line(const char *text, const char *line)
 {
     const char *p = strstr(text, line);
     bool ok = p && (p == text || p[-1] == '\n') && p[strlen(line)] == '\n';
-    CHECK(ok, "missing line: %s", line);
+    CHECKF(ok, "missing line: %s", line);
 }
 
 int main(void)
 {
     struct mh_metrics *m = mh_metrics_new();
-    CHECK(m != NULL, "mh_metrics_new");
+    CHECKF(m != NULL, "mh_metrics_new");
     mh_metrics_record(m, "GET /a", 200, 0.0005);
     mh_metrics_record(m, "GET /a", 201, 0.003);
     mh_metrics_record(m, "GET /a", 503, 20);
@@ -108,10 +96,9 @@ int main(void)
         mh_metrics_record(m, name, 200, 0.001);
     }
     t = render(m);
-    CHECK(strstr(t, "pattern=\"(other)\",status=\"2xx\"}") != NULL, "overflow slot");
+    CHECKF(strstr(t, "pattern=\"(other)\",status=\"2xx\"}") != NULL, "overflow slot");
     free(t);
 
     mh_metrics_free(m);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return unit_report();
 }

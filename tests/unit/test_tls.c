@@ -18,19 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "unit.h"
 
 static char dir[] = "/tmp/mh-test-tls-XXXXXX";
 
@@ -156,38 +144,38 @@ int main(void)
     char name[128];
 
     struct mh_tls_certs missing = certs_for("missing.test");
-    CHECK(mh_tls_server_new(&missing, err, sizeof err) == NULL && strstr(err, "missing.test"),
-          "a missing file is an error naming it: %s", err);
+    CHECKF(mh_tls_server_new(&missing, err, sizeof err) == NULL && strstr(err, "missing.test"),
+           "a missing file is an error naming it: %s", err);
 
     struct mh_tls_certs old_certs = certs_for("old.test"), new_certs = certs_for("new.test");
     struct mh_tls_server *srv = mh_tls_server_new(&old_certs, err, sizeof err);
-    CHECK(srv != NULL, "server: %s", err);
+    CHECKF(srv != NULL, "server: %s", err);
     if (!srv)
         return 1;
 
     struct mh_transport t1, t2, t3;
     struct client c1, c2, c3;
-    CHECK(connect_pair(srv, &t1, &c1) == 0, "first handshake");
-    CHECK(peer_is(&c1, "old.test"), "first connection gets the old certificate");
+    CHECKF(connect_pair(srv, &t1, &c1) == 0, "first handshake");
+    CHECKF(peer_is(&c1, "old.test"), "first connection gets the old certificate");
 
-    CHECK(mh_tls_reload(srv, &new_certs, err, sizeof err) == 0, "reload: %s", err);
-    CHECK(strcmp(mh_tls_server_default_name(srv, name, sizeof name), "new.test") == 0,
-          "new default name: %s", name);
-    CHECK(round_trip(&t1, &c1), "the open connection goes on after the reload");
+    CHECKF(mh_tls_reload(srv, &new_certs, err, sizeof err) == 0, "reload: %s", err);
+    CHECKF(strcmp(mh_tls_server_default_name(srv, name, sizeof name), "new.test") == 0,
+           "new default name: %s", name);
+    CHECKF(round_trip(&t1, &c1), "the open connection goes on after the reload");
 
-    CHECK(connect_pair(srv, &t2, &c2) == 0, "second handshake");
-    CHECK(peer_is(&c2, "new.test"), "a new connection gets the new certificate");
+    CHECKF(connect_pair(srv, &t2, &c2) == 0, "second handshake");
+    CHECKF(peer_is(&c2, "new.test"), "a new connection gets the new certificate");
 
-    CHECK(mh_tls_reload(srv, &missing, err, sizeof err) < 0, "reload with a missing file fails");
-    CHECK(connect_pair(srv, &t3, &c3) == 0, "third handshake");
-    CHECK(peer_is(&c3, "new.test"), "a failed reload changes nothing");
+    CHECKF(mh_tls_reload(srv, &missing, err, sizeof err) < 0, "reload with a missing file fails");
+    CHECKF(connect_pair(srv, &t3, &c3) == 0, "third handshake");
+    CHECKF(peer_is(&c3, "new.test"), "a failed reload changes nothing");
 
     /* Closing the last connection on the old configuration frees it (LeakSanitizer checks). */
     mh_transport_close(&t1);
     client_close(&c1);
-    CHECK(round_trip(&t2, &c2), "connections on the new configuration are unaffected");
+    CHECKF(round_trip(&t2, &c2), "connections on the new configuration are unaffected");
     mh_tls_server_unref(srv); /* listener gone: open connections keep their configuration */
-    CHECK(round_trip(&t3, &c3), "a connection outlives its server handle");
+    CHECKF(round_trip(&t3, &c3), "a connection outlives its server handle");
     mh_transport_close(&t2);
     mh_transport_close(&t3);
     client_close(&c2);
@@ -200,6 +188,5 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
         printf("could not remove %s\n", dir);
-    printf("test_tls: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return unit_report();
 }

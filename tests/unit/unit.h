@@ -16,6 +16,19 @@ static int unit_passed, unit_failed;
         }                                                                                          \
     } while (0)
 
+/* CHECK with a printf-style message for the failure. */
+#define CHECKF(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            unit_passed++;                                                                         \
+        } else {                                                                                   \
+            unit_failed++;                                                                         \
+            fprintf(stderr, "%s:%d: check failed: ", __FILE__, __LINE__);                          \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+        }                                                                                          \
+    } while (0)
+
 #define CHECK_STR(got, want)                                                                       \
     do {                                                                                           \
         const char *g_ = (got), *w_ = (want);                                                      \
