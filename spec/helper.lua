@@ -295,6 +295,13 @@ function H.request(port, method, path, headers, body)
 end
 
 function Server:get(path, headers) return H.request(self.port, "GET", path, headers) end
+
+--- GET that never raises: body and status, or nil when the request failed
+-- (used while a server reloads or restarts).
+function Server:try_get(path)
+  local ok, res = pcall(H.request, self.port, "GET", path)
+  if ok and res then return res.body, res.status end
+end
 function Server:request(method, path, headers, body)
   return H.request(self.port, method, path, headers, body)
 end

@@ -20,10 +20,7 @@ end)
 http.handle("GET /error", function(req, res) error("boom in dev") end)
 ]]
 
-local function body(srv, path)
-  local ok, res = pcall(srv.get, srv, path)
-  if ok and res then return res.body, res.status end
-end
+local function body(srv, path) return srv:try_get(path) end
 
 describe("--dev", function()
   local srv, dir

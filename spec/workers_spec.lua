@@ -24,10 +24,7 @@ local function app(version)
   return (APP:gsub("VERSION_MARK", string.format("%q", version)))
 end
 
-local function get(srv, path)
-  local ok, res = pcall(srv.get, srv, path)
-  if ok and res then return res.body, res.status end
-end
+local function get(srv, path) return srv:try_get(path) end
 
 describe("--workers 2", function()
   local srv, path

@@ -157,30 +157,27 @@ bool mh_client_tls_resumed(const struct mh_client_tls *t)
     return t->resumed;
 }
 
-ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n)
+/* mbedTLS's result of a read or write as our transport's: bytes or MH_TLS_*. */
+static ssize_t io_result(int rc)
 {
-    int rc = mbedtls_ssl_read(&t->ssl, buf, n);
     if (rc >= 0)
         return rc;
     if (rc == MBEDTLS_ERR_SSL_WANT_READ)
         return MH_TLS_WANT_READ;
     if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         return MH_TLS_WANT_WRITE;
-    if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
-        return 0;
     return MH_TLS_ERROR;
+}
+
+ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n)
+{
+    int rc = mbedtls_ssl_read(&t->ssl, buf, n);
+    return rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY ? 0 : io_result(rc); /* clean close: EOF */
 }
 
 ssize_t mh_client_tls_write(struct mh_client_tls *t, const void *buf, size_t n)
 {
-    int rc = mbedtls_ssl_write(&t->ssl, buf, n);
-    if (rc >= 0)
-        return rc;
-    if (rc == MBEDTLS_ERR_SSL_WANT_READ)
-        return MH_TLS_WANT_READ;
-    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-        return MH_TLS_WANT_WRITE;
-    return MH_TLS_ERROR;
+    return io_result(mbedtls_ssl_write(&t->ssl, buf, n));
 }
 
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot)
