@@ -51,7 +51,7 @@ bench: build
 	bench/run.sh
 
 format:
-	clang-format -i src/*.c src/*.h tests/unit/*.c tests/unit/*.h fuzz/*.c
+	clang-format -i src/*/*.c src/*/*.h tests/unit/*.h tests/unit/*/*.c fuzz/*.c
 
 clean:
 	rm -rf $(BUILD_DIR) build-asan build-fuzz
