@@ -16,7 +16,7 @@ struct mh_req;
 
 struct mh_site {
     const struct mh_router *router;
-    const struct mh_handler_table *handlers; /* the router's handler ids index this */
+    const struct mh_handler_table *handlers;     /* the router's handler ids index this */
     const struct mh_handler *not_found;          /* NULL: "404 page not found" */
     const struct mh_handler *method_not_allowed; /* NULL: "Method Not Allowed"; Allow is set */
     enum mh_clean_mode clean;

@@ -48,7 +48,7 @@ struct mh_chunk {
     uint8_t kind; /* enum mh_chunk_kind */
     uint64_t len; /* bytes of this chunk not yet consumed */
     union {
-        size_t mem_off; /* MEM: offset of the first unconsumed byte in the queue's buffer */
+        size_t mem_off;  /* MEM: offset of the first unconsumed byte in the queue's buffer */
         const char *ref; /* REF: first unconsumed byte */
         struct {
             int fd;
@@ -71,8 +71,13 @@ struct mh_outq {
 void mh_outq_free(struct mh_outq *q);
 /* Drops every chunk (calling pending releases), keeps the memory for reuse. */
 void mh_outq_clear(struct mh_outq *q);
-/* Gives back the memory of an empty queue, e.g. when a connection goes idle. */
-void mh_outq_trim(struct mh_outq *q);
+/*
+ * Pooled memory for the queue's buffer (a connection's wire queue): acquire
+ * before appending (-1 on OOM), release when the queue is empty (a no-op
+ * otherwise), e.g. when the connection goes idle.
+ */
+int mh_outq_acquire(struct mh_outq *q, struct mh_buf_pool *p);
+void mh_outq_release(struct mh_outq *q, struct mh_buf_pool *p);
 
 static inline bool mh_outq_empty(const struct mh_outq *q)
 {

@@ -102,9 +102,9 @@ struct mh_req_ops {
 
 struct mh_req {
     const struct mh_req_ops *ops;
-    struct mh_request head;   /* parsed head: slices into ops->head(r) */
-    struct mh_response res;   /* the response being built */
-    ev_tstamp started;        /* loop time the head was complete */
+    struct mh_request head; /* parsed head: slices into ops->head(r) */
+    struct mh_response res; /* the response being built */
+    ev_tstamp started;      /* loop time the head was complete */
 
     /* request body, decoded by the protocol */
     enum mh_body_state body_state;
@@ -112,7 +112,7 @@ struct mh_req {
     uint64_t body_received; /* body bytes seen so far */
 
     /* set by the protocol */
-    bool closed;     /* the stream is gone: output is dropped, on_abort was called */
+    bool closed;      /* the stream is gone: output is dropped, on_abort was called */
     bool peer_closed; /* the client ended its side (HTTP/1 EOF) */
 
     /* the handler serving the request (set by mh_req_start) */
@@ -180,8 +180,8 @@ extern const char mh_req_err_head_sent[];
  * Otherwise NULL, or mh_req_err_nomem.
  */
 const char *mh_req_write(struct mh_req *r, const void *p, size_t n);
-const char *mh_req_write_ref(struct mh_req *r, const char *p, size_t n,
-                             mh_chunk_release_fn release, void *ud, uintptr_t token);
+const char *mh_req_write_ref(struct mh_req *r, const char *p, size_t n, mh_chunk_release_fn release,
+                             void *ud, uintptr_t token);
 const char *mh_req_write_file(struct mh_req *r, int fd, off_t off, uint64_t len,
                               mh_chunk_release_fn release, void *ud, uintptr_t token);
 extern const char mh_req_err_closed[];
@@ -246,11 +246,12 @@ const char *mh_req_body_error(const struct mh_req *r);
  *             here.
  * on_data     every piece of body on its way out: `in` holds the chunks
  *             the handler staged since the last call (memory, references,
- *             file ranges: mh_outq_read_front reads any kind), `out`
- *             receives the transformed bytes. Consume what was used from
- *             `in` (what is left is offered again next time). last: the
- *             handler finished, flush everything. Returns 0, or -1 to cut
- *             the response off.
+ *             file ranges: mh_outq_read_front reads any kind and consumes),
+ *             `out` receives the transformed bytes. The filter takes all of
+ *             `in` (keeping what it must in its own state, as zlib does):
+ *             whatever it leaves there is dropped. last: the handler
+ *             finished, flush everything. Returns 0, or -1 to cut the
+ *             response off.
  * done        once per installed filter, always (after last, on abort, or
  *             after on_head declined): free the filter's state.
  *
@@ -260,8 +261,8 @@ const char *mh_req_body_error(const struct mh_req *r);
 struct mh_ofilter_ops {
     const char *name;
     bool (*on_head)(struct mh_ofilter *f, struct mh_req *r);
-    int (*on_data)(struct mh_ofilter *f, struct mh_req *r, struct mh_outq *in,
-                   struct mh_outq *out, bool last);
+    int (*on_data)(struct mh_ofilter *f, struct mh_req *r, struct mh_outq *in, struct mh_outq *out,
+                   bool last);
     void (*done)(struct mh_ofilter *f, struct mh_req *r);
 };
 
