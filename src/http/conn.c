@@ -224,29 +224,36 @@ static void schedule_write(struct mh_conn *c)
  * One write attempt from the front of the wire queue: writev over memory
  * and referenced chunks, sendfile for a file range; a transport without
  * those (TLS) gets the bytes copied into a pooled buffer first. Returns
- * bytes written, or -1 with errno.
+ * bytes written (consumed from the queue), or -1 with errno.
  */
 static ssize_t write_some(struct mh_conn *c)
 {
     const struct mh_transport_ops *ops = c->tp.ops;
-    int fd;
-    off_t off;
-    uint64_t flen;
-    if (mh_outq_front_file(&c->out, &fd, &off, &flen) && ops->sendfile) {
-        size_t len = flen > (1u << 30) ? (1u << 30) : (size_t)flen;
-        ssize_t n = ops->sendfile(&c->tp, fd, &off, len);
-        if (n == 0) { /* the file is shorter than the range promised */
-            errno = EIO;
-            return -1;
-        }
-        return n;
-    }
     if (ops->writev) {
         struct iovec iov[MAX_IOV];
         size_t bytes;
         int n = mh_outq_iov(&c->out, iov, MAX_IOV, &bytes);
-        return n == 1 ? ops->write(&c->tp, iov[0].iov_base, iov[0].iov_len)
-                      : ops->writev(&c->tp, iov, n);
+        if (n > 0) {
+            ssize_t w = n == 1 ? ops->write(&c->tp, iov[0].iov_base, iov[0].iov_len)
+                               : ops->writev(&c->tp, iov, n);
+            if (w > 0)
+                mh_outq_consume(&c->out, (uint64_t)w);
+            return w;
+        }
+        int fd;
+        off_t off;
+        uint64_t flen;
+        if (ops->sendfile && mh_outq_front_file(&c->out, &fd, &off, &flen)) {
+            size_t len = flen > (1u << 30) ? (1u << 30) : (size_t)flen;
+            ssize_t sent = ops->sendfile(&c->tp, fd, &off, len);
+            if (sent == 0) { /* the file is shorter than the range promised */
+                errno = EIO;
+                return -1;
+            }
+            if (sent > 0)
+                mh_outq_consume(&c->out, (uint64_t)sent);
+            return sent;
+        }
     }
     /* Copy, then write from the copy: after EAGAIN the next write repeats the same bytes. */
     struct mh_buf *b = &c->wbuf;
@@ -264,7 +271,6 @@ static ssize_t write_some(struct mh_conn *c)
         c->wbuf_sent += (size_t)n;
         if (c->wbuf_sent == b->len)
             b->len = c->wbuf_sent = 0;
-        return 0; /* consumed from the queue already */
     }
     return n;
 }
@@ -278,13 +284,9 @@ static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
     while (!c->closed && out_pending(c)) {
-        bool copied = !c->tp.ops->writev;
         ssize_t n = write_some(c);
-        if (n > 0 || (copied && n == 0)) {
-            if (!copied)
-                mh_outq_consume(&c->out, (uint64_t)n);
+        if (n > 0)
             continue;
-        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {

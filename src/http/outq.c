@@ -5,19 +5,23 @@
 #include <string.h>
 #include <unistd.h>
 
-static void release(struct mh_chunk *c)
+/* Called once per reference or file chunk leaving the queue (not when moved). */
+static void release(struct mh_outq *q, struct mh_chunk *c)
 {
-    if (c->kind != MH_CHUNK_MEM && c->release) {
+    if (c->kind == MH_CHUNK_MEM)
+        return;
+    q->_nrel--;
+    if (c->release) {
         mh_chunk_release_fn fn = c->release;
         c->release = NULL;
         fn(c->release_ud, c->release_token);
     }
 }
 
-void mh_outq_clear(struct mh_outq *q)
+void mh_outq_clear_slow(struct mh_outq *q)
 {
     for (uint32_t i = 0; i < q->_n; i++)
-        release(&q->_chunks[q->_head + i]);
+        release(q, &q->_chunks[q->_head + i]);
     q->_head = q->_n = 0;
     q->_mem.len = 0;
     q->bytes = 0;
@@ -96,7 +100,7 @@ static void compact(struct mh_outq *q)
     }
 }
 
-char *mh_outq_reserve(struct mh_outq *q, size_t n)
+char *mh_outq_reserve_slow(struct mh_outq *q, size_t n)
 {
     if (q->_mem.cap - q->_mem.len < n && q->_mem.len > 0)
         compact(q);
@@ -115,28 +119,6 @@ char *mh_outq_reserve(struct mh_outq *q, size_t n)
     return q->_mem.data + q->_mem.len;
 }
 
-void mh_outq_commit(struct mh_outq *q, size_t used)
-{
-    struct mh_chunk *l = last(q);
-    l->len += used;
-    q->_mem.len += used;
-    q->bytes += used;
-    if (l->len == 0) /* reserved and nothing used: no empty chunk */
-        q->_n--;
-}
-
-int mh_outq_append(struct mh_outq *q, const void *p, size_t n)
-{
-    if (n == 0)
-        return 0;
-    char *dst = mh_outq_reserve(q, n);
-    if (!dst)
-        return -1;
-    memcpy(dst, p, n);
-    mh_outq_commit(q, n);
-    return 0;
-}
-
 int mh_outq_append_ref(struct mh_outq *q, const char *p, size_t n, mh_chunk_release_fn fn, void *ud,
                        uintptr_t token)
 {
@@ -150,6 +132,7 @@ int mh_outq_append_ref(struct mh_outq *q, const char *p, size_t n, mh_chunk_rele
     c->release_ud = ud;
     c->release_token = token;
     q->_n++;
+    q->_nrel++;
     q->bytes += n;
     return 0;
 }
@@ -168,6 +151,7 @@ int mh_outq_append_file(struct mh_outq *q, int fd, off_t off, uint64_t len, mh_c
     c->release_ud = ud;
     c->release_token = token;
     q->_n++;
+    q->_nrel++;
     q->bytes += len;
     return 0;
 }
@@ -176,6 +160,13 @@ int mh_outq_move(struct mh_outq *dst, struct mh_outq *src)
 {
     if (src->_n == 0)
         return 0;
+    if (src->_n == 1 && src->_nrel == 0) { /* one memory chunk: a small body */
+        const struct mh_chunk *c = &src->_chunks[src->_head];
+        if (mh_outq_append(dst, src->_mem.data + c->u.mem_off, (size_t)c->len) < 0)
+            return -1;
+        mh_outq_clear(src);
+        return 0;
+    }
     /* Reserve first so nothing fails halfway: memory bytes, then chunk slots. */
     if (mh_buf_reserve(&dst->_mem, src->_mem.len) < 0)
         return -1;
@@ -204,8 +195,10 @@ int mh_outq_move(struct mh_outq *dst, struct mh_outq *src)
         } else {
             dst->_chunks[dst->_head + dst->_n++] = *c;
             dst->bytes += c->len;
+            dst->_nrel++;
         }
     }
+    src->_nrel = 0;
     src->_head = src->_n = 0;
     src->_mem.len = 0;
     src->bytes = 0;
@@ -243,7 +236,7 @@ bool mh_outq_front_file(const struct mh_outq *q, int *fd, off_t *off, uint64_t *
     return true;
 }
 
-void mh_outq_consume(struct mh_outq *q, uint64_t n)
+void mh_outq_consume_slow(struct mh_outq *q, uint64_t n)
 {
     while (n > 0 && q->_n > 0) {
         struct mh_chunk *c = &q->_chunks[q->_head];
@@ -264,13 +257,13 @@ void mh_outq_consume(struct mh_outq *q, uint64_t n)
         }
         if (c->len > 0)
             break;
-        release(c);
+        release(q, c);
         q->_head++;
         q->_n--;
     }
     /* Drop zero-length chunks left at the front (an empty file range). */
     while (q->_n > 0 && q->_chunks[q->_head].len == 0) {
-        release(&q->_chunks[q->_head]);
+        release(q, &q->_chunks[q->_head]);
         q->_head++;
         q->_n--;
     }

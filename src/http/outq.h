@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -64,13 +65,25 @@ struct mh_outq {
     uint64_t bytes; /* bytes queued and not consumed, all kinds */
     struct mh_chunk *_chunks;
     uint32_t _head, _n, _cap; /* live chunks are _chunks[_head .. _head + _n) */
+    uint32_t _nrel;           /* live reference and file chunks (memory-only queues are fast) */
     struct mh_buf _mem;       /* backs MEM chunks */
 };
 
 /* A zeroed struct is an empty queue. Frees everything (calling pending releases). */
 void mh_outq_free(struct mh_outq *q);
+void mh_outq_clear_slow(struct mh_outq *q);
+
 /* Drops every chunk (calling pending releases), keeps the memory for reuse. */
-void mh_outq_clear(struct mh_outq *q);
+static inline void mh_outq_clear(struct mh_outq *q)
+{
+    if (q->_nrel) {
+        mh_outq_clear_slow(q);
+        return;
+    }
+    q->_head = q->_n = 0;
+    q->_mem.len = 0;
+    q->bytes = 0;
+}
 /*
  * Pooled memory for the queue's buffer (a connection's wire queue): acquire
  * before appending (-1 on OOM), release when the queue is empty (a no-op
@@ -84,14 +97,46 @@ static inline bool mh_outq_empty(const struct mh_outq *q)
     return q->_n == 0;
 }
 
-/* Copies n bytes to the end of the queue. */
-int mh_outq_append(struct mh_outq *q, const void *p, size_t n);
+char *mh_outq_reserve_slow(struct mh_outq *q, size_t n);
+
 /*
  * Room for n bytes at the end, written in place (head serializers): returns
  * a pointer, then mh_outq_commit(q, used) with used <= n. NULL on OOM.
+ * Inline: every response goes through here several times.
  */
-char *mh_outq_reserve(struct mh_outq *q, size_t n);
-void mh_outq_commit(struct mh_outq *q, size_t used);
+static inline char *mh_outq_reserve(struct mh_outq *q, size_t n)
+{
+    if (q->_n) {
+        const struct mh_chunk *l = &q->_chunks[q->_head + q->_n - 1];
+        if (l->kind == MH_CHUNK_MEM && l->u.mem_off + l->len == q->_mem.len &&
+            q->_mem.cap - q->_mem.len >= n)
+            return q->_mem.data + q->_mem.len;
+    }
+    return mh_outq_reserve_slow(q, n);
+}
+
+static inline void mh_outq_commit(struct mh_outq *q, size_t used)
+{
+    struct mh_chunk *l = &q->_chunks[q->_head + q->_n - 1];
+    l->len += used;
+    q->_mem.len += used;
+    q->bytes += used;
+    if (l->len == 0) /* reserved and nothing used: no empty chunk */
+        q->_n--;
+}
+
+/* Copies n bytes to the end of the queue. */
+static inline int mh_outq_append(struct mh_outq *q, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    char *dst = mh_outq_reserve(q, n);
+    if (!dst)
+        return -1;
+    memcpy(dst, p, n);
+    mh_outq_commit(q, n);
+    return 0;
+}
 
 /* Queues n bytes at p without copying; p must stay valid until release is called. */
 int mh_outq_append_ref(struct mh_outq *q, const char *p, size_t n, mh_chunk_release_fn release,
@@ -117,8 +162,17 @@ int mh_outq_iov(const struct mh_outq *q, struct iovec *iov, int max, size_t *byt
 /* If the front chunk is a file range: true, with its fd, offset and remaining length. */
 bool mh_outq_front_file(const struct mh_outq *q, int *fd, off_t *off, uint64_t *len);
 
+void mh_outq_consume_slow(struct mh_outq *q, uint64_t n);
+
 /* Marks n bytes from the front as written, releasing chunks that are done. */
-void mh_outq_consume(struct mh_outq *q, uint64_t n);
+static inline void mh_outq_consume(struct mh_outq *q, uint64_t n)
+{
+    if (n >= q->bytes && q->_nrel == 0) { /* all of a memory-only queue: the common write */
+        mh_outq_clear(q);
+        return;
+    }
+    mh_outq_consume_slow(q, n);
+}
 
 /*
  * Copies up to n bytes from the front into dst, whatever their kind (file

@@ -26,7 +26,6 @@ void mh_req_reset(struct mh_req *r)
 {
     mh_request_reset(&r->head);
     mh_response_reset(&r->res);
-    mh_outq_clear(&r->_filtered);
     r->body_state = MH_BODY_NONE;
     r->body.len = 0;
     r->body_received = 0;
@@ -45,12 +44,6 @@ void mh_req_free(struct mh_req *r)
     mh_response_free(&r->res);
     mh_outq_free(&r->_filtered);
     mh_buf_free(&r->body);
-}
-
-void mh_req_start(struct mh_req *r, const struct mh_handler *h)
-{
-    r->handler = h;
-    h->ops->start(h, r);
 }
 
 bool mh_req_set_status(struct mh_req *r, int status)
@@ -184,10 +177,8 @@ static void filters_done(struct mh_req *r)
  * then becomes the body queue for the next filter: two queues swapped, so a
  * chain costs no allocation per piece.
  */
-int mh_req_run_filters(struct mh_req *r, bool complete)
+int mh_req_filter_body(struct mh_req *r, bool complete)
 {
-    if (!r->_filters)
-        return 0;
     bool bodyless = r->head.method == HTTP_HEAD || mh_status_bodyless(r->res.status);
     if (!r->_filters_headed) {
         r->_filters_headed = true;
@@ -210,7 +201,9 @@ int mh_req_run_filters(struct mh_req *r, bool complete)
         r->res.body = r->_filtered;
         r->_filtered = t;
     }
-    if (complete || rc < 0)
+    if (complete || rc < 0) {
         filters_done(r);
+        mh_outq_clear(&r->_filtered);
+    }
     return rc;
 }

@@ -156,7 +156,11 @@ void mh_req_reset(struct mh_req *r);
 void mh_req_free(struct mh_req *r);
 
 /* Hands r to handler h (the protocol or a dispatcher calls this). */
-void mh_req_start(struct mh_req *r, const struct mh_handler *h);
+static inline void mh_req_start(struct mh_req *r, const struct mh_handler *h)
+{
+    r->handler = h;
+    h->ops->start(h, r);
+}
 
 /* ---- response -------------------------------------------------------------- */
 
@@ -274,11 +278,16 @@ struct mh_ofilter {
 /* Appends f to r's chain (applied in order of installation). Misuse after the head was sent. */
 void mh_req_add_filter(struct mh_req *r, struct mh_ofilter *f);
 
+int mh_req_filter_body(struct mh_req *r, bool complete);
+
 /*
  * For the protocol's send: runs the filters over r->res.body (complete: the
  * last call) and, the first time, their on_head. Leaves the result in
  * r->res.body. Returns 0, or -1 when a filter failed (abort the stream).
  */
-int mh_req_run_filters(struct mh_req *r, bool complete);
+static inline int mh_req_run_filters(struct mh_req *r, bool complete)
+{
+    return r->_filters ? mh_req_filter_body(r, complete) : 0;
+}
 
 #endif

@@ -18,18 +18,14 @@ static inline char *put(char *p, const char *s, size_t n)
 
 void mh_response_reset(struct mh_response *r)
 {
-    struct mh_outq body = r->body;
-    struct mh_buf hb = r->_hbytes;
-    struct mh_hpair *pairs = r->_pairs;
-    uint32_t cap = r->_pairs_cap;
-    mh_outq_clear(&body);
-    hb.len = 0;
-    memset(r, 0, sizeof *r);
-    r->body = body;
-    r->_hbytes = hb;
-    r->_pairs = pairs;
-    r->_pairs_cap = cap;
+    /* Field by field: a memset of the whole struct costs more than the request it serves. */
+    mh_outq_clear(&r->body);
     r->status = 200;
+    r->declared_length = r->body_sent = 0;
+    r->npairs = r->_npairs = 0;
+    r->_hbytes.len = 0;
+    r->has_length = r->has_type = r->has_server = false;
+    r->written = r->head_sent = r->chunked = r->close = false;
 }
 
 void mh_response_free(struct mh_response *r)
