@@ -244,8 +244,8 @@ static ssize_t write_some(struct mh_conn *c)
         off_t off;
         uint64_t flen;
         if (ops->sendfile && mh_outq_front_file(&c->out, &fd, &off, &flen)) {
-            size_t len = flen > (1u << 30) ? (1u << 30) : (size_t)flen;
-            ssize_t sent = ops->sendfile(&c->tp, fd, &off, len);
+            size_t chunk = flen > (1u << 30) ? (1u << 30) : (size_t)flen;
+            ssize_t sent = ops->sendfile(&c->tp, fd, &off, chunk);
             if (sent == 0) { /* the file is shorter than the range promised */
                 errno = EIO;
                 return -1;
@@ -284,7 +284,16 @@ static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
     while (!c->closed && out_pending(c)) {
-        ssize_t n = write_some(c);
+        const char *p;
+        size_t len;
+        ssize_t n;
+        if (c->tp.ops->writev && mh_outq_single(&c->out, &p, &len)) {
+            n = c->tp.ops->write(&c->tp, p, len); /* the common case: one send */
+            if (n > 0)
+                mh_outq_consume(&c->out, (uint64_t)n);
+        } else {
+            n = write_some(c);
+        }
         if (n > 0)
             continue;
         if (n < 0 && errno == EINTR)
@@ -315,7 +324,8 @@ static void conn_flush(struct mh_conn *c)
         set_timeout(c, LINGER_SECONDS);
     } else if (c->state == MH_CONN_IDLE) {
         mh_outq_release(&c->out, w->bufs);
-        mh_buf_release(&c->wbuf, w->bufs);
+        if (c->wbuf.data)
+            mh_buf_release(&c->wbuf, w->bufs);
     }
     if (c->in_handler)
         notify(c, c->req.handler->ops->on_writable);

@@ -35,19 +35,6 @@ void mh_outq_free(struct mh_outq *q)
     memset(q, 0, sizeof *q);
 }
 
-int mh_outq_acquire(struct mh_outq *q, struct mh_buf_pool *p)
-{
-    return mh_buf_acquire(&q->_mem, p);
-}
-
-void mh_outq_release(struct mh_outq *q, struct mh_buf_pool *p)
-{
-    if (q->_n == 0) {
-        q->_mem.len = 0;
-        mh_buf_release(&q->_mem, p);
-    }
-}
-
 /* A slot at the end; the array slides back to 0 before it grows. */
 static struct mh_chunk *push(struct mh_outq *q)
 {
@@ -65,7 +52,8 @@ static struct mh_chunk *push(struct mh_outq *q)
         }
     }
     struct mh_chunk *c = &q->_chunks[q->_head + q->_n];
-    memset(c, 0, sizeof *c);
+    c->len = 0;
+    c->release = NULL;
     return c;
 }
 
@@ -299,14 +287,4 @@ ssize_t mh_outq_read_front(struct mh_outq *q, void *dst, size_t n)
         done += take;
     }
     return (ssize_t)done;
-}
-
-const struct mh_chunk *mh_outq_chunk(const struct mh_outq *q, uint32_t i)
-{
-    return i < q->_n ? &q->_chunks[q->_head + i] : NULL;
-}
-
-const char *mh_outq_chunk_mem(const struct mh_outq *q, const struct mh_chunk *c)
-{
-    return c->kind == MH_CHUNK_MEM ? q->_mem.data + c->u.mem_off : c->u.ref;
 }

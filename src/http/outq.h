@@ -89,8 +89,18 @@ static inline void mh_outq_clear(struct mh_outq *q)
  * before appending (-1 on OOM), release when the queue is empty (a no-op
  * otherwise), e.g. when the connection goes idle.
  */
-int mh_outq_acquire(struct mh_outq *q, struct mh_buf_pool *p);
-void mh_outq_release(struct mh_outq *q, struct mh_buf_pool *p);
+static inline int mh_outq_acquire(struct mh_outq *q, struct mh_buf_pool *p)
+{
+    return q->_mem.data ? 0 : mh_buf_acquire(&q->_mem, p);
+}
+
+static inline void mh_outq_release(struct mh_outq *q, struct mh_buf_pool *p)
+{
+    if (q->_n == 0 && q->_mem.data) {
+        q->_mem.len = 0;
+        mh_buf_release(&q->_mem, p);
+    }
+}
 
 static inline bool mh_outq_empty(const struct mh_outq *q)
 {
@@ -111,6 +121,15 @@ static inline char *mh_outq_reserve(struct mh_outq *q, size_t n)
         if (l->kind == MH_CHUNK_MEM && l->u.mem_off + l->len == q->_mem.len &&
             q->_mem.cap - q->_mem.len >= n)
             return q->_mem.data + q->_mem.len;
+    } else if (q->_cap && q->_mem.cap >= n) {
+        /* An empty queue (its buffer is then empty too) that has been used before. */
+        struct mh_chunk *c = &q->_chunks[0];
+        c->kind = MH_CHUNK_MEM;
+        c->len = 0;
+        c->u.mem_off = 0;
+        q->_head = 0;
+        q->_n = 1;
+        return q->_mem.data;
     }
     return mh_outq_reserve_slow(q, n);
 }
@@ -159,6 +178,19 @@ int mh_outq_move(struct mh_outq *dst, struct mh_outq *src);
  */
 int mh_outq_iov(const struct mh_outq *q, struct iovec *iov, int max, size_t *bytes);
 
+/* If the queue is one memory or reference chunk (a whole small response): its bytes. */
+static inline bool mh_outq_single(const struct mh_outq *q, const char **p, size_t *len)
+{
+    if (q->_n != 1)
+        return false;
+    const struct mh_chunk *c = &q->_chunks[q->_head];
+    if (c->kind == MH_CHUNK_FILE)
+        return false;
+    *p = c->kind == MH_CHUNK_MEM ? q->_mem.data + c->u.mem_off : c->u.ref;
+    *len = (size_t)c->len;
+    return true;
+}
+
 /* If the front chunk is a file range: true, with its fd, offset and remaining length. */
 bool mh_outq_front_file(const struct mh_outq *q, int *fd, off_t *off, uint64_t *len);
 
@@ -183,12 +215,18 @@ static inline void mh_outq_consume(struct mh_outq *q, uint64_t n)
 ssize_t mh_outq_read_front(struct mh_outq *q, void *dst, size_t n);
 
 /* Visits the chunks in order (unit tests, filters that read every chunk). */
-const struct mh_chunk *mh_outq_chunk(const struct mh_outq *q, uint32_t i);
+static inline const struct mh_chunk *mh_outq_chunk(const struct mh_outq *q, uint32_t i)
+{
+    return i < q->_n ? &q->_chunks[q->_head + i] : NULL;
+}
 static inline uint32_t mh_outq_count(const struct mh_outq *q)
 {
     return q->_n;
 }
 /* The bytes of a memory chunk returned by mh_outq_chunk. */
-const char *mh_outq_chunk_mem(const struct mh_outq *q, const struct mh_chunk *c);
+static inline const char *mh_outq_chunk_mem(const struct mh_outq *q, const struct mh_chunk *c)
+{
+    return c->kind == MH_CHUNK_MEM ? q->_mem.data + c->u.mem_off : c->u.ref;
+}
 
 #endif

@@ -24,6 +24,7 @@ void mh_response_reset(struct mh_response *r)
     r->declared_length = r->body_sent = 0;
     r->npairs = r->_npairs = 0;
     r->_hbytes.len = 0;
+    r->_holes = false;
     r->has_length = r->has_type = r->has_server = false;
     r->written = r->head_sent = r->chunked = r->close = false;
 }
@@ -137,6 +138,7 @@ void mh_response_unset(struct mh_response *r, const char *name, size_t nlen)
         if (pair_is(r, &r->_pairs[i], name, nlen)) {
             r->_pairs[i].name_len = 0;
             r->npairs--;
+            r->_holes = true;
         }
     }
 }
@@ -180,17 +182,19 @@ static const char *add_pair(struct mh_response *r, const char *name, size_t nlen
         r->_pairs = v;
         r->_pairs_cap = cap;
     }
-    if (mh_buf_reserve(&r->_hbytes, nlen + vlen) < 0)
+    if (mh_buf_reserve(&r->_hbytes, nlen + vlen + 4) < 0)
         return "out of memory";
     struct mh_hpair *p = &r->_pairs[r->_npairs++];
-    p->name_off = (uint32_t)r->_hbytes.len;
+    char *base = r->_hbytes.data, *w = base + r->_hbytes.len;
+    p->name_off = (uint32_t)(w - base);
     p->name_len = (uint32_t)nlen;
-    memcpy(r->_hbytes.data + r->_hbytes.len, name, nlen);
-    r->_hbytes.len += nlen;
-    p->value_off = (uint32_t)r->_hbytes.len;
+    w = put(w, name, nlen);
+    w = PUT_LIT(w, ": ");
+    p->value_off = (uint32_t)(w - base);
     p->value_len = (uint32_t)vlen;
-    memcpy(r->_hbytes.data + r->_hbytes.len, value, vlen);
-    r->_hbytes.len += vlen;
+    w = put(w, value, vlen);
+    w = PUT_LIT(w, "\r\n");
+    r->_hbytes.len = (size_t)(w - base);
     r->npairs++;
     return NULL;
 }
@@ -246,13 +250,14 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
             if (pair_is(r, &r->_pairs[i], name, nlen)) {
                 r->_pairs[i].name_len = 0;
                 r->npairs--;
+                r->_holes = true;
             }
         }
     }
     return add_pair(r, name, nlen, value, vlen);
 }
 
-static char *put_status_line(char *p, int status)
+static inline __attribute__((always_inline)) char *put_status_line(char *p, int status)
 {
     /* The common lines are constants: no formatting on the hot path. */
     switch (status) {
@@ -286,12 +291,15 @@ static char *put_u64(char *p, uint64_t v)
 /* Longest status line plus the fixed headers we may add, with room to spare. */
 #define HEAD_FIXED_MAX 256
 
+/*
+ * The head, and with it (inline_body) a small body held in one memory
+ * chunk: one reservation for the whole response, the common case.
+ */
 static int append_head(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
-                       bool complete)
+                       bool complete, const char *inline_body, size_t inline_len)
 {
     bool bodyless = mh_status_bodyless(r->status);
-    /* 4 bytes of ": " and CRLF per pair */
-    size_t need = HEAD_FIXED_MAX + r->_hbytes.len + 4 * (size_t)r->npairs + ctx->date_len;
+    size_t need = HEAD_FIXED_MAX + r->_hbytes.len + ctx->date_len + inline_len;
     char *p0 = mh_outq_reserve(out, need), *p = p0;
     if (!p)
         return -1;
@@ -301,14 +309,15 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
     p = put(p, ctx->date_line, ctx->date_len);
     if (!r->has_type && !bodyless && (r->body.bytes > 0 || !complete))
         p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
-    for (uint32_t i = 0; i < r->_npairs; i++) {
-        const struct mh_hpair *h = &r->_pairs[i];
-        if (!h->name_len)
-            continue;
-        p = put(p, r->_hbytes.data + h->name_off, h->name_len);
-        p = PUT_LIT(p, ": ");
-        p = put(p, r->_hbytes.data + h->value_off, h->value_len);
-        p = PUT_LIT(p, "\r\n");
+    if (!r->_holes) {
+        p = put(p, r->_hbytes.data, r->_hbytes.len);
+    } else {
+        for (uint32_t i = 0; i < r->_npairs; i++) {
+            const struct mh_hpair *h = &r->_pairs[i];
+            if (h->name_len) /* the line runs from the name to the CRLF after the value */
+                p = put(p, r->_hbytes.data + h->name_off,
+                        h->value_off + h->value_len + 2 - h->name_off);
+        }
     }
     if (!bodyless) {
         if (r->has_length || complete) {
@@ -326,6 +335,8 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
     else if (ctx->http_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     p = PUT_LIT(p, "\r\n");
+    if (inline_len)
+        p = put(p, inline_body, inline_len);
     mh_outq_commit(out, (size_t)(p - p0));
     r->head_sent = true;
     return 0;
@@ -344,9 +355,20 @@ static char *put_hex(char *p, uint64_t v)
 int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
                      bool complete)
 {
-    if (!r->head_sent && append_head(r, out, ctx, complete) < 0)
-        return -1;
     bool send_body = !ctx->head_method && !mh_status_bodyless(r->status);
+    if (!r->head_sent) {
+        const struct mh_chunk *c = mh_outq_chunk(&r->body, 0);
+        bool inline_body = complete && send_body && mh_outq_count(&r->body) == 1 &&
+                           c->kind == MH_CHUNK_MEM && c->len <= MH_BUF_CHUNK;
+        if (append_head(r, out, ctx, complete, inline_body ? mh_outq_chunk_mem(&r->body, c) : NULL,
+                        inline_body ? (size_t)c->len : 0) < 0)
+            return -1;
+        if (inline_body) {
+            r->body_sent += c->len;
+            mh_outq_clear(&r->body);
+            return 0;
+        }
+    }
     uint64_t n = r->body.bytes;
     if (n && send_body) {
         if (r->chunked) {

@@ -44,9 +44,16 @@ struct mh_response {
     bool head_sent;           /* head is serialized */
     bool chunked;             /* HTTP/1: the body goes out chunked */
     bool close;               /* handler asked for Connection: close */
-    struct mh_buf _hbytes;    /* names and values of the pairs */
-    struct mh_hpair *_pairs;  /* _pairs[0 .. _npairs): removed ones have name_len 0 */
+    /*
+     * The pairs' bytes, kept as "Name: value\r\n" lines so that HTTP/1 writes
+     * them with one copy; the pairs index names and values inside them
+     * (HPACK encodes pair by pair). A removed pair has name_len 0 and makes
+     * the serializer skip its line (_holes).
+     */
+    struct mh_buf _hbytes;
+    struct mh_hpair *_pairs; /* _pairs[0 .. _npairs) */
     uint32_t _npairs, _pairs_cap;
+    bool _holes;
 };
 
 /* Clears for the next request, keeping memory. A zeroed struct is valid after reset. */
