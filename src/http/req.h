@@ -183,13 +183,21 @@ extern const char mh_req_err_head_sent[];
  * reference/file is released at once) and mh_req_err_closed returned.
  * Otherwise NULL, or mh_req_err_nomem.
  */
-const char *mh_req_write(struct mh_req *r, const void *p, size_t n);
+static inline const char *mh_req_write(struct mh_req *r, const void *p, size_t n);
 const char *mh_req_write_ref(struct mh_req *r, const char *p, size_t n, mh_chunk_release_fn release,
                              void *ud, uintptr_t token);
 const char *mh_req_write_file(struct mh_req *r, int fd, off_t off, uint64_t len,
                               mh_chunk_release_fn release, void *ud, uintptr_t token);
 extern const char mh_req_err_closed[];
 extern const char mh_req_err_nomem[];
+
+static inline const char *mh_req_write(struct mh_req *r, const void *p, size_t n)
+{
+    if (r->closed)
+        return mh_req_err_closed;
+    r->res.written = true;
+    return mh_outq_append(&r->res.body, p, n) < 0 ? mh_req_err_nomem : NULL;
+}
 
 /*
  * A C handler answering with a body of known length that it will send in

@@ -182,7 +182,8 @@ static const char *add_pair(struct mh_response *r, const char *name, size_t nlen
         r->_pairs = v;
         r->_pairs_cap = cap;
     }
-    if (mh_buf_reserve(&r->_hbytes, nlen + vlen + 4) < 0)
+    if (r->_hbytes.cap - r->_hbytes.len < nlen + vlen + 4 &&
+        mh_buf_reserve(&r->_hbytes, nlen + vlen + 4) < 0)
         return "out of memory";
     struct mh_hpair *p = &r->_pairs[r->_npairs++];
     char *base = r->_hbytes.data, *w = base + r->_hbytes.len;
@@ -197,6 +198,12 @@ static const char *add_pair(struct mh_response *r, const char *name, size_t nlen
     r->_hbytes.len = (size_t)(w - base);
     r->npairs++;
     return NULL;
+}
+
+const char *mh_response_add_trusted(struct mh_response *r, const char *name, size_t nlen,
+                                    const char *value, size_t vlen)
+{
+    return add_pair(r, name, nlen, value, vlen);
 }
 
 const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
@@ -310,7 +317,8 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
     if (!r->has_type && !bodyless && (r->body.bytes > 0 || !complete))
         p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
     if (!r->_holes) {
-        p = put(p, r->_hbytes.data, r->_hbytes.len);
+        if (r->_hbytes.len)
+            p = put(p, r->_hbytes.data, r->_hbytes.len);
     } else {
         for (uint32_t i = 0; i < r->_npairs; i++) {
             const struct mh_hpair *h = &r->_pairs[i];

@@ -174,8 +174,11 @@ static int res_json(lua_State *L)
         check_not_written(L, c, "res:json");
         c->res.status = (int)code;
     }
-    if (!c->res.has_type && !c->res.written)
-        mh_response_header(&c->res, "Content-Type", 12, "application/json", 16, true);
+    if (!c->res.has_type && !c->res.written) {
+        /* a constant pair: no need to validate it on every response */
+        if (mh_response_add_trusted(&c->res, "Content-Type", 12, "application/json", 16) == NULL)
+            c->res.has_type = true;
+    }
     lua_pushvalue(L, lua_upvalueindex(2));
     lua_pushvalue(L, 2);
     lua_call(L, 1, 1);
