@@ -463,9 +463,7 @@ static void start_linger(struct mh_conn *c)
     const struct mh_config *cfg = c->worker->config;
     c->state = MH_CONN_LINGER;
     set_idle_list(c, false);
-    set_timeout(c, cfg->write_timeout > 0    ? cfg->write_timeout
-                   : cfg->send_timeout > 0 ? 0
-                                           : 30);
+    set_timeout(c, cfg->write_timeout > 0 ? cfg->write_timeout : cfg->send_timeout > 0 ? 0 : 30);
     if (c->out_sent == c->out.len)
         mh_conn_flush(c); /* nothing queued: shut the write side now */
     else

@@ -124,8 +124,8 @@ const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlo
         fd = open_socket(&ss, sizeof *a4, backlog);
     }
     if (fd < 0 && errno == EADDRINUSE) {
-        snprintf(err, errlen, "listen \"%s\": address already in use (another process listens there)",
-                 addr);
+        snprintf(err, errlen,
+                 "listen \"%s\": address already in use (another process listens there)", addr);
         return "address in use";
     }
     if (fd < 0) {
