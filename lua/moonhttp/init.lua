@@ -260,7 +260,8 @@ local function with_on_error(h, on_error)
   return function(req, res, ...)
     local ok, err = xpcall(h, traced, req, res, ...)
     if ok then return end
-    if not core.reset_for_error(res) then error(err.value, 0) end
+    -- Started: the core cuts the response; its log gets the original traceback.
+    if not core.reset_for_error(res) then error(err.trace, 0) end
     local q = req.query
     core.log("error", string.format("handler error (%s %s%s from %s): %s", req.method,
       req.raw_path, q ~= "" and "?" .. q or "", req.remote_addr, err.trace))

@@ -498,8 +498,8 @@ static void warn_restart_settings(struct mh_gen *g)
     int n = mh_config_changed(g->config, g->L, -1, names, sizeof names);
     lua_pop(g->L, 1);
     /* settings_where is "file:line: " as luaL_where gives it */
-    int wlen = (int)strcspn(g->settings_where, " ");
-    if (wlen > 0 && g->settings_where[wlen - 1] == ':')
+    int wlen = (int)strlen(g->settings_where);
+    while (wlen > 0 && (g->settings_where[wlen - 1] == ' ' || g->settings_where[wlen - 1] == ':'))
         wlen--;
     if (n > 0)
         mh_log(MH_LOG_WARN,

@@ -322,9 +322,11 @@ static int edit_distance(const char *a, size_t alen, const char *b, bool flag_fo
                 best = d[i - 1][j] + 1;
             if (d[i][j - 1] + 1 < best)
                 best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && ca == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
+            if (i > 1 && j > 1) { /* two neighbours swapped */
+                char cp = flag_form && a[i - 2] == '-' ? '_' : a[i - 2];
+                if (ca == b[j - 2] && cp == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                    best = d[i - 2][j - 2] + 1;
+            }
             d[i][j] = best;
         }
     }
@@ -459,10 +461,12 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
             char hint[80] = "";
             const char *near = closest_setting(name, nlen, true);
             if (near) {
-                snprintf(hint, sizeof hint, "did you mean --%s? ", near);
-                for (char *p = hint + 15; *p && *p != '?'; p++)
+                char flag[64];
+                snprintf(flag, sizeof flag, "%s", near);
+                for (char *p = flag; *p; p++)
                     if (*p == '_')
                         *p = '-';
+                snprintf(hint, sizeof hint, "did you mean --%s? ", flag);
             }
             snprintf(err, errlen, "unknown flag %s (%ssee --help)", a, hint);
             return -1;
