@@ -458,7 +458,7 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
         const struct setting *s = find_setting(name, nlen, true);
         if (!s) {
-            char hint[80] = "";
+            char hint[96] = "";
             const char *near = closest_setting(name, nlen, true);
             if (near) {
                 char flag[64];
