@@ -85,7 +85,10 @@ function H.start(script, opts)
   -- opts.after: arguments after the script path
   for _, a in ipairs(opts.after or {}) do cmd = cmd .. " " .. shell_quote(a) end
   -- The wrapper shell reports the server's pid, then its exit status into rc.
-  local wrapper = string.format("%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s",
+  -- The waiting part runs in a background subshell, so closing the pipe (or its
+  -- garbage collection, when a failed spec drops a server it never stopped)
+  -- returns at once instead of blocking busted until that server exits.
+  local wrapper = string.format("(%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s) &",
     opts.env or "", cmd, log, rc)
   local pipe = assert(io.popen("sh -c " .. shell_quote(wrapper), "r"))
   local pid = tonumber(pipe:read("l"))
