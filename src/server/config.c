@@ -69,6 +69,8 @@ static const struct setting settings[] = {
      "seconds a response may make no progress (client reads nothing) before it is cut (0 = off)"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
+_Static_assert(NSETTINGS <= sizeof((struct mh_config *)0)->_from_cli,
+               "mh_config._from_cli needs a slot per setting");
 
 static char *xstrdup(const char *s)
 {

@@ -69,7 +69,7 @@ struct mh_config {
     char **script_argv;
 
     /* which settings came from the command line: they beat the script's */
-    unsigned char _from_cli[32];
+    unsigned char _from_cli[64]; /* indexed like the settings table (checked in config.c) */
 };
 
 /* Fills in the defaults. */
