@@ -3,7 +3,6 @@
 
 #include "conn.h"
 #include "dispatch.h"
-#include "log.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
 
@@ -55,7 +54,7 @@ static bool accepts_html(const struct mh_conn *c)
     return memmem(mh_conn_head(c) + v.off, v.len, "text/html", 9) != NULL;
 }
 
-static void plain_500(struct mh_task *t, struct mh_conn *c, const char *trace)
+void mh_lua_answer_error(struct mh_task *t, struct mh_conn *c, const char *trace)
 {
     struct mh_buf *body = &c->res.body;
     reset_to_500(c);
@@ -76,11 +75,6 @@ static void plain_500(struct mh_task *t, struct mh_conn *c, const char *trace)
                             "(moonhttp --dev; the log has it too):</p>\n<pre>");
     append_escaped(body, trace);
     mh_buf_append_str(body, "</pre>\n</body></html>\n");
-}
-
-void mh_lua_answer_error(struct mh_task *t, struct mh_conn *c, const char *trace)
-{
-    plain_500(t, c, trace);
 }
 
 /*
