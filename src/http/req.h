@@ -94,6 +94,13 @@ struct mh_req_ops {
     /* Moves the read (body) or write (response) deadline to seconds from now; 0 = none. */
     void (*set_read_timeout)(struct mh_req *r, double seconds);
     void (*set_write_timeout)(struct mh_req *r, double seconds);
+    /*
+     * This request's body limit (over it: MH_BODY_TOO_LARGE, and 413 when the
+     * response has not started). Only before the body is first asked for:
+     * -1 after that. A declared Content-Length is checked against the limit
+     * when the body is first asked for, so a route may raise it.
+     */
+    int (*set_max_body)(struct mh_req *r, uint64_t bytes);
     /* Ends the stream now (a response cut off: HTTP/1 closes the connection). */
     void (*abort)(struct mh_req *r);
     /* "ip:port" of the client into buf. */
