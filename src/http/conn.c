@@ -691,6 +691,7 @@ static void finish_response(struct mh_conn *c)
         return;
     if (c->closed) {
         mh_req_run_filters(&c->req, true); /* lets the filters free their state */
+        mh_outq_clear(&c->req.res.body);   /* releases referenced strings and files now */
         end_request(c);
         return;
     }
