@@ -1,5 +1,7 @@
 #include "shm_dict.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -370,6 +372,10 @@ static const char *lock(struct zone *z)
     if (rc == EOWNERDEAD) {
         recover(z);
         pthread_mutex_consistent(&z->lock);
+        mh_log(MH_LOG_WARN,
+               "shared dict: a process died holding its lock; free and LRU lists rebuilt, %u "
+               "entries kept",
+               z->nentries);
         rc = 0;
     }
     return rc ? mh_shm_dict_err_lock : NULL;

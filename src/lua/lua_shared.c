@@ -53,6 +53,13 @@ static int64_t check_ttl(lua_State *L, int idx)
     return (int64_t)ceil(s * 1000);
 }
 
+/* A number, not a string that looks like one: a dict's numbers keep their Lua subtype. */
+static void check_number(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        luaL_typeerror(L, idx, "number");
+}
+
 static void to_value(lua_State *L, int idx, struct mh_shm_value *v)
 {
     memset(v, 0, sizeof *v);
@@ -187,11 +194,11 @@ static int l_incr(lua_State *L)
     size_t klen;
     const char *k = check_key(L, &klen);
     struct mh_shm_value by, init, out;
-    luaL_checknumber(L, 3);
+    check_number(L, 3);
     to_value(L, 3, &by);
     bool has_init = !lua_isnoneornil(L, 4);
     if (has_init) {
-        luaL_checknumber(L, 4);
+        check_number(L, 4);
         to_value(L, 4, &init);
     }
     int64_t ttl = check_ttl(L, 5);
@@ -233,7 +240,7 @@ static int l_expire(lua_State *L)
     struct mh_shm_dict *d = check_dict(L);
     size_t klen;
     const char *k = check_key(L, &klen);
-    luaL_checknumber(L, 3);
+    check_number(L, 3);
     const char *err = mh_shm_dict_expire(d, k, klen, check_ttl(L, 3));
     if (err)
         return fail(L, err);
