@@ -146,8 +146,13 @@ static bool key_equals(struct zone *z, uint32_t i, const char *key, size_t klen,
     struct entry *e = E(z, i);
     if (e->hash != hash || e->klen != klen)
         return false;
-    if (klen <= HEAD_DATA)
-        return memcmp((char *)e + sizeof *e, key, klen) == 0;
+    if (klen <= HEAD_DATA) { /* short keys: a loop beats a call to memcmp */
+        const char *p = (const char *)e + sizeof *e;
+        for (size_t j = 0; j < klen; j++)
+            if (p[j] != key[j])
+                return false;
+        return true;
+    }
     char tmp[BLOCK];
     for (size_t off = 0; off < klen; off += BLOCK) {
         size_t k = klen - off < BLOCK ? klen - off : BLOCK;
@@ -173,6 +178,20 @@ static uint32_t *find_slot(struct zone *z, const char *key, size_t klen, uint32_
 static bool expired(const struct entry *e, int64_t now)
 {
     return e->expires && e->expires <= now;
+}
+
+/*
+ * expired() that reads the clock only for an entry that can expire, and
+ * once per operation (*now: 0 until read): the hot get and incr of keys
+ * without a TTL then never pay for clock_gettime.
+ */
+static bool expired_lazy(const struct mh_shm_dict *d, const struct entry *e, int64_t *now)
+{
+    if (!e->expires)
+        return false;
+    if (!*now)
+        *now = d->now();
+    return e->expires <= *now;
 }
 
 static void lru_unlink(struct zone *z, uint32_t i)
@@ -506,12 +525,12 @@ const char *mh_shm_dict_get(struct mh_shm_dict *d, const char *key, size_t klen,
 {
     struct zone *z = d->z;
     uint32_t hash = hash_key(key, klen);
-    int64_t now = d->now();
+    int64_t now = 0;
     const char *err = lock(z);
     if (err)
         return err;
     uint32_t *slot = find_slot(z, key, klen, hash);
-    if (!slot || expired(E(z, *slot), now)) {
+    if (!slot || expired_lazy(d, E(z, *slot), &now)) {
         v->type = MH_SHM_NONE;
     } else {
         read_value(z, *slot, v, buf, cap);
@@ -628,13 +647,14 @@ const char *mh_shm_dict_incr(struct mh_shm_dict *d, const char *key, size_t klen
 {
     struct zone *z = d->z;
     uint32_t hash = hash_key(key, klen);
-    int64_t now = d->now();
+    int64_t now = 0;
     const char *err = lock(z);
     if (err)
         return err;
     uint32_t *slot = find_slot(z, key, klen, hash);
     bool forced = false;
-    if (!slot || expired(E(z, *slot), now)) {
+    if (!slot || expired_lazy(d, E(z, *slot), &now)) {
+        now = now ? now : d->now();
         if (!init) {
             err = mh_shm_dict_err_not_found;
         } else {
@@ -654,6 +674,7 @@ const char *mh_shm_dict_incr(struct mh_shm_dict *d, const char *key, size_t klen
                 __atomic_store_n(&e->num, num_bits(out), __ATOMIC_RELEASE);
                 lru_touch(z, *slot);
             } else { /* integer to float: a new entry, so type and bits change together */
+                now = now ? now : d->now();
                 err = write_locked(d, MH_SHM_SET, key, klen, hash, out, e->expires, now, &forced);
             }
         }

@@ -17,9 +17,22 @@ struct handle {
     char name[MH_SHM_NAME_MAX];
 };
 
+/*
+ * The methods carry the dict metatable as upvalue 1: comparing it is
+ * cheaper than luaL_checkudata's registry lookup by name, on every call.
+ */
+static struct handle *check_handle(lua_State *L)
+{
+    struct handle *h = lua_touserdata(L, 1);
+    if (!h || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
+        luaL_typeerror(L, 1, DICT_MT);
+    lua_pop(L, 1);
+    return h;
+}
+
 static struct mh_shm_dict *check_dict(lua_State *L)
 {
-    struct handle *h = luaL_checkudata(L, 1, DICT_MT);
+    struct handle *h = check_handle(L);
     if (h->dict)
         return h->dict;
     const struct mh_shm_dicts *set = mh_gen_of(L)->shared;
@@ -47,7 +60,9 @@ static const char *check_key(lua_State *L, size_t *len)
 /* Seconds (optional, >= 0) to milliseconds, rounding a positive TTL up so it stays positive. */
 static int64_t check_ttl(lua_State *L, int idx)
 {
-    lua_Number s = luaL_optnumber(L, idx, 0);
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    lua_Number s = luaL_checknumber(L, idx);
     luaL_argcheck(L, s >= 0 && s < 1e12, idx,
                   "ttl must be 0 (never) or a positive number of seconds");
     return (int64_t)ceil(s * 1000);
@@ -331,7 +346,7 @@ static int l_free_space(lua_State *L)
 
 static int l_tostring(lua_State *L)
 {
-    struct handle *h = luaL_checkudata(L, 1, DICT_MT);
+    struct handle *h = check_handle(L);
     lua_pushfstring(L, "http.shared.%s", h->name);
     return 1;
 }
@@ -374,9 +389,12 @@ void mh_lua_shared_open(lua_State *L)
         {NULL, NULL},
     };
     if (luaL_newmetatable(L, DICT_MT)) {
-        luaL_newlib(L, methods);
+        luaL_newlibtable(L, methods);
+        lua_pushvalue(L, -2);
+        luaL_setfuncs(L, methods, 1);
         lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_tostring);
+        lua_pushvalue(L, -1);
+        lua_pushcclosure(L, l_tostring, 1);
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
