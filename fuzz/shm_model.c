@@ -52,7 +52,7 @@ static void read_value(struct reader *r, struct mh_shm_value *v, char *str)
         v->type = MH_SHM_INT;
         v->i = (int64_t)byte(r) - 128;
         if (t & 0x80)
-            v->i = INT64_MAX - v->i; /* near the edge: wrapping */
+            v->i = INT64_MAX - 128 - v->i; /* near the edge: incr wraps */
         break;
     case 2:
         v->type = MH_SHM_FLOAT;

@@ -307,6 +307,26 @@ describe("http.shared with two workers", function()
   end)
 end)
 
+describe("examples/ratelimit.lua", function()
+  it("lets 10 requests a minute through per client, with two workers sharing the counters", function()
+    if os.time() % 60 > 50 then H.sleep(61 - os.time() % 60) end -- stay inside one window
+    local srv = H.start("examples/ratelimit.lua", { flags = { "--workers", "2" } })
+    finally(function() srv:stop() end)
+    assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
+    local statuses, pids = {}, {}
+    for i = 1, 12 do
+      local res = assert(srv:get("/"))
+      statuses[i] = res.status
+      if i == 12 then
+        assert.equal("too many requests\n", res.body)
+        local wait = tonumber(res.headers["retry-after"])
+        assert.truthy(wait and wait >= 1 and wait <= 60, res.headers["retry-after"])
+      end
+    end
+    assert.equal("200 200 200 200 200 200 200 200 200 200 429 429", table.concat(statuses, " "))
+  end)
+end)
+
 describe("shared settings", function()
   local function check(shared)
     local path = H.script("local http = require 'moonhttp'\n\nhttp.server{ shared = " .. shared .. " }\n")
