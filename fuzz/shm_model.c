@@ -238,7 +238,7 @@ static bool step(struct mh_shm_dict *d, struct model_entry *m, struct reader *r,
 
 int mh_shm_model_run(const uint8_t *ops, size_t n, bool exact, const char **why)
 {
-    struct mh_shm_dict *d = mh_shm_dict_new(exact ? 1 << 20 : MH_SHM_DICT_MIN_SIZE);
+    struct mh_shm_dict *d = mh_shm_dict_new(exact ? 64 * 1024 : MH_SHM_DICT_MIN_SIZE);
     if (!d)
         return 1;
     mh_shm_dict_set_clock(d, model_clock);

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 /*
- * exact: a zone that never evicts, every result must match the model;
+ * exact: a zone that never evicts (64k: 40 keys of at most 7 blocks), every
+ * result must match the model;
  * otherwise a small zone where entries may be evicted (the model then
  * forgets a key the dict no longer has, but the dict may never return a
  * value the model does not hold). The structure is checked every few ops.

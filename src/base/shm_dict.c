@@ -697,37 +697,47 @@ const char *mh_shm_dict_delete(struct mh_shm_dict *d, const char *key, size_t kl
     return NULL;
 }
 
-const char *mh_shm_dict_ttl(struct mh_shm_dict *d, const char *key, size_t klen, int64_t *ms)
+/* Takes the lock and finds key's live entry (*slot NULL: absent or expired). Unlock after. */
+static const char *lock_find(struct mh_shm_dict *d, const char *key, size_t klen, int64_t now,
+                             uint32_t **slot)
 {
-    struct zone *z = d->z;
     uint32_t hash = hash_key(key, klen);
-    int64_t now = d->now();
-    const char *err = lock(z);
+    const char *err = lock(d->z);
     if (err)
         return err;
-    uint32_t *slot = find_slot(z, key, klen, hash);
-    if (!slot || expired(E(z, *slot), now))
+    *slot = find_slot(d->z, key, klen, hash);
+    if (*slot && expired(E(d->z, **slot), now))
+        *slot = NULL;
+    return NULL;
+}
+
+const char *mh_shm_dict_ttl(struct mh_shm_dict *d, const char *key, size_t klen, int64_t *ms)
+{
+    int64_t now = d->now();
+    uint32_t *slot;
+    const char *err = lock_find(d, key, klen, now, &slot);
+    if (err)
+        return err;
+    if (!slot)
         err = mh_shm_dict_err_not_found;
     else
-        *ms = E(z, *slot)->expires ? E(z, *slot)->expires - now : 0;
-    unlock(z);
+        *ms = E(d->z, *slot)->expires ? E(d->z, *slot)->expires - now : 0;
+    unlock(d->z);
     return err;
 }
 
 const char *mh_shm_dict_expire(struct mh_shm_dict *d, const char *key, size_t klen, int64_t ttl_ms)
 {
-    struct zone *z = d->z;
-    uint32_t hash = hash_key(key, klen);
     int64_t now = d->now();
-    const char *err = lock(z);
+    uint32_t *slot;
+    const char *err = lock_find(d, key, klen, now, &slot);
     if (err)
         return err;
-    uint32_t *slot = find_slot(z, key, klen, hash);
-    if (!slot || expired(E(z, *slot), now))
+    if (!slot)
         err = mh_shm_dict_err_not_found;
     else
-        __atomic_store_n(&E(z, *slot)->expires, expiry(now, ttl_ms), __ATOMIC_RELEASE);
-    unlock(z);
+        __atomic_store_n(&E(d->z, *slot)->expires, expiry(now, ttl_ms), __ATOMIC_RELEASE);
+    unlock(d->z);
     return err;
 }
 

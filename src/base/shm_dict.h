@@ -9,8 +9,9 @@
  * it (header, hash buckets, block links, a recovery bitmap and the blocks);
  * nothing is malloc'd per entry. An entry is a chain of fixed 64-byte blocks,
  * so any free block serves any entry and there is no fragmentation: a write
- * that needs k blocks evicts expired entries, then least-recently-used ones,
- * until k blocks are free. Only an entry larger than the whole zone fails
+ * that needs k blocks evicts expired entries near the least-recently-used end
+ * (as OpenResty does, from the tail), then least-recently-used ones, until k
+ * blocks are free. Only an entry larger than the whole zone fails
  * with mh_shm_dict_err_no_memory.
  *
  * Everything inside the zone refers to blocks by index, never by pointer,
