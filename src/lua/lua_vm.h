@@ -15,6 +15,7 @@
 #include "dispatch.h"
 #include "handler.h"
 #include "router.h"
+#include "shm_dict.h"
 
 struct mh_task;
 struct mh_lua_route;
@@ -59,7 +60,8 @@ struct mh_gen {
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
-    bool wants_metrics; /* the script called http.metrics_handler() */
+    bool wants_metrics;                /* the script called http.metrics_handler() */
+    const struct mh_shm_dicts *shared; /* the server's shared dicts; NULL until serving */
 };
 
 /*

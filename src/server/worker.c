@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include "shared_zones.h"
+
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
@@ -133,6 +135,8 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
         return -1;
     }
     mh_gen_set_host(g, &w->host);
+    if (w->shared)
+        mh_shared_zones_reload(w->shared, g);
     if (g->wants_metrics && w->metrics && !w->record_metrics) {
         w->record_metrics = w->observe = true;
         w->http.observe = observe;
@@ -195,6 +199,8 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
                                           (enum mh_access_format)ops->access_log_format);
     w->metrics = ops->metrics;
+    w->shared = ops->shared;
+    w->gen->shared = ops->shared;
     if (!w->metrics)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);
