@@ -63,7 +63,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
             pp = &c->next_closed;
         }
     }
-    if (w->shutting_down && w->nconns == 0 && !w->closed)
+    if (w->shutting_down && w->nconns == 0 && !w->closed && w->background_tasks == 0)
         ev_break(w->loop, EVBREAK_ALL);
 }
 
