@@ -8,6 +8,7 @@ local cjson = require "cjson"
 local M = {
   sleep = core.sleep,
   now = core.now,
+  tcp = core.tcp,
   server = core.server,
   not_found = core.not_found,
   method_not_allowed = core.method_not_allowed,

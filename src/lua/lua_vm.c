@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_socket.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -175,6 +176,7 @@ static int open_core(lua_State *L)
     luaL_newlib(L, fns);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_socket_open(L);
     return 1;
 }
 
