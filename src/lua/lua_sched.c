@@ -397,11 +397,16 @@ static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
     task_resume(t, n);
 }
 
-void mh_task_wake(struct mh_task *t)
+void mh_task_wake_in(struct mh_task *t, double seconds)
 {
     ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, 0., 0.);
+    ev_timer_set(&t->timer, seconds, 0.);
     ev_timer_start(loop_of(t), &t->timer);
+}
+
+void mh_task_wake(struct mh_task *t)
+{
+    mh_task_wake_in(t, 0.);
 }
 
 void mh_task_on_body(struct mh_task *t)
@@ -433,9 +438,7 @@ static int l_sleep(lua_State *L)
     double s = luaL_checknumber(L, 1);
     luaL_argcheck(L, s >= 0, 1, "negative duration");
     struct mh_task *t = mh_task_check(L, "http.sleep");
-    ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, s, 0.);
-    ev_timer_start(loop_of(t), &t->timer);
+    mh_task_wake_in(t, s);
     return mh_task_yield(L, t, MH_WAIT_SLEEP, NULL);
 }
 

@@ -122,6 +122,9 @@ int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
                  mh_task_cancel_fn cancel, void *data);
 /* Resumes a waiting task from a fresh loop iteration (never from inside the caller's callback). */
 void mh_task_wake(struct mh_task *t);
+/* Resumes it after `seconds` unless woken earlier (a wait with a timeout: its resume tells which).
+ */
+void mh_task_wake_in(struct mh_task *t, double seconds);
 
 /* Links l to t: released when t ends. */
 void mh_task_adopt(struct mh_task *t, struct mh_task_link *l);

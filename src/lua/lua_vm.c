@@ -3,6 +3,8 @@
 #include "log.h"
 #include "lua_client.h"
 #include "lua_socket.h"
+#include "lua_thread.h"
+#include "lua_timer.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -177,6 +179,8 @@ static int open_core(lua_State *L)
     mh_sched_open(L);
     mh_client_open(L);
     mh_socket_open(L);
+    mh_thread_open(L);
+    mh_timer_open(L);
     return 1;
 }
 
