@@ -120,6 +120,27 @@ describe("timers", function()
     assert.matches("after\ttrue", out)
   end)
 
+  it("counts failing timers, on_start functions and threads in the metrics", function()
+    local srv = H.start([[
+      local http = require "moonhttp"
+      http.on_start(function()
+        http.timer(0, function() error("timer fails") end)
+        http.every(0.01, function(self) error("every fails") end)
+        http.spawn(function() error("thread fails") end):join()
+        error("on_start fails")
+      end)
+      http.handle("GET /metrics", http.metrics_handler())
+    ]])
+    H.sleep(0.2)
+    local text = srv:get("/metrics").body
+    srv:stop()
+    local timers = tonumber(text:match('moonhttp_task_errors_total{kind="timer"} (%d+)'))
+    assert.truthy(timers and timers >= 3, text)
+    assert.matches('moonhttp_task_errors_total{kind="on_start"} 1\n', text)
+    assert.matches('moonhttp_task_errors_total{kind="thread"} 1\n', text)
+    assert.matches("on_start error: [^\n]*on_start fails", srv:logtext())
+  end)
+
   it("refuses timers past max_pending_timers", function()
     local path = H.script([[
       local http = require "moonhttp"
