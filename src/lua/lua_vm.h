@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "router.h"
+#include "shm_dict.h"
 
 struct mh_worker;
 struct mh_task;
@@ -34,10 +35,12 @@ struct mh_gen {
     int not_found_ref; /* LUA_NOREF when not set */
     int method_not_allowed_ref;
     int settings_ref;           /* http.server{} table */
+    char settings_where[256];   /* "file:line:" of that http.server{} call */
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
-    bool wants_metrics; /* the script called http.metrics_handler() */
+    bool wants_metrics;                /* the script called http.metrics_handler() */
+    const struct mh_shm_dicts *shared; /* the server's shared dicts; NULL until serving */
 };
 
 /*

@@ -1,10 +1,13 @@
 #include "worker.h"
 
+#include "shared_zones.h"
+
 #include "access_log.h"
 #include "conn.h"
 #include "devwatch.h"
 #include "log.h"
 #include "lua_timer.h"
+#include "lua_sched.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "tls.h"
@@ -100,6 +103,10 @@ void mh_worker_shutdown(struct mh_worker *w)
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->nconns);
+    /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
+    for (struct mh_conn *c = w->active.head; c; c = c->next)
+        if (c->task)
+            mh_task_on_stopping(c->task);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -179,6 +186,8 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
         return -1;
     }
     g->worker = w;
+    if (w->shared)
+        mh_shared_zones_reload(w->shared, g);
     if (g->wants_metrics && w->metrics && !w->record_metrics)
         w->record_metrics = w->observe = true;
     struct mh_gen *old = w->gen;
@@ -232,6 +241,8 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
                                           (enum mh_access_format)ops->access_log_format);
     w->metrics = ops->metrics;
+    w->shared = ops->shared;
+    w->gen->shared = ops->shared;
     if (!w->metrics)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);
