@@ -1,6 +1,8 @@
 #include "client_tls.h"
 #include "client_err.h"
 
+#include "transport.h"
+
 #include <errno.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>

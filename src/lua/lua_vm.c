@@ -2,6 +2,9 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_socket.h"
+#include "lua_thread.h"
+#include "lua_timer.h"
 #include "lua_errors.h"
 #include "lua_handler.h"
 #include "lua_json.h"
@@ -230,6 +233,9 @@ static int open_core(lua_State *L)
     mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_socket_open(L);
+    mh_thread_open(L);
+    mh_timer_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
     mh_lua_shared_open(L);
