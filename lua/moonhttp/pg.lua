@@ -191,7 +191,9 @@ end
 function Conn:authenticate(code, rest, scram)
   local pool = self.pool
   if code == 0 then
-    if scram and not scram.verified then return nil, "SCRAM: server skipped its signature" end
+    if scram.started and not scram.verified then
+      return nil, "SCRAM: server skipped its signature"
+    end
     return "ok"
   end
   local pw = pool.password
@@ -208,6 +210,7 @@ function Conn:authenticate(code, rest, scram)
       if m == auth.MECHANISM then offered = true end
     end
     if not offered then return nil, "the server offers no SASL mechanism we speak" end
+    scram.started = true
     return self:send(proto.sasl_initial(auth.MECHANISM, scram:first()))
   elseif code == 11 then
     local final, err = scram:final(rest)
@@ -269,21 +272,23 @@ function Conn:cancel()
   sock:close()
 end
 
--- Statement cache: LRU by a use counter; the evicted statement is closed
--- on the server with the next batch.
-function Conn:remember(key, st)
-  local bound = self.pool.statement_cache
-  if self.nstmts >= bound then
-    local lru_key, lru
-    for k, s in pairs(self.stmts) do
-      if not lru or s.used < lru.used then lru_key, lru = k, s end
-    end
-    self.stmts[lru_key] = nil
-    self.nstmts = self.nstmts - 1
-    self.closes[#self.closes + 1] = lru.name
+-- Statement cache: LRU by a use counter. Room is made before a new
+-- statement is parsed, and the evicted one is closed in the same batch, so
+-- the server never holds more than the bound.
+function Conn:make_room()
+  if self.nstmts < self.pool.statement_cache then return end
+  local lru_key, lru
+  for k, st in pairs(self.stmts) do
+    if not lru or st.used < lru.used then lru_key, lru = k, st end
   end
-  self.stmts[key] = st
-  self.nstmts = self.nstmts + 1
+  self:forget(lru_key)
+end
+
+function Conn:forget(key)
+  local st = self.stmts[key]
+  self.stmts[key] = nil
+  self.nstmts = self.nstmts - 1
+  self.closes[#self.closes + 1] = st.name
 end
 
 local function prepare_columns(cols)
@@ -369,14 +374,15 @@ function Conn:extended(sql, key, n, values, formats, oids)
   local ok, err = begin_io(self)
   if not ok then return nil, err end
   self.tick = self.tick + 1
+  local st = self.stmts[key]
+  local new = not st
+  if new then self:make_room() end
   local parts, np = {}, 0
   for i = 1, #self.closes do
     np = np + 1
     parts[np] = proto.close_statement(self.closes[i])
   end
   self.closes = {}
-  local st = self.stmts[key]
-  local new = not st
   if new then
     local name = ""
     if self.pool.statement_cache > 0 then
@@ -400,12 +406,11 @@ function Conn:extended(sql, key, n, values, formats, oids)
   end
   local rows, parsed
   rows, err, parsed = self:collect(st)
-  if new and parsed and st.name ~= "" then self:remember(key, st) end
-  if not rows and type(err) == "table" and err.code == "0A000" and not new then
-    -- "cached plan must not change result type": the table changed under us
-    self.stmts[key] = nil
-    self.nstmts = self.nstmts - 1
-    self.closes[#self.closes + 1] = st.name
+  if new and parsed and st.name ~= "" then
+    self.stmts[key] = st
+    self.nstmts = self.nstmts + 1
+  elseif not new and type(err) == "table" and err.code == "0A000" then
+    self:forget(key) -- "cached plan must not change result type": the table changed under us
   end
   return rows, err
 end

@@ -163,7 +163,10 @@ function M.parse_parameter_status(body)
 end
 
 -- BackendKeyData -> pid, secret
-function M.parse_backend_key(body) return sunpack(">I4i4", body) end
+function M.parse_backend_key(body)
+  local pid, secret = sunpack(">I4i4", body)
+  return pid, secret
+end
 
 -- NotificationResponse -> { pid, channel, payload }
 function M.parse_notification(body)
