@@ -112,6 +112,7 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 log_min_messages = warning
+timezone = 'UTC'
 ]], c.port, dir, c.cert, c.key))
     conf:close()
     local hba = assert(io.open(c.data .. "/pg_hba.conf", "w"))

@@ -129,10 +129,7 @@ function Conn:read(soft)
     elseif t == "S" then
       local k, v = proto.parse_parameter_status(body)
       self.params[k] = v
-    elseif t == "A" then
-      local n = proto.parse_notification(body)
-      local q = self.notifications
-      if q then q[#q + 1] = n end
+    elseif t == "A" and not self.listening then -- a notification nobody listens for here
     else
       self.received = self.received + 1
       return t, body
@@ -276,7 +273,8 @@ end
 -- statement is parsed, and the evicted one is closed in the same batch, so
 -- the server never holds more than the bound.
 function Conn:make_room()
-  if self.nstmts < self.pool.statement_cache then return end
+  local bound = self.pool.statement_cache
+  if bound == 0 or self.nstmts < bound then return end
   local lru_key, lru
   for k, st in pairs(self.stmts) do
     if not lru or st.used < lru.used then lru_key, lru = k, st end
@@ -314,7 +312,6 @@ end
 -- an extended query (nil for a simple query). Returns rows, or nil, err.
 function Conn:collect(st)
   local rows, n, cols, err = {}, 0, st and st.cols, nil
-  local parsed
   while true do
     local t, body = self:read()
     if not t then
@@ -339,8 +336,8 @@ function Conn:collect(st)
       if st then st.cols, st.columns = cols, public else rows.columns = public end
     elseif t == "n" then
       if st then st.cols, st.columns = {}, {} end
-    elseif t == "1" then
-      parsed = true
+    elseif t == "t" then
+      st.ptypes = proto.parse_parameter_description(body)
     elseif t == "E" then
       local e = proto.parse_fields(body)
       if is_fatal(e) then
@@ -354,7 +351,7 @@ function Conn:collect(st)
       if self.cancelled then return nil, "timeout" end
       if err then
         self.last_error = err
-        return nil, err, parsed
+        return nil, err
       end
       if not st then
         local last = self.last or rows
@@ -363,54 +360,98 @@ function Conn:collect(st)
         return last
       end
       rows.columns = st.columns
-      return rows, nil, parsed
+      return rows
     end -- '2' BindComplete, '3' CloseComplete, 't' ParameterDescription, 'I', 's'
   end
 end
 
--- An extended-protocol query. key: the statement cache key; values,
--- formats, oids: the encoded parameters (see types.encode_param).
-function Conn:extended(sql, key, n, values, formats, oids)
+local BYTEA = 17
+
+-- Strings go in text unless the server said the parameter is bytea: then
+-- in binary, byte for byte. Text cannot carry NUL, so such a string for a
+-- text parameter is refused here, as the server would refuse it.
+local function finish_formats(q, ptypes)
+  local values, formats, raw = q.values, q.formats, q.raw
+  for i = 1, q.n do
+    if raw[i] then
+      if ptypes[i] == BYTEA then
+        formats[i] = 1
+      elseif values[i]:find("\0", 1, true) then
+        return nil, setmetatable({ severity = "ERROR", code = "22021",
+          message = "parameter $" .. i .. " contains a NUL byte, which text cannot carry (send bytes as bytea)",
+        }, proto.Error)
+      end
+    end
+  end
+  return true
+end
+
+-- Parse and Describe a new statement (one round trip, so Bind knows the
+-- parameter types); returns it, or nil, err.
+function Conn:prepare(q)
+  local name = ""
+  if self.pool.statement_cache > 0 then
+    self:make_room()
+    self.seq = self.seq + 1
+    name = "mh" .. self.seq
+  end
+  local parts = {}
+  for i, closed in ipairs(self.closes) do parts[i] = proto.close_statement(closed) end
+  self.closes = {}
+  parts[#parts + 1] = proto.parse(name, q.sql, q.oids)
+  parts[#parts + 1] = proto.describe_statement(name)
+  parts[#parts + 1] = proto.sync
+  local ok, err = self:send(tconcat(parts))
+  if not ok then return nil, err end
+  local st = { name = name, ptypes = {} }
+  local rows
+  rows, err = self:collect(st)
+  if not rows then return nil, err end
+  if name ~= "" then
+    self.stmts[q.key] = st
+    self.nstmts = self.nstmts + 1
+  end
+  return st
+end
+
+-- An extended-protocol query (q from encode_args): Bind, Execute, Sync on
+-- the cached statement, prepared first when new. Returns rows or nil, err.
+function Conn:extended(q)
   local ok, err = begin_io(self)
   if not ok then return nil, err end
   self.tick = self.tick + 1
-  local st = self.stmts[key]
-  local new = not st
-  if new then self:make_room() end
-  local parts, np = {}, 0
-  for i = 1, #self.closes do
-    np = np + 1
-    parts[np] = proto.close_statement(self.closes[i])
-  end
-  self.closes = {}
-  if new then
-    local name = ""
-    if self.pool.statement_cache > 0 then
-      self.seq = self.seq + 1
-      name = "mh" .. self.seq
+  local st = self.stmts[q.key]
+  local cached = st ~= nil
+  if not st then
+    st, err = self:prepare(q)
+    if not st then
+      self.busy = false
+      return nil, err
     end
-    st = { name = name }
-    np = np + 1
-    parts[np] = proto.parse(name, sql, oids)
-    np = np + 1
-    parts[np] = proto.describe_statement(name)
+    self.busy = true
   end
   st.used = self.tick
-  parts[np + 1] = proto.bind("", st.name, n, values, formats)
-  parts[np + 2] = proto.execute("")
-  parts[np + 3] = proto.sync
-  ok, err = self:send(tconcat(parts))
+  ok, err = finish_formats(q, st.ptypes)
   if not ok then
     self.busy = false
     return nil, err
   end
-  local rows, parsed
-  rows, err, parsed = self:collect(st)
-  if new and parsed and st.name ~= "" then
-    self.stmts[key] = st
-    self.nstmts = self.nstmts + 1
-  elseif not new and type(err) == "table" and err.code == "0A000" then
-    self:forget(key) -- "cached plan must not change result type": the table changed under us
+  local batch = proto.bind("", st.name, q.n, q.values, q.formats) .. proto.execute("") .. proto.sync
+  if #self.closes > 0 then
+    local parts = {}
+    for i, closed in ipairs(self.closes) do parts[i] = proto.close_statement(closed) end
+    self.closes = {}
+    batch = tconcat(parts) .. batch
+  end
+  ok, err = self:send(batch)
+  if not ok then
+    self.busy = false
+    return nil, err
+  end
+  local rows
+  rows, err = self:collect(st)
+  if cached and type(err) == "table" and err.code == "0A000" then
+    self:forget(q.key) -- "cached plan must not change result type": the table changed under us
   end
   return rows, err
 end
@@ -428,21 +469,24 @@ function Conn:simple(sql)
   return self:collect(nil)
 end
 
--- Encodes arguments 1..n for Bind. Raises on misuse, before any connection is taken.
+-- Encodes arguments 1..n for Bind into a query record. Raises on misuse,
+-- before any connection is taken.
 local function encode_args(sql, n, ...)
   if type(sql) ~= "string" then error("pg: query expects SQL text as a string", 3) end
   if sql:find("\0", 1, true) then error("pg: SQL text must not contain NUL", 3) end
-  local values, formats, oids = {}, {}, {}
+  local values, formats, oids, raw = {}, {}, {}, {}
   local typed = false
-  local args = { ... }
   for i = 1, n do
-    local v, f, oid = encode_param(args[i], i)
+    local a = select(i, ...)
+    local v, f, oid = encode_param(a, i)
     values[i], formats[i], oids[i] = v, f, oid
+    raw[i] = type(a) == "string"
     if oid ~= 0 then typed = true end
   end
   local key = sql
   if typed then key = sql .. "\0" .. tconcat(oids, ",") end
-  return key, values, formats, typed and oids or {}
+  return { sql = sql, key = key, n = n, values = values, formats = formats, raw = raw,
+    oids = typed and oids or {} }
 end
 
 -- Pool ---------------------------------------------------------------------
@@ -661,9 +705,7 @@ local function run(pool, method, ...)
 end
 
 function Pool:query(sql, ...)
-  local n = select("#", ...)
-  local key, values, formats, oids = encode_args(sql, n, ...)
-  return run(self, Conn.extended, sql, key, n, values, formats, oids)
+  return run(self, Conn.extended, encode_args(sql, select("#", ...), ...))
 end
 
 function Pool:exec(sql)
@@ -687,9 +729,7 @@ end
 
 function Tx:query(sql, ...)
   local c = check_tx(self)
-  local n = select("#", ...)
-  local key, values, formats, oids = encode_args(sql, n, ...)
-  return c:extended(sql, key, n, values, formats, oids)
+  return c:extended(encode_args(sql, select("#", ...), ...))
 end
 
 function Tx:exec(sql)
@@ -746,9 +786,7 @@ end
 
 function Pinned:query(sql, ...)
   local c = pinned_conn(self)
-  local n = select("#", ...)
-  local key, values, formats, oids = encode_args(sql, n, ...)
-  return c:extended(sql, key, n, values, formats, oids)
+  return c:extended(encode_args(sql, select("#", ...), ...))
 end
 
 function Pinned:exec(sql)
@@ -817,25 +855,18 @@ Listener.__gc = function(self) self._c = nil end
 function Listener:next()
   local c = self._c
   if not c then return nil, "closed" end
-  local q = c.notifications
-  while #q == 0 do
-    if not c.sock then return nil, "closed" end
+  while c.sock do
     local t = self.timeout or NO_TIMEOUT
     c.sock:settimeouts(c.pool.connect_timeout, t, t)
-    local mt, body = c:read(true)
-    if not mt then
-      if body == "timeout" then
-        -- the read failed but the session is fine: keep the socket
-        return nil, "timeout"
-      end
-      return nil, body
-    end
+    local mt, body = c:read(true) -- a timeout leaves the session as it was
+    if not mt then return nil, body end
+    if mt == "A" then return proto.parse_notification(body) end
     if mt == "E" then
       local e = proto.parse_fields(body)
       if is_fatal(e) then return c:fail(e) end
     end
   end
-  return table.remove(q, 1)
+  return nil, "closed"
 end
 Listener.__call = Listener.next
 
@@ -847,12 +878,12 @@ function Pool:listen(channel, opts)
   c.out = true
   local ok, err = c:open()
   if not ok then return nil, err end
-  c.notifications = {}
   ok, err = c:simple(sql)
   if not ok then
     if c.sock then c.sock:close() end
     return nil, err
   end
+  c.listening = true
   local l = setmetatable({ _c = c, timeout = opts and opts.timeout }, Listener)
   return l, nil, nil, l
 end

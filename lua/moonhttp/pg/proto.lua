@@ -147,6 +147,14 @@ function M.decode_row(body, cols, null)
   return row
 end
 
+-- ParameterDescription -> a list of type OIDs.
+function M.parse_parameter_description(body)
+  local n = sunpack(">i2", body)
+  local oids = { sunpack(">" .. string.rep("I4", n), body, 3) }
+  oids[n + 1] = nil -- unpack's next position
+  return oids
+end
+
 -- CommandComplete's tag ("INSERT 0 3", "UPDATE 2", "SELECT 5", "CREATE TABLE")
 -- -> rows affected, or nil when the command does not count rows.
 function M.affected(tag)

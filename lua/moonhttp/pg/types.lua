@@ -3,7 +3,7 @@
 -- chosen once per column from its type OID. Parameters leave in the text
 -- format with their types left to the server (so "42" works for an int
 -- column and 42 for a text one), except bytes that text cannot carry (NUL),
--- which go as binary bytea.
+-- which go in binary when the parameter is bytea (see encode_param).
 local cjson = require "cjson"
 
 local M = {}
@@ -187,14 +187,14 @@ end
 
 -- Encodes parameter n for Bind. Returns value (string, or nil for NULL),
 -- format (0 text, 1 binary) and type OID (0: the server infers it).
+-- pg.bytea(s) is binary bytea; a plain string is text here, and sent in
+-- binary by the caller when the server says the parameter is bytea.
 -- Misuse (a function, a table with holes meant as a map) raises.
 function M.encode_param(v, n)
   local tv = type(v)
   if v == nil or v == M.null then return nil, 0, 0 end
   if tv == "string" then
-    -- Text parameters end at NUL on the server; bytea in binary carries any byte.
-    if v:find("\0", 1, true) then return v, 1, BYTEA end
-    return v, 0, 0
+    return v, 0, 0 -- the caller sends it in binary if the server says it is bytea
   elseif tv == "number" then
     if math.type(v) == "integer" then return sfmt("%d", v), 0, 0 end
     return encode_float(v), 0, 0
