@@ -347,4 +347,146 @@ print("pool_untouched", db:stats().open)
     assert.equal("nil\tclosed", kv.closed)
     assert.equal(1, kv.pool_untouched)
   end)
+
+  test("drops connections the server terminated, idle or busy", function()
+    local kv = run([==[
+local probe = pg.pool(OPTS)
+local pid = db:query("select pg_backend_pid() as p")[1].p
+assert(probe:query("select pg_terminate_backend($1)", pid))
+http.sleep(0.1)
+-- the idle connection died in the pool: the next query retries once on a new one
+local r, e = db:query("select pg_backend_pid() as p")
+print("after_idle_kill", r and r[1].p ~= pid, e)
+local s = db:stats()
+print("idle_kill_stats", s.open, s.dropped)
+-- a backend terminated in the middle of a transaction: an error, and the connection is not reused
+local r2, e2 = db:transaction(function(tx)
+  return tx:query("select pg_terminate_backend(pg_backend_pid())")
+end)
+print("busy_kill", r2, e2.code, e2.severity)
+s = db:stats()
+print("busy_kill_stats", s.open, s.dropped)
+print("next", db:query("select 7 as v")[1].v)
+]==])
+    assert.equal("true\tnil", kv.after_idle_kill)
+    assert.equal("1\t1", kv.idle_kill_stats)
+    assert.equal("nil\t57P01\tFATAL", kv.busy_kill)
+    assert.equal("0\t2", kv.busy_kill_stats)
+    assert.equal(7, kv.next)
+  end)
+
+  test("verifies the server's certificate over TLS (SSLRequest)", function()
+    local kv = run(string.format([==[
+local function try(tls)
+  local o = {}
+  for k, v in pairs(OPTS) do o[k] = v end
+  o.tls = tls
+  local r, e = pg.pool(o):query("select ssl, version from pg_stat_ssl where pid = pg_backend_pid()")
+  if not r then return "error", tostring(e) end
+  return tostring(r[1].ssl), r[1].version
+end
+print("verified", try({ ca = %q, server_name = "localhost" }))
+print("wrong_ca", try({ ca = %q, server_name = "localhost" }))
+print("wrong_name", try({ ca = %q, server_name = "db.example" }))
+print("unverified", try({ verify = false }))
+print("plain", try(false))
+]==], cluster.cert, cluster.other_ca, cluster.cert), "tls")
+    assert.equal("true\tTLSv1.2", kv.verified)
+    assert.matches("^error\t", kv.wrong_ca)
+    assert.matches("^error\t", kv.wrong_name)
+    assert.equal("true\tTLSv1.2", kv.unverified)
+    assert.matches("^error\tFATAL: .*28000", kv.plain) -- pg_hba: tls_user only over TLS
+  end)
+
+  -- An app serving one query per request, with a pool of `size`.
+  local function start_app(size, extra)
+    return H.start(PRELUDE .. string.format([==[
+local db = pg.pool%s
+http.handle("GET /q", function(req, res)
+  local rows, err = db:query("select pg_backend_pid() as pid, pg_sleep($1::float8) as s", req:arg("sleep") or "0")
+  if not rows then
+    res:status(503)
+    res:write(tostring(err))
+    return
+  end
+  res:json({ pid = rows[1].pid })
+end)
+http.handle("GET /stats", function(req, res) res:json(db:stats()) end)
+]==], cluster:pool_opts("trust", "size = " .. size .. (extra and ", " .. extra or ""))))
+  end
+
+  local function backends()
+    return tonumber(cluster:scalar("select count(*) from pg_stat_activity where application_name = 'moonhttp'"))
+  end
+
+  test("keeps to its size under load: connections to the server equal the pool size", function()
+    local app = start_app(3)
+    local ok, err = pcall(function()
+      local out = H.tmpname(".curl")
+      os.execute(string.format("curl -s -Z --parallel-max 24 -o /dev/null -w '%%{http_code}\\n' "
+        .. "'http://127.0.0.1:%d/q?sleep=0.3&i=[1-24]' >%s 2>&1 &", app.port, out))
+      local most, deadline = 0, socket.gettime() + 15
+      repeat
+        socket.sleep(0.05)
+        most = math.max(most, backends())
+        local text = H.read_file(out) or ""
+        local _, done = text:gsub("%d%d%d\n", "")
+      until done == 24 or socket.gettime() > deadline
+      local codes = H.read_file(out) or ""
+      os.remove(out)
+      local _, oks = codes:gsub("200\n", "")
+      assert.equal(24, oks, codes)
+      assert.equal(3, most)
+      local stats = assert(H.request(app.port, "GET", "/stats")).body
+      assert.matches('"open":3', stats)
+      assert.matches('"connects":3', stats)
+    end)
+    app:stop()
+    assert(ok, err)
+  end)
+
+  test("survives a server restart: the next query reconnects", function()
+    local app = start_app(2)
+    local ok, err = pcall(function()
+      local before = assert(app:get("/q"))
+      assert.equal(200, before.status, before.body)
+      cluster:restart()
+      for _ = 1, 5 do
+        local after = assert(app:get("/q"))
+        assert.equal(200, after.status, after.body)
+        assert.are_not.equal(before.body, after.body) -- a new backend
+      end
+    end)
+    app:stop()
+    assert(ok, err)
+  end)
+
+  test("examples/bank.lua moves money in a transaction, all or nothing", function()
+    local cjson = require "cjson"
+    local app = H.start("examples/bank.lua", { env = string.format("PGPORT=%d PGUSER=trust_user PGDATABASE=postgres", cluster.port) })
+    local ok, err = pcall(function()
+      local a = assert(app:request("POST", "/accounts", {}, '{"owner":"ann","balance":100}'))
+      assert.equal(201, a.status, a.body)
+      local b = assert(app:request("POST", "/accounts", {}, '{"owner":"bob \'; drop table accounts; --","balance":0}'))
+      assert.equal(201, b.status, b.body)
+      local ida, idb = cjson.decode(a.body).id, cjson.decode(b.body).id
+      local t = assert(app:request("POST", "/transfers", {}, cjson.encode({ from = ida, to = idb, amount = 30 })))
+      assert.equal(201, t.status, t.body)
+      assert.equal(70, cjson.decode(t.body).from_balance)
+      -- an overdraft: the credit would succeed, the debit's CHECK fails, nothing changes
+      t = assert(app:request("POST", "/transfers", {}, cjson.encode({ from = ida, to = idb, amount = 1000 })))
+      assert.equal(409, t.status, t.body)
+      assert.equal(70, cjson.decode(assert(app:get("/accounts/" .. ida)).body).balance)
+      assert.equal(30, cjson.decode(assert(app:get("/accounts/" .. idb)).body).balance)
+      assert.equal("bob '; drop table accounts; --", cjson.decode(assert(app:get("/accounts/" .. idb)).body).owner)
+      t = assert(app:request("POST", "/transfers", {}, cjson.encode({ from = ida, to = 999, amount = 1 })))
+      assert.equal(404, t.status, t.body)
+      assert.equal(70, cjson.decode(assert(app:get("/accounts/" .. ida)).body).balance)
+      assert.equal(400, assert(app:get("/accounts/not-a-number")).status)
+      assert.equal(404, assert(app:get("/accounts/424242")).status)
+      assert.equal("1", cluster:scalar("select count(*) from transfers"))
+    end)
+    app:stop()
+    assert(ok, err)
+  end)
 end)
