@@ -61,6 +61,18 @@ function Conn:fail(err)
   return nil, err
 end
 
+-- A message that does not parse (a broken or hostile server) makes the
+-- decoders raise: that is a protocol error, which breaks the connection,
+-- never an error raised into the handler.
+local function guarded(fn)
+  return function(self, ...)
+    local ok, a, b = pcall(fn, self, ...)
+    if ok then return a, b end
+    self.busy = false
+    http.log("debug", "postgres: malformed message: " .. tostring(a))
+    return self:fail("protocol error")
+  end
+end
 function Conn:send(data)
   local ok, err = self.sock:send(data)
   if not ok then return self:fail(err) end
@@ -222,7 +234,7 @@ function Conn:authenticate(code, rest, scram)
   return nil, "unsupported authentication method " .. code
 end
 
-function Conn:startup()
+local function startup(self)
   local pool = self.pool
   local ok, err
   if pool.tls then
@@ -250,6 +262,8 @@ function Conn:startup()
     end -- 'v' (NegotiateProtocolVersion) and others: nothing to do
   end
 end
+
+Conn.startup = guarded(startup)
 
 -- CancelRequest goes on a connection of its own, carrying the backend's key.
 function Conn:cancel()
@@ -310,7 +324,7 @@ end
 
 -- Reads the answer to one batch up to ReadyForQuery. st: the statement of
 -- an extended query (nil for a simple query). Returns rows, or nil, err.
-function Conn:collect(st)
+local function collect(self, st)
   local rows, n, cols, err = {}, 0, st and st.cols, nil
   while true do
     local t, body = self:read()
@@ -413,6 +427,8 @@ function Conn:prepare(q)
   end
   return st
 end
+
+Conn.collect = guarded(collect)
 
 -- An extended-protocol query (q from encode_args): Bind, Execute, Sync on
 -- the cached statement, prepared first when new. Returns rows or nil, err.
