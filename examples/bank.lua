@@ -58,11 +58,12 @@ end)
 http.handle("POST /accounts", function(req, res)
   local a = body_json(req, res)
   if not a then return end
-  if type(a.owner) ~= "string" or math.type(a.balance) ~= "integer" then
+  local balance = math.tointeger(a.balance) -- JSON numbers decode as floats
+  if type(a.owner) ~= "string" or not balance then
     return fail(res, 422, "owner (string) and balance (integer) are required")
   end
   local rows, err = db:query("insert into accounts(owner, balance) values ($1, $2) returning *",
-    a.owner, a.balance)
+    a.owner, balance)
   if not rows then return fail(res, err.code == "23514" and 422 or 503, tostring(err)) end
   res:header("Location", "/accounts/" .. rows[1].id)
   res:json(rows[1], 201)
@@ -83,22 +84,22 @@ end)
 http.handle("POST /transfers", function(req, res)
   local t = body_json(req, res)
   if not t then return end
-  if math.type(t.from) ~= "integer" or math.type(t.to) ~= "integer"
-      or math.type(t.amount) ~= "integer" or t.amount <= 0 then
+  local from_id, to_id, amount = math.tointeger(t.from), math.tointeger(t.to), math.tointeger(t.amount)
+  if not from_id or not to_id or not amount or amount <= 0 then
     return fail(res, 422, "from, to (account ids) and a positive integer amount are required")
   end
   local result, err = db:transaction(function(tx)
     local from, e = tx:query("update accounts set balance = balance - $1 where id = $2 returning balance",
-      t.amount, t.from)
+      amount, from_id)
     if not from then return nil, e end
     local to
     to, e = tx:query("update accounts set balance = balance + $1 where id = $2 returning balance",
-      t.amount, t.to)
+      amount, to_id)
     if not to then return nil, e end
     if not from[1] or not to[1] then return nil, "no such account" end
     local ledger
     ledger, e = tx:query("insert into transfers(from_id, to_id, amount) values ($1, $2, $3) returning id, at",
-      t.from, t.to, t.amount)
+      from_id, to_id, amount)
     if not ledger then return nil, e end
     return { id = ledger[1].id, at = ledger[1].at, from_balance = from[1].balance, to_balance = to[1].balance }
   end)
