@@ -20,6 +20,7 @@ done
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
 PGBIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 HTTP_PORT=${BENCH_PG_HTTP_PORT:-18090}
+CONNS=${BENCH_PG_CONNS:-100}     # wrk connections
 STAMP=$(date +%Y%m%d-%H%M%S)
 OUT=bench/results/pg-$STAMP
 mkdir -p "$OUT"
@@ -65,13 +66,13 @@ run_pgbench() {
 
 run_moonhttp() {
     local r=$1
-    PG_POOL_SIZE=10 taskset -c 0 "$MOONHTTP_BIN" --listen "127.0.0.1:$HTTP_PORT" --workers 1 \
+    PG_POOL_SIZE=${BENCH_PG_POOL:-10} taskset -c 0 "$MOONHTTP_BIN" --listen "127.0.0.1:$HTTP_PORT" --workers 1 \
         --log-level warn bench/pg/app.lua >"$OUT/moonhttp-$r.log" 2>&1 &
     SERVER_PID=$!
     for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$HTTP_PORT") 2>/dev/null && break; sleep 0.05; done
     curl -sf "http://127.0.0.1:$HTTP_PORT/account/1" >/dev/null
     taskset -c 1 wrk -t1 -c100 -d1s -s bench/pg/random_aid.lua "http://127.0.0.1:$HTTP_PORT" >/dev/null
-    taskset -c 1 wrk -t1 -c100 -d"${DURATION}s" --latency -s bench/pg/random_aid.lua \
+    taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s bench/pg/random_aid.lua \
         "http://127.0.0.1:$HTTP_PORT" >"$OUT/wrk-$r.txt" 2>&1 &
     local wrk_pid=$! conns=0 n
     sleep $((DURATION / 2))

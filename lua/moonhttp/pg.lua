@@ -20,6 +20,7 @@ local proto = require "moonhttp.pg.proto"
 local types = require "moonhttp.pg.types"
 local auth = require "moonhttp.pg.auth"
 local crypto = require "moonhttp.pgauth"
+local core = require "moonhttp.core"
 
 local M = {
   null = types.null,
@@ -569,11 +570,11 @@ function Pool:notice(e)
   http.log(level, "postgres: " .. tostring(e))
 end
 
--- Waiting for a connection. There is no wake-up primitive among the
--- waiting calls, so a waiter sleeps in short steps, longer the further it
--- is from the head of the queue; a released connection is handed to the
--- head waiter directly, so no newcomer can overtake it. A waiter that ends
--- while waiting (its task killed, an error) passes on what it was handed.
+-- Waiting for a connection: a first-come-first-served queue. A released
+-- connection (or a free slot) is handed to the first waiter, and its
+-- signal wakes it, so no newcomer overtakes it and nobody polls. A waiter
+-- that ends while waiting (its task killed, an error) passes on what it
+-- was handed.
 local Waiter = {}
 Waiter.__index = Waiter
 
@@ -592,17 +593,19 @@ function Waiter:__close()
   end
 end
 
+function Waiter:hand(what)
+  if what == true then self.slot = true else self.conn = what end
+  self.signal:notify()
+end
+
 local function wait_turn(pool, deadline)
-  local w <close> = setmetatable({ pool = pool, seq = pool.wtail + 1 }, Waiter)
+  local w <close> = setmetatable({ pool = pool, seq = pool.wtail + 1, signal = core.signal() }, Waiter)
   pool.wtail = w.seq
   pool.waiters[w.seq] = w
   pool.counters.waits = pool.counters.waits + 1
   while not (w.conn or w.slot) do
-    local now = http.now()
-    if now >= deadline then return nil, "timeout" end
-    local ahead = w.seq - pool.whead
-    local step = ahead <= 0 and 0.0002 or math.min(0.005, 0.0002 * (ahead + 1))
-    http.sleep(math.min(step, deadline - now))
+    local left = deadline - http.now()
+    if left <= 0 or not w.signal:wait(left) then return nil, "timeout" end
   end
   w.taken = true
   return w.conn or true
@@ -656,7 +659,7 @@ function Pool:pass_slot()
   local w = next_waiter(self)
   if w then
     self.open = self.open + 1
-    w.slot = true
+    w:hand(true)
   end
 end
 
@@ -684,7 +687,7 @@ function Pool:put(c)
   end
   local w = next_waiter(self)
   if w then
-    w.conn = c
+    w:hand(c)
   else
     self.nidle = self.nidle + 1
     self.idle[self.nidle] = c
