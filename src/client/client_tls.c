@@ -1,5 +1,7 @@
 #include "client_tls.h"
 
+#include "transport.h"
+
 #include <errno.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -9,6 +11,8 @@
 #include <mbedtls/x509_crt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 struct mh_client_tls_cfg {
     mbedtls_ssl_config conf;
@@ -204,4 +208,73 @@ void mh_client_tls_session_free(void *session)
         return;
     mbedtls_ssl_session_free(session);
     free(session);
+}
+
+/* ---- as a transport (transport.h) ----------------------------------------- */
+
+/* MH_TLS_* as read(2)/send(2) results: EAGAIN with the readiness to wait for. */
+static ssize_t as_syscall(struct mh_transport *tr, ssize_t rc, unsigned other_way)
+{
+    if (rc >= 0)
+        return rc;
+    tr->wants = 0;
+    if (rc == MH_TLS_WANT_READ || rc == MH_TLS_WANT_WRITE) {
+        /* Reading may need the socket writable (a renegotiation flight), and vice versa. */
+        bool other = other_way == MH_TRANSPORT_READ_WANTS_WRITE ? rc == MH_TLS_WANT_WRITE
+                                                                : rc == MH_TLS_WANT_READ;
+        if (other)
+            tr->wants = other_way;
+        errno = EAGAIN;
+    } else {
+        errno = ECONNRESET;
+    }
+    return -1;
+}
+
+static ssize_t tls_tr_read(struct mh_transport *tr, void *buf, size_t len)
+{
+    return as_syscall(tr, mh_client_tls_read(tr->_impl, buf, len), MH_TRANSPORT_READ_WANTS_WRITE);
+}
+
+static ssize_t tls_tr_write(struct mh_transport *tr, const void *buf, size_t len)
+{
+    return as_syscall(tr, mh_client_tls_write(tr->_impl, buf, len), MH_TRANSPORT_WRITE_WANTS_READ);
+}
+
+static void tls_tr_shutdown(struct mh_transport *tr)
+{
+    struct mh_client_tls *t = tr->_impl;
+    mbedtls_ssl_close_notify(&t->ssl); /* best effort: a full socket loses it */
+    shutdown(tr->fd, SHUT_WR);
+}
+
+static void tls_tr_close(struct mh_transport *tr)
+{
+    mh_client_tls_free(tr->_impl);
+    tr->_impl = NULL;
+    close(tr->fd);
+    tr->fd = -1;
+}
+
+static bool tls_tr_pending(const struct mh_transport *tr)
+{
+    struct mh_client_tls *t = tr->_impl;
+    return mbedtls_ssl_get_bytes_avail(&t->ssl) > 0;
+}
+
+static const struct mh_transport_ops client_tls_ops = {
+    .name = "tls-client",
+    .read = tls_tr_read,
+    .write = tls_tr_write,
+    .shutdown = tls_tr_shutdown,
+    .close = tls_tr_close,
+    .pending = tls_tr_pending,
+};
+
+void mh_client_tls_transport_init(struct mh_transport *tr, struct mh_client_tls *t, int fd)
+{
+    tr->ops = &client_tls_ops;
+    tr->fd = fd;
+    tr->wants = 0;
+    tr->_impl = t;
 }

@@ -38,6 +38,14 @@ ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n);
 /* Bytes written, or MH_TLS_WANT_* / MH_TLS_ERROR. */
 ssize_t mh_client_tls_write(struct mh_client_tls *t, const void *buf, size_t n);
 
+struct mh_transport;
+/*
+ * Makes tr the byte stream of t (after a finished handshake): reads and
+ * writes go through mbedTLS with MH_TRANSPORT_*_WANTS_* set as needed;
+ * tr's close frees t and closes the fd. The fd stays tr->fd.
+ */
+void mh_client_tls_transport_init(struct mh_transport *tr, struct mh_client_tls *t, int fd);
+
 /* Saves the session for resumption into *slot (allocated once, reused). */
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot);
 void mh_client_tls_session_free(void *session);

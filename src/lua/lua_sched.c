@@ -2,7 +2,6 @@
 
 #include "conn.h"
 #include "log.h"
-#include "lua_client.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
@@ -28,6 +27,7 @@ static struct mh_task *task_get(struct mh_gen *g)
     struct mh_task *t = g->free_tasks;
     if (t) {
         g->free_tasks = t->next_free;
+        t->serial++;
         return t;
     }
     lua_State *L = g->L;
@@ -46,11 +46,17 @@ static struct mh_task *task_get(struct mh_gen *g)
 static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
+    ev_timer_stop(loop_of(t), &t->timer); /* a wake must not reach the task's next user */
     t->conn = NULL;
     t->req = NULL;
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
     t->on_resume = NULL;
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
+    t->on_end = NULL;
+    t->end_data = NULL;
+    t->on_done = NULL;
     t->next_free = g->free_tasks;
     g->free_tasks = t;
 }
@@ -64,28 +70,127 @@ void mh_task_pool_free(struct mh_gen *g)
     }
 }
 
+/*
+ * The running task lives in the extra space of the generation's main thread
+ * (each task's own coroutine also points to its task there, the fast path).
+ * A user coroutine's extra space is a stale copy made at its creation, so it
+ * is never trusted.
+ */
+static struct mh_task **running_slot(lua_State *L)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    return (struct mh_task **)lua_getextraspace(main);
+}
+
 struct mh_task *mh_task_current(lua_State *L)
 {
     struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
-    return (t && t->co == L) ? t : NULL;
+    if (t && t->co == L)
+        return t;
+    return *running_slot(L);
 }
 
 struct mh_task *mh_task_check(lua_State *L, const char *what)
 {
     struct mh_task *t = mh_task_current(L);
-    if (!t || !lua_isyieldable(L))
+    if (!t)
         luaL_error(L,
-                   "%s: must be called from a handler or a `run` script, not from another "
-                   "coroutine or a metamethod",
+                   "%s: must be called from a handler, thread, timer, on_start function or `run` "
+                   "script, not while the script loads",
+                   what);
+    if (!lua_isyieldable(L))
+        luaL_error(L,
+                   "%s: cannot wait here (inside a metamethod or a callback called from C, such "
+                   "as table.sort's or string.gsub's)",
                    what);
     return t;
+}
+
+static const char YIELD_MARKER = 'y';
+
+void mh_sched_push_marker(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&YIELD_MARKER);
 }
 
 int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_task_resume_fn fn)
 {
     t->wait = wait;
     t->on_resume = fn;
-    return lua_yield(L, 0);
+    /* In a user coroutine, coroutine.resume (coroutine.lua) passes the marker up to the task. */
+    mh_sched_push_marker(L);
+    return lua_yield(L, 1);
+}
+
+int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
+                 mh_task_cancel_fn cancel, void *data)
+{
+    t->wait_data = data;
+    t->on_cancel = cancel;
+    return mh_task_yield(L, t, MH_WAIT_CALL, resume);
+}
+
+void mh_task_adopt(struct mh_task *t, struct mh_task_link *l)
+{
+    mh_task_unlink(l);
+    l->_task = t;
+    l->_prev = NULL;
+    l->_next = t->_links;
+    if (l->_next)
+        l->_next->_prev = l;
+    t->_links = l;
+}
+
+void mh_task_unlink(struct mh_task_link *l)
+{
+    if (!l->_task)
+        return;
+    if (l->_prev)
+        l->_prev->_next = l->_next;
+    else
+        l->_task->_links = l->_next;
+    if (l->_next)
+        l->_next->_prev = l->_prev;
+    l->_task = NULL;
+    l->_prev = l->_next = NULL;
+}
+
+/* Releases what the task owns, newest first; a release may unlink others. */
+static void release_links(struct mh_task *t)
+{
+    while (t->_links) {
+        struct mh_task_link *l = t->_links;
+        mh_task_unlink(l);
+        l->release(l);
+    }
+}
+
+/* Stops a pending wait without resuming (the task is ending). */
+static void cancel_wait(struct mh_task *t)
+{
+    ev_timer_stop(loop_of(t), &t->timer);
+    if (t->wait == MH_WAIT_CALL && t->on_cancel)
+        t->on_cancel(t);
+    t->wait = MH_WAIT_NONE;
+    t->on_resume = NULL;
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
+}
+
+static const char *kind_name(enum mh_task_kind k)
+{
+    switch (k) {
+    case MH_TASK_THREAD:
+        return "light thread";
+    case MH_TASK_TIMER:
+        return "timer";
+    case MH_TASK_ON_START:
+        return "on_start";
+    default:
+        return "script";
+    }
 }
 
 /* A handler failed: 500 if the response has not started, else cut it off. */
@@ -111,10 +216,67 @@ static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *tra
     }
 }
 
+#define KILLED (-1) /* task_end's status for mh_task_kill */
+
+static void background_count(struct mh_task *t, int delta)
+{
+    if (t->kind != MH_TASK_HANDLER && t->gen->worker)
+        t->gen->worker->background_tasks += (unsigned)delta;
+}
+
+/*
+ * The end of a task, however it ended: st is LUA_OK with nres results on
+ * co, an error status with the message on top, or KILLED. Everything the
+ * task owns is released before it goes back to the pool.
+ */
+static void task_end(struct mh_task *t, int st, int nres)
+{
+    struct mh_gen *g = t->gen;
+    lua_State *co = t->co;
+    struct mh_conn *c = t->conn;
+    if (st != LUA_OK && st != KILLED) {
+        mh_lua_traceback(g->L, co, lua_tostring(co, -1));
+        const char *trace = lua_tostring(g->L, -1);
+        if (!trace)
+            trace = "?";
+        if (c)
+            handler_failed(t, c, trace);
+        else if (t->kind == MH_TASK_RUN)
+            mh_log(MH_LOG_ERROR, "%s", trace);
+        else
+            mh_log(MH_LOG_ERROR, "%s error: %s", kind_name(t->kind), trace);
+        lua_pop(g->L, 1);
+        t->exit_status = 1;
+        if (t->kind == MH_TASK_TIMER || t->kind == MH_TASK_ON_START)
+            g->task_errors++;
+    }
+    if (st == KILLED)
+        lua_pushliteral(co, "killed");
+    if (t->on_end)
+        t->on_end(t, st == LUA_OK, st == LUA_OK ? nres : 1);
+    /* Stray references to req/res now raise "request finished". */
+    if (t->req)
+        t->req->conn = t->res->conn = NULL;
+    if (st != LUA_OK)
+        lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
+    lua_settop(co, 0);
+    release_links(t); /* its sockets, threads and client responses */
+    if (t->on_done)
+        t->on_done(t);
+    background_count(t, -1);
+    task_put(t);
+    if (c) {
+        mh_conn_finish_response(c);
+        mh_conn_unref(c);
+    }
+    mh_gen_unref(g);
+}
+
 /*
  * Resumes a task with nargs values on its stack, and deals with how it
  * stopped: a wait (nothing to do until the watcher fires), the end of the
- * function (the response is complete), or an error.
+ * function, or an error. The running task is recorded for mh_task_current,
+ * saved and restored around the resume.
  */
 static void task_resume(struct mh_task *t, int nargs)
 {
@@ -122,7 +284,11 @@ static void task_resume(struct mh_task *t, int nargs)
     lua_State *co = t->co;
     int nres;
     t->wait = MH_WAIT_NONE;
+    struct mh_task **running = (struct mh_task **)lua_getextraspace(g->L);
+    struct mh_task *outer = *running;
+    *running = t;
     int st = lua_resume(co, g->L, nargs, &nres);
+    *running = outer;
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
         if (t->wait != MH_WAIT_NONE) {
@@ -131,36 +297,16 @@ static void task_resume(struct mh_task *t, int nargs)
                 mh_conn_flush_response(t->conn);
             return;
         }
-        lua_pushliteral(co, "coroutine.yield() in a handler: only moonhttp calls may wait");
+        lua_pushliteral(co, "coroutine.yield() outside a coroutine: only moonhttp calls may wait");
         st = LUA_ERRRUN;
     }
-    struct mh_conn *c = t->conn;
-    if (st != LUA_OK) {
-        mh_lua_traceback(g->L, co, lua_tostring(co, -1));
-        const char *trace = lua_tostring(g->L, -1);
-        if (c)
-            handler_failed(t, c, trace ? trace : "?");
-        else
-            mh_log(MH_LOG_ERROR, "%s", trace ? trace : "?");
-        lua_pop(g->L, 1);
-        t->exit_status = 1;
-    }
-    /* Stray references to req/res now raise "request finished". */
-    if (t->req)
-        t->req->conn = t->res->conn = NULL;
-    if (st != LUA_OK)
-        lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
-    lua_settop(co, 0);
-    if (t->client_open)
-        mh_lua_client_task_end(t);
-    if (t->on_done)
-        t->on_done(t);
-    task_put(t);
-    if (c) {
-        mh_conn_finish_response(c);
-        mh_conn_unref(c);
-    }
-    mh_gen_unref(g);
+    task_end(t, st, nres);
+}
+
+void mh_task_kill(struct mh_task *t)
+{
+    cancel_wait(t);
+    task_end(t, KILLED, 0);
 }
 
 void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const char *extra,
@@ -174,8 +320,8 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const c
     }
     mh_gen_ref(g);
     mh_conn_ref(c);
+    t->kind = MH_TASK_HANDLER;
     t->conn = c;
-    t->on_done = NULL;
     c->task = t;
     lua_State *co = t->co;
     /*
@@ -208,11 +354,37 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     if (!t)
         return NULL;
     mh_gen_ref(g);
+    t->kind = MH_TASK_RUN;
     t->conn = NULL;
     t->on_done = on_done;
     t->exit_status = 0;
     lua_xmove(g->L, t->co, nargs + 1);
     task_resume(t, nargs);
+    return t;
+}
+
+/* A new task's first resume: its function and arguments are already on its stack. */
+static int push_start_args(struct mh_task *t, lua_State *co)
+{
+    (void)t;
+    return lua_gettop(co) - 1;
+}
+
+struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum mh_task_kind kind)
+{
+    struct mh_task *t = task_get(g);
+    if (!t)
+        return NULL;
+    mh_gen_ref(g);
+    t->kind = kind;
+    t->conn = NULL;
+    t->exit_status = 0;
+    lua_xmove(from, t->co, nargs + 1);
+    background_count(t, 1);
+    /* Started from the loop, so no task ever runs inside another's C call. */
+    t->wait = MH_WAIT_SLEEP;
+    t->on_resume = push_start_args;
+    mh_task_wake(t);
     return t;
 }
 
@@ -225,12 +397,16 @@ static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
     task_resume(t, n);
 }
 
-/* Resumes from a fresh loop iteration rather than from inside a connection callback. */
-static void resume_soon(struct mh_task *t)
+void mh_task_wake_in(struct mh_task *t, double seconds)
 {
     ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, 0., 0.);
+    ev_timer_set(&t->timer, seconds, 0.);
     ev_timer_start(loop_of(t), &t->timer);
+}
+
+void mh_task_wake(struct mh_task *t)
+{
+    mh_task_wake_in(t, 0.);
 }
 
 void mh_task_on_body(struct mh_task *t)
@@ -252,7 +428,7 @@ void mh_task_on_writable(struct mh_task *t)
 void mh_task_on_conn_closed(struct mh_task *t)
 {
     if (t->wait == MH_WAIT_BODY || t->wait == MH_WAIT_WRITABLE)
-        resume_soon(t);
+        mh_task_wake(t);
 }
 
 /* ---- http.sleep, http.now ------------------------------------------------ */
@@ -262,9 +438,7 @@ static int l_sleep(lua_State *L)
     double s = luaL_checknumber(L, 1);
     luaL_argcheck(L, s >= 0, 1, "negative duration");
     struct mh_task *t = mh_task_check(L, "http.sleep");
-    ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, s, 0.);
-    ev_timer_start(loop_of(t), &t->timer);
+    mh_task_wake_in(t, s);
     return mh_task_yield(L, t, MH_WAIT_SLEEP, NULL);
 }
 
@@ -287,4 +461,10 @@ void mh_sched_open(lua_State *L)
     lua_setfield(L, -2, "sleep");
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
+    /* Waiting calls in user coroutines: see lua/moonhttp/coroutine.lua. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "moonhttp.coroutine");
+    lua_call(L, 1, 1);
+    mh_sched_push_marker(L);
+    lua_call(L, 1, 0);
 }

@@ -3,6 +3,10 @@
 #include "log.h"
 #include "lua_client.h"
 #include "lua_pgauth.h"
+#include "lua_signal.h"
+#include "lua_socket.h"
+#include "lua_thread.h"
+#include "lua_timer.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -176,6 +180,10 @@ static int open_core(lua_State *L)
     luaL_newlib(L, fns);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_socket_open(L);
+    mh_thread_open(L);
+    mh_timer_open(L);
+    mh_signal_open(L);
     return 1;
 }
 

@@ -53,6 +53,7 @@ struct mh_config {
     char *access_log_format; /* "common" | "combined" | "json" */
     char *pid_file;          /* path or "off" */
     char *metrics;           /* listen address of the metrics endpoint, or "off" */
+    long max_pending_timers; /* http.timer / http.every not yet fired, per worker generation */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];

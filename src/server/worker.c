@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "devwatch.h"
 #include "log.h"
+#include "lua_timer.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "tls.h"
@@ -63,7 +64,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
             pp = &c->next_closed;
         }
     }
-    if (w->shutting_down && w->nconns == 0 && !w->closed)
+    if (w->shutting_down && w->nconns == 0 && !w->closed && w->background_tasks == 0)
         ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -95,6 +96,7 @@ void mh_worker_shutdown(struct mh_worker *w)
     if (w->shutting_down)
         return;
     w->shutting_down = w->stopping = true;
+    mh_timer_gen_retired(w->gen);
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->nconns);
@@ -181,6 +183,8 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
         w->record_metrics = w->observe = true;
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    mh_timer_gen_retired(old);
+    mh_timer_gen_started(g);
     /* old->worker stays set: requests in flight on it still need the loop. */
     mh_gen_unref(old);
     st->reloads++;
@@ -354,6 +358,7 @@ int mh_worker_run(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
+    mh_timer_gen_started(w->gen);
     ev_run(w->loop, 0);
     return w->exit_code;
 }

@@ -60,8 +60,9 @@ struct mh_worker {
     ev_timer shutdown_timer;
     ev_timer delay_timer; /* shutdown_delay */
     ev_timer idle_close_timer;
-    bool stopping;      /* a stop was asked for: http.stopping() is true */
-    bool shutting_down; /* not accepting; finishing what is in flight */
+    bool stopping;             /* a stop was asked for: http.stopping() is true */
+    unsigned background_tasks; /* light threads, timer callbacks, on_start: a stop waits for them */
+    bool shutting_down;        /* not accepting; finishing what is in flight */
     int exit_code;
 
     struct mh_reload_stats *reload_stats; /* shared with the master once ops are set */
