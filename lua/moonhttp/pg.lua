@@ -31,7 +31,7 @@ local M = {
 
 local null, encode_param, decoder = types.null, types.encode_param, types.decoder
 local decode_row, message_head = proto.decode_row, proto.head
-local tconcat, spack = table.concat, string.pack
+local tconcat = table.concat
 
 local CANCEL_GRACE = 5       -- seconds to wait for the server to answer a cancelled query
 local NO_TIMEOUT = 0         -- sockets: 0 = wait as long as it takes
@@ -74,6 +74,7 @@ local function guarded(fn)
     return self:fail("protocol error")
   end
 end
+
 function Conn:send(data)
   local ok, err = self.sock:send(data)
   if not ok then return self:fail(err) end
@@ -376,7 +377,7 @@ local function collect(self, st)
       end
       rows.columns = st.columns
       return rows
-    end -- '2' BindComplete, '3' CloseComplete, 't' ParameterDescription, 'I', 's'
+    end -- '1' ParseComplete, '2' BindComplete, '3' CloseComplete, 'I' EmptyQuery: nothing to keep
   end
 end
 
@@ -467,8 +468,10 @@ function Conn:extended(q)
   end
   local rows
   rows, err = self:collect(st)
-  if cached and type(err) == "table" and err.code == "0A000" then
-    self:forget(q.key) -- "cached plan must not change result type": the table changed under us
+  if cached and type(err) == "table" and (err.code == "0A000" or err.code == "26000") then
+    -- "cached plan must not change result type" (the table changed under us), or
+    -- the statement is gone (DEALLOCATE ALL, DISCARD ALL): prepare it afresh next time
+    self:forget(q.key)
   end
   return rows, err
 end
