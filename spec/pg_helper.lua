@@ -19,16 +19,8 @@ P.users = {
 
 local q = H.shell_quote
 
-local function sh(cmd)
-  local out = H.tmpname(".sh")
-  local ok = os.execute(cmd .. " >" .. out .. " 2>&1")
-  local text = H.read_file(out) or ""
-  os.remove(out)
-  return ok == true, text
-end
-
 local function must(cmd)
-  local ok, text = sh(cmd)
+  local text, ok = H.sh(cmd)
   if not ok then error("command failed: " .. cmd .. "\n" .. text, 2) end
   return text
 end
@@ -71,7 +63,7 @@ function Cluster:restart() self:ctl("restart -m fast") end
 function Cluster:stop()
   if self.stopped then return end
   self.stopped = true
-  if self.running then sh(as_postgres(string.format("%s/pg_ctl -D %s -w -t 30 stop -m immediate",
+  if self.running then H.sh(as_postgres(string.format("%s/pg_ctl -D %s -w -t 30 stop -m immediate",
     P.bindir, q(self.data)))) end
   os.execute("rm -rf " .. q(self.dir))
 end

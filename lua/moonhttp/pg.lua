@@ -735,32 +735,42 @@ function Pool:exec(sql)
   return run(self, Conn.simple, sql)
 end
 
+-- A class of handles on one connection (a transaction's tx, a pinned
+-- connection): query and exec on self._c, which is nil once the handle is
+-- finished (using it then raises `finished`).
+local function conn_handle(finished)
+  local class = {}
+  class.__index = class
+  local function conn_of(h)
+    local c = h._c
+    if not c then error("pg: " .. finished, 3) end
+    return c
+  end
+  function class:query(sql, ...)
+    return conn_of(self):extended(encode_args(sql, select("#", ...), ...))
+  end
+  function class:exec(sql)
+    local c = conn_of(self)
+    encode_args(sql, 0)
+    return c:simple(sql)
+  end
+  return class, conn_of
+end
+
 -- Runs fn(tx) between BEGIN and COMMIT on one connection. fn returning
 -- normally commits (its results are returned, or true); returning nil, err
 -- rolls back and returns nil, err; raising rolls back and re-raises. A
 -- transaction that failed inside (an ignored error) is rolled back by
 -- COMMIT and reported as nil, err.
-local Tx = {}
-Tx.__index = Tx
-
-local function check_tx(tx)
-  local c = tx._c
-  if not c then error("pg: transaction already finished", 3) end
-  return c
-end
-
-function Tx:query(sql, ...)
-  local c = check_tx(self)
-  return c:extended(encode_args(sql, select("#", ...), ...))
-end
-
-function Tx:exec(sql)
-  local c = check_tx(self)
-  encode_args(sql, 0)
-  return c:simple(sql)
-end
+local Tx = conn_handle("transaction already finished")
 
 local RAISE = {} -- transaction()'s first result when fn raised: re-raise the second
+
+-- transaction()'s results, packed, as the caller's (re-raising fn's error).
+local function finish(res)
+  if res[1] == RAISE then error(res[2], 0) end
+  return table.unpack(res, 1, res.n)
+end
 
 local function transaction(c, fn)
   local ok, err = c:simple("BEGIN")
@@ -790,38 +800,17 @@ function Pool:transaction(fn)
     local _ <close> = c
     res = table.pack(transaction(c, fn))
   end
-  if res[1] == RAISE then error(res[2], 0) end
-  return table.unpack(res, 1, res.n)
+  return finish(res)
 end
 
 -- A pinned connection: db:acquire() -> handle with :query, :exec,
 -- :transaction and :release (also by <close>, and by garbage collection as
 -- a last resort, which only gives the slot back).
-local Pinned = {}
-Pinned.__index = Pinned
-
-local function pinned_conn(h)
-  local c = h._c
-  if not c then error("pg: connection already released", 3) end
-  return c
-end
-
-function Pinned:query(sql, ...)
-  local c = pinned_conn(self)
-  return c:extended(encode_args(sql, select("#", ...), ...))
-end
-
-function Pinned:exec(sql)
-  local c = pinned_conn(self)
-  encode_args(sql, 0)
-  return c:simple(sql)
-end
+local Pinned, pinned_conn = conn_handle("connection already released")
 
 function Pinned:transaction(fn)
   if type(fn) ~= "function" then error("pg: transaction expects a function(tx)", 2) end
-  local res = table.pack(transaction(pinned_conn(self), fn))
-  if res[1] == RAISE then error(res[2], 0) end
-  return table.unpack(res, 1, res.n)
+  return finish(table.pack(transaction(pinned_conn(self), fn)))
 end
 
 function Pinned:release()
