@@ -239,3 +239,76 @@ describe("http.tcp()", function()
     srv:stop()
   end)
 end)
+
+describe("http.tcp() over TLS, against moonhttp's own HTTPS listener", function()
+  local dir, srv
+  local function path(name) return dir .. "/" .. name end
+
+  setup(function()
+    dir = H.tmpname("-tls")
+    local function sh(cmd)
+      local ok = os.execute("cd " .. dir .. " && " .. cmd .. " >/dev/null 2>&1")
+      assert(ok, cmd)
+    end
+    assert(os.execute("mkdir -p " .. dir))
+    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+    sh("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj /CN=mh-sock-ca")
+    H.write_file(path("ext.cnf"), "subjectAltName=DNS:localhost\n")
+    sh("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
+    sh("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
+      .. "-days 2 -extfile ext.cnf")
+    local app = H.script('local http = require "moonhttp"\n'
+      .. 'http.handle("GET /hello", function(req, res) res:write("hello over tls") end)\n')
+    srv = H.start(app, { no_listen = true, flags = { "--listen", "https://127.0.0.1:0",
+      "--tls-cert", path("srv.pem"), "--tls-key", path("srv.key") } })
+  end)
+  teardown(function()
+    srv:stop()
+    os.execute("rm -rf " .. dir)
+  end)
+
+  local function get(connect_args)
+    return run(string.format([[
+      local CA = %q
+      local s = http.tcp()
+      s:settimeouts(2, 2, 2)
+      local ok, err = s:connect(%s)
+      if not ok then print(nil, err) return end
+      s:send("GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+      local all = s:receive("a")
+      print(all:match("^HTTP/1.1 (%%d+)"), all:match("\r\n\r\n(.*)$"))
+    ]], path("ca.pem"), connect_args), srv.port)
+  end
+
+  it("verifies the certificate against opts.tls.ca and talks HTTP", function()
+    assert.equal("200\thello over tls\n", get('"localhost", PORT, { tls = { ca = CA } }'))
+  end)
+
+  it("verifies by default and refuses an unknown authority", function()
+    assert.equal("nil\ttls: certificate signed by unknown authority\n",
+      get('"localhost", PORT, { tls = true }'))
+  end)
+
+  it("checks the name: server_name must match the certificate", function()
+    assert.equal("nil\ttls: certificate hostname mismatch\n",
+      get('"127.0.0.1", PORT, { tls = { ca = CA, server_name = "other.test" } }'))
+    assert.equal("200\thello over tls\n",
+      get('"127.0.0.1", PORT, { tls = { ca = CA, server_name = "localhost" } }'))
+  end)
+
+  it("skips verification only when asked", function()
+    assert.equal("200\thello over tls\n", get('"localhost", PORT, { tls = { verify = false } }'))
+  end)
+
+  it("upgrades a plain connection with tls_handshake", function()
+    local out = run(string.format([[
+      local s = http.tcp()
+      assert(s:connect("localhost", PORT))
+      print(s:tls_handshake({ ca = %q }))
+      s:send("GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+      print(s:receive())
+      print(pcall(s.tls_handshake, s, { ca = "x" }))
+    ]], path("ca.pem")), srv.port)
+    assert.matches("^true\nHTTP/1.1 200 OK\nfalse\t[^\n]*already uses TLS\n$", out)
+  end)
+end)

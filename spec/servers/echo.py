@@ -2,7 +2,8 @@
 # listens on 127.0.0.1 (and on the unix socket given as argv[1], if any).
 # Commands, one per line: "split" answers "ab", then "cd\n" 0.1 s later;
 # "close" closes; "silent" answers nothing; "big N" sends N bytes of "x";
-# "conns" answers the number of connections accepted so far; anything else
+# "conns" answers the number of connections accepted so far; "raw HEX" sends
+# those bytes ("rawclose HEX" then closes); anything else
 # is echoed back with its newline.
 import os, socket, sys, threading, time
 
@@ -22,6 +23,11 @@ def serve(c):
                 continue
             elif cmd.startswith(b"big "):
                 c.sendall(b"x" * int(cmd[4:]))
+            elif cmd.startswith(b"raw "):
+                c.sendall(bytes.fromhex(cmd[4:].decode()))
+            elif cmd.startswith(b"rawclose "):
+                c.sendall(bytes.fromhex(cmd[9:].decode()))
+                break
             elif cmd == b"conns":
                 with lock:
                     c.sendall(b"%d\n" % accepted)

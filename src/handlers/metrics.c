@@ -41,6 +41,7 @@ struct worker_slot {
 
 struct mh_metrics {
     struct mh_reload_stats reload;
+    unsigned long task_errors[MH_METRICS_TASK_KINDS];
     struct worker_slot workers[NWORKER_SLOTS];
     struct route_slot other;     /* when the table is full */
     struct route_slot unmatched; /* 404, 405, redirects: no route */
@@ -66,6 +67,11 @@ void mh_metrics_free(struct mh_metrics *m)
 {
     if (m)
         munmap(m, sizeof *m);
+}
+
+void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind)
+{
+    ADD(&m->task_errors[kind], 1);
 }
 
 struct mh_reload_stats *mh_metrics_reload_stats(struct mh_metrics *m)
@@ -291,6 +297,13 @@ int mh_metrics_render(struct mh_metrics *m, struct mh_worker *w, struct mh_buf *
         append_label(out, r->last_error);
         mh_buf_append_str(out, "\"} 1\n");
     }
+    static const char *const task_kinds[MH_METRICS_TASK_KINDS] = {"timer", "on_start", "thread"};
+    mh_buf_append_str(out, "# HELP moonhttp_task_errors_total Timer callbacks, on_start functions "
+                           "and light threads that failed.\n"
+                           "# TYPE moonhttp_task_errors_total counter\n");
+    for (int k = 0; k < MH_METRICS_TASK_KINDS; k++)
+        appendf(out, "moonhttp_task_errors_total{kind=\"%s\"} %lu\n", task_kinds[k],
+                LOAD(&m->task_errors[k]));
     if (w->client_metrics_hook)
         w->client_metrics_hook(w, out);
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */

@@ -32,6 +32,15 @@ void mh_metrics_free(struct mh_metrics *m);
 /* Reload counters, kept in the shared mapping so workers forked later see the master's. */
 struct mh_reload_stats *mh_metrics_reload_stats(struct mh_metrics *m);
 
+/* Tasks other than handlers whose function failed (lua_sched.c), by kind. */
+enum mh_metrics_task {
+    MH_METRICS_TIMER,
+    MH_METRICS_ON_START,
+    MH_METRICS_THREAD,
+    MH_METRICS_TASK_KINDS
+};
+void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind);
+
 /* Counts one finished request. pattern NULL: no route matched. */
 void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, double seconds);
 

@@ -5,6 +5,7 @@
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include <lauxlib.h>
@@ -247,8 +248,11 @@ static void task_end(struct mh_task *t, int st, int nres)
             mh_log(MH_LOG_ERROR, "%s error: %s", kind_name(t->kind), trace);
         lua_pop(g->L, 1);
         t->exit_status = 1;
-        if (t->kind == MH_TASK_TIMER || t->kind == MH_TASK_ON_START)
-            g->task_errors++;
+        if (t->kind != MH_TASK_RUN && g->worker && g->worker->metrics)
+            mh_metrics_count_task_error(g->worker->metrics,
+                                        t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
+                                        : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
+                                                                      : MH_METRICS_THREAD);
     }
     if (st == KILLED)
         lua_pushliteral(co, "killed");

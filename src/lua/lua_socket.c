@@ -47,8 +47,23 @@ struct tls_session {
     char key[];
 };
 
+/*
+ * Connections of one key may be limited (opts.pool_size at connect): past
+ * the limit, connects queue until a connection of the key is parked or
+ * closed, so the peer sees at most that many connections (OpenResty's pool
+ * backlog). Only connections handed out count; idle ones are at most the
+ * rest, since a new one is made only when none is idle.
+ */
+struct key_limit {
+    struct key_limit *next;
+    size_t active;
+    struct lsock *wait_head, *wait_tail;
+    char key[];
+};
+
 struct sock_state {
     struct ev_loop *loop;
+    struct key_limit *limits;
     struct mh_socket_pool *pool;
     struct mh_dns *dns;
     struct tls_cfg *cfgs;
@@ -82,6 +97,11 @@ struct lsock {
     char ca[256];
     char server_name[256];
     char key[KEY_MAX];
+    char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
+    uint16_t port;
+    struct key_limit *limit;  /* counted in it while connected */
+    struct key_limit *queued; /* waiting in it for a free slot */
+    struct lsock *next_waiter;
 };
 
 /* ---- per-generation state ------------------------------------------------------ */
@@ -98,6 +118,11 @@ static int state_gc(lua_State *L)
         st->sessions = x->next;
         mh_client_tls_session_free(x->session);
         free(x);
+    }
+    while (st->limits) {
+        struct key_limit *l = st->limits;
+        st->limits = l->next;
+        free(l);
     }
     while (st->cfgs) {
         struct tls_cfg *c = st->cfgs;
@@ -169,6 +194,70 @@ static struct tls_session *session_for(struct sock_state *st, const char *key, b
     return x;
 }
 
+static void connect_start(struct lsock *k);
+
+/* Counts k in its key's limit (true), or queues it until a slot frees (false). */
+static bool take_slot(struct lsock *k, size_t size)
+{
+    struct key_limit *l = k->st->limits;
+    while (l && strcmp(l->key, k->key) != 0)
+        l = l->next;
+    if (!l) {
+        size_t n = strlen(k->key);
+        if (!(l = calloc(1, sizeof *l + n + 1)))
+            return true; /* out of memory: unlimited rather than stuck */
+        memcpy(l->key, k->key, n + 1);
+        l->next = k->st->limits;
+        k->st->limits = l;
+    }
+    if (l->active < size) {
+        l->active++;
+        k->limit = l;
+        return true;
+    }
+    k->next_waiter = NULL;
+    if (l->wait_tail)
+        l->wait_tail->next_waiter = k;
+    else
+        l->wait_head = k;
+    l->wait_tail = k;
+    k->queued = l;
+    return false;
+}
+
+static void leave_queue(struct lsock *k)
+{
+    struct key_limit *l = k->queued;
+    struct lsock **pp = &l->wait_head, *prev = NULL;
+    while (*pp && *pp != k) {
+        prev = *pp;
+        pp = &(*pp)->next_waiter;
+    }
+    if (*pp)
+        *pp = k->next_waiter;
+    if (l->wait_tail == k)
+        l->wait_tail = prev;
+    k->queued = NULL;
+    k->next_waiter = NULL;
+}
+
+/* k's connection was parked or closed: its slot goes to the first waiter. */
+static void release_slot(struct lsock *k)
+{
+    struct key_limit *l = k->limit;
+    if (!l)
+        return;
+    k->limit = NULL;
+    l->active--;
+    struct lsock *w = l->wait_head;
+    if (!w)
+        return;
+    leave_queue(w);
+    l->active++;
+    w->limit = l;
+    connect_start(w);
+}
+
 /* ---- closing and waking ---------------------------------------------------------- */
 
 static void on_sock_done(struct mh_socket *s, const char *err);
@@ -187,6 +276,8 @@ static void wake(struct lsock *k)
 /* Stops what is in progress on the C side (the waiting task, if any, stays). */
 static void stop_op(struct lsock *k)
 {
+    if (k->queued)
+        leave_queue(k);
     if (k->resolving) {
         mh_dns_cancel(&k->dns);
         k->resolving = false;
@@ -203,6 +294,7 @@ static void sock_close(struct lsock *k)
         mh_socket_free(k->s);
         k->s = NULL;
     }
+    release_slot(k);
     if (k->waiter && k->op != OP_NONE) {
         /* Another task waits on it (its owner ended): wake that one with "closed". */
         k->err = MH_SOCK_CLOSED;
@@ -484,6 +576,11 @@ static int resume_op(struct mh_task *t, lua_State *co)
     k->waiter = NULL;
     luaL_unref(co, LUA_REGISTRYINDEX, k->anchor);
     k->anchor = LUA_NOREF;
+    if (k->op == OP_CONNECT && !k->done) {
+        /* The connect's own deadline (queued for a slot, or a backstop) passed first. */
+        stop_op(k);
+        k->err = MH_SOCK_TIMEOUT;
+    }
     return push_result(co, k);
 }
 
@@ -546,6 +643,47 @@ static void read_tls_opts(lua_State *L, struct lsock *k, int idx, const char *ho
     }
 }
 
+/* Goes on with a connect: an idle pooled connection for the key, or a new one. */
+static void connect_start(struct lsock *k)
+{
+    struct mh_socket *s = mh_socket_pool_take(k->st->pool, k->key);
+    if (s) {
+        s->ud = k;
+        k->s = s;
+        wake(k);
+        return;
+    }
+    if (!(k->s = mh_socket_new(k->st->loop))) {
+        k->err = MH_SOCK_NOMEM;
+        wake(k);
+        return;
+    }
+    k->s->ud = k;
+    if (strncmp(k->host, "unix:", 5) == 0) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&k->addrs.a[0];
+        memset(un, 0, sizeof *un);
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, k->host + 5, strlen(k->host + 5));
+        k->addrs.len[0] = (socklen_t)sizeof *un;
+        k->addrs.n = 1;
+        k->addr_i = 0;
+        connect_next(k);
+        return;
+    }
+    const char *err = NULL;
+    k->dns.cb = on_resolved;
+    int rc = mh_dns_resolve(k->st->dns, k->host, k->port, &k->dns, &k->addrs, &err);
+    if (rc == 1) {
+        k->addr_i = 0;
+        connect_next(k);
+    } else if (rc == 0) {
+        k->resolving = true;
+    } else {
+        k->err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        wake(k);
+    }
+}
+
 /* sock:connect(host, port [, opts]) / sock:connect("unix:/path" [, opts]) → true | nil, err */
 static int l_connect(lua_State *L)
 {
@@ -588,50 +726,29 @@ static int l_connect(lua_State *L)
     else
         snprintf(k->key, sizeof k->key, "%s:%d%s", host, (int)port, k->tls_next ? " tls" : "");
 
+    memcpy(k->host, host, hlen + 1);
+    k->port = (uint16_t)port;
     k->owner.release = on_owner_end;
-    k->done = false;
-    struct mh_socket *s = mh_socket_pool_take(k->st->pool, k->key);
-    if (s) {
-        s->ud = k;
-        k->s = s;
-        mh_task_adopt(t, &k->owner);
-        lua_pushboolean(L, 1);
-        return 1;
-    }
-    if (!(k->s = mh_socket_new(k->st->loop))) {
-        lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_NOMEM);
-        return 2;
-    }
-    k->s->ud = k;
     mh_task_adopt(t, &k->owner);
     k->op = OP_CONNECT;
     k->err = NULL;
-    if (unix_path) {
-        struct sockaddr_un *un = (struct sockaddr_un *)&k->addrs.a[0];
-        memset(un, 0, sizeof *un);
-        un->sun_family = AF_UNIX;
-        memcpy(un->sun_path, host + 5, hlen - 5);
-        k->addrs.len[0] = (socklen_t)sizeof *un;
-        k->addrs.n = 1;
-        k->addr_i = 0;
-        connect_next(k);
-    } else {
-        const char *err = NULL;
-        k->dns.cb = on_resolved;
-        int rc = mh_dns_resolve(k->st->dns, host, (uint16_t)port, &k->dns, &k->addrs, &err);
-        if (rc == 1) {
-            k->addr_i = 0;
-            connect_next(k);
-        } else if (rc == 0) {
-            k->resolving = true;
-        } else {
-            k->err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
-            k->done = true;
-        }
+    k->done = false;
+    lua_Integer limit = 0;
+    if (opts && lua_getfield(L, opts, "pool_size") != LUA_TNIL) {
+        limit = lua_tointeger(L, -1);
+        luaL_argcheck(L, limit > 0, opts, "opts.pool_size must be a positive integer");
     }
-    if (k->err || k->done)
+    if (opts)
+        lua_pop(L, 1);
+    if (limit && !take_slot(k, (size_t)limit)) {
+        mh_task_wake_in(t, k->tmo_connect > 0 ? k->tmo_connect : 1e9); /* waiting for a slot */
+        return wait_op(L, k, t);
+    }
+    connect_start(k);
+    if (k->done)
         return push_result(L, k); /* answered without waiting */
+    if (k->limit)
+        mh_task_wake_in(t, k->tmo_connect > 0 ? k->tmo_connect * 2 + 1 : 1e9); /* a backstop */
     return wait_op(L, k, t);
 }
 
@@ -792,6 +909,7 @@ static int l_keepalive(lua_State *L)
     struct mh_socket *s = k->s;
     k->s = NULL;
     const char *err = mh_socket_pool_put(k->st->pool, s, k->key, idle, (size_t)size);
+    release_slot(k);
     if (err) {
         lua_pushnil(L);
         lua_pushstring(L, err);

@@ -7,7 +7,7 @@
  *
  * Each callback runs in a task of its own (MH_TASK_TIMER / _ON_START), so
  * every waiting call works in it; an error is logged with its traceback and
- * counted (mh_gen.task_errors), and never stops the worker. At most
+ * counted (moonhttp_task_errors_total), and never stops the worker. At most
  * config->max_pending_timers are pending per generation: past it, timer and
  * every return nil, "too many pending timers". A pending timer keeps its
  * function alive without the handle.

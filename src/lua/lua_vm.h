@@ -37,8 +37,7 @@ struct mh_gen {
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
-    bool wants_metrics;        /* the script called http.metrics_handler() */
-    unsigned long task_errors; /* timer and on_start callbacks that failed */
+    bool wants_metrics; /* the script called http.metrics_handler() */
 };
 
 /*
