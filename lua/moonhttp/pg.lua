@@ -534,7 +534,7 @@ local function check_opts(o)
   local database = o.database or user
   return {
     host = o.host or "127.0.0.1",
-    port = math.tointeger(num("port", 5432, 1)),
+    port = math.tointeger(num("port", 5432, 1)) or error("pg.pool: port must be an integer", 3),
     path = o.path,
     user = user,
     password = o.password,
