@@ -4,14 +4,17 @@
 # floor: libpq in C, no HTTP). A throw-away cluster (initdb as `postgres`)
 # on a free port bound to 127.0.0.1 is made for the run and removed after.
 #   bench/pg.sh [--rounds N] [--duration S]
+#   bench/pg.sh --callgrind [N1 N2]   instructions per request in moonhttp, with
+#                                     and without the query (exact, noise-free)
 # Pinning (2 cores): postgres on core 1; pgbench (the client) or moonhttp on
 # core 0; wrk on core 1 beside postgres, so the HTTP path pays for its load
 # generator and the floor does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 DURATION=10
+ROUNDS=3 DURATION=10 CALLGRIND=""
 while [ $# -gt 0 ]; do
     case "$1" in
+    --callgrind) CALLGRIND=1; N1=${2:-500}; N2=${3:-2500}; shift $(($# >= 3 ? 3 : $#)) ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     *) echo "usage: $0 [--rounds N] [--duration S]" >&2; exit 2 ;;
@@ -87,6 +90,32 @@ run_moonhttp() {
     [ -n "$non2xx" ] && log "moonhttp round $r: $non2xx non-2xx responses"
     printf 'moonhttp\t%s\t%s\t-\t%s\t%s\n' "$r" "$rps" "$p99" "$conns" >>"$OUT/raw.tsv"
 }
+
+# Instructions moonhttp executes for n sequential keep-alive requests to
+# path/<i> (one curl connection), start to exit, under callgrind.
+callgrind_run() {
+    local path=$1 n=$2 f="$OUT/callgrind.out.${path//\//_}.$2"
+    PG_POOL_SIZE=1 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$f" \
+        "$MOONHTTP_BIN" --listen "127.0.0.1:$HTTP_PORT" --workers 1 --log-level warn \
+        bench/pg/app.lua >"$OUT/callgrind-$n.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 600); do (exec 3<>"/dev/tcp/127.0.0.1/$HTTP_PORT") 2>/dev/null && break; sleep 0.1; done
+    curl -sf -o /dev/null "http://127.0.0.1:$HTTP_PORT$path/[1-$n]"
+    kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
+    awk '/^(summary|totals):/ { print $2; exit }' "$f"
+}
+
+if [ -n "$CALLGRIND" ]; then
+    for path in /plain /account; do
+        i1=$(callgrind_run "$path" "$N1")
+        i2=$(callgrind_run "$path" "$N2")
+        awk -v p="$path" -v n1="$N1" -v n2="$N2" -v i1="$i1" -v i2="$i2" \
+            'BEGIN { printf "%s: %.0f instructions/request (%d -> %d, %d -> %d)\n", p, (i2 - i1) / (n2 - n1), n1, i1, n2, i2 }' |
+            tee -a "$OUT/callgrind.txt"
+    done
+    log "results in $OUT"
+    exit 0
+fi
 
 printf 'what\tround\tper_s\tavg_ms\tp99\tbackends\n' >"$OUT/raw.tsv"
 for r in $(seq "$ROUNDS"); do

@@ -19,4 +19,7 @@ http.handle("GET /account/{id}", function(req, res)
   res:write(tostring(rows[1] and rows[1].abalance))
 end)
 
+-- The same request without the query (bench/pg.sh --callgrind: the difference is the client's cost).
+http.handle("GET /plain/{id}", function(req, res) res:write(tostring(#req:pathvalue("id"))) end)
+
 http.handle("GET /stats", function(req, res) res:json(db:stats()) end)
