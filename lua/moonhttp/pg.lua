@@ -153,12 +153,18 @@ end
 
 -- Opens the socket (getting the parked one back when there is one) and,
 -- for a new TCP connection, runs TLS negotiation and the startup.
+-- One socket object per connection: connecting it again takes its parked
+-- socket back (a socket object outlives its task's ownership of the socket).
 function Conn:open()
   local pool = self.pool
-  local sock = http.tcp()
+  local sock = self.so
+  if not sock then
+    sock = http.tcp()
+    self.so, self.popts = sock, { pool = self.name }
+  end
   sock:settimeouts(pool.connect_timeout, pool.connect_timeout, pool.connect_timeout)
   local ok, err
-  local popts = { pool = self.name }
+  local popts = self.popts
   if pool.path then
     ok, err = sock:connect("unix:" .. pool.path .. "/.s.PGSQL." .. pool.port, popts)
   else

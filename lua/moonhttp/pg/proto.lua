@@ -162,7 +162,10 @@ function M.affected(tag)
   return n and math.tointeger(tonumber(n)) or nil
 end
 
-function M.cstring(body) return (body:gsub("%z$", "")) end
+function M.cstring(body)
+  if ssub(body, -1) == "\0" then return ssub(body, 1, -2) end
+  return body
+end
 
 -- ParameterStatus -> name, value
 function M.parse_parameter_status(body)
