@@ -2,7 +2,7 @@
 -- (/plain). REDIS_PORT: the redis-server's port; POOL: the pool size.
 local http = require "moonhttp"
 local redis = require "moonhttp.redis"
-local port = tonumber(assert(os.getenv("REDIS_PORT"), "set REDIS_PORT"))
+local port = tonumber((assert(os.getenv("REDIS_PORT"), "set REDIS_PORT")))
 local pool = tonumber(os.getenv("POOL") or "16")
 
 http.handle("GET /plain", function(req, res)

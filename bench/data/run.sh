@@ -38,11 +38,11 @@ for r in $(seq "$ROUNDS"); do
     w=$!
     sleep $((DURATION / 2))
     # connections to Redis in the middle of the load, not counting redis-cli's own
-    conns=$(redis-cli -p $RPORT client list | grep -vc 'cmd=client')
+    conns=$(redis-cli -p $RPORT client list | grep -vc 'cmd=client' || true)
     wait $w
     rps=$(awk '/Requests\/sec/ { print $2 }' "$OUT/wrk.txt")
     echo "round $r	$path	$rps	redis connections under load: $conns (pool size $POOL)"
   done
-  floor=$(taskset -c 1 redis-benchmark -p $RPORT -c 100 -n 200000 -P 1 -t get -q | awk '/GET/ { print $2 }')
+  floor=$(taskset -c 1 redis-benchmark -p $RPORT -c 100 -n 200000 -P 1 -t get --csv 2>/dev/null | awk -F'"' '/^"GET"/ { print $4 }')
   echo "round $r	redis-benchmark -P 1 -c100 GET	$floor"
 done
