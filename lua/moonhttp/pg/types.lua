@@ -2,8 +2,8 @@
 -- plain busted can test it. Results arrive in the text format; decoders are
 -- chosen once per column from its type OID. Parameters leave in the text
 -- format with their types left to the server (so "42" works for an int
--- column and 42 for a text one), except bytes that text cannot carry (NUL),
--- which go in binary when the parameter is bytea (see encode_param).
+-- column and 42 for a text one); pg.bytea values, and plain strings the
+-- server says are bytea (pg.lua), go in binary, byte for byte.
 local cjson = require "cjson"
 
 local M = {}
