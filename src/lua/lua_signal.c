@@ -8,8 +8,6 @@
 #include "lua_signal.h"
 
 #include "lua_sched.h"
-#include "lua_vm.h"
-#include "worker.h"
 
 #include <lauxlib.h>
 #include <stdbool.h>
@@ -21,11 +19,6 @@ struct lsignal {
     bool woken;           /* notify reached the waiting task */
     bool pending;         /* notify came with nobody waiting */
 };
-
-static struct ev_loop *loop_of(struct mh_task *t)
-{
-    return t->gen->worker ? t->gen->worker->loop : EV_DEFAULT;
-}
 
 static int on_resume(struct mh_task *t, lua_State *co)
 {
@@ -63,11 +56,8 @@ static int l_wait(lua_State *L)
     struct mh_task *t = mh_task_check(L, "sig:wait");
     s->task = t;
     s->woken = false;
-    ev_timer_stop(loop_of(t), &t->timer);
-    if (timeout > 0) {
-        ev_timer_set(&t->timer, timeout, 0.);
-        ev_timer_start(loop_of(t), &t->timer);
-    }
+    if (timeout > 0)
+        mh_task_wake_in(t, timeout);
     return mh_task_wait(L, t, on_resume, on_cancel, s);
 }
 
