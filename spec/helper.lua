@@ -384,4 +384,13 @@ function H.run_lua(source, ...)
   return code, out
 end
 
+--- Runs a shell command; returns its combined output and whether it succeeded.
+function H.sh(cmd)
+  local out = tmpname(".sh")
+  local ok = os.execute(cmd .. " >" .. out .. " 2>&1")
+  local text = read_file(out) or ""
+  os.remove(out)
+  return text, ok == true
+end
+
 return H

@@ -2,6 +2,8 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_pgauth.h"
+#include "lua_signal.h"
 #include "lua_socket.h"
 #include "lua_thread.h"
 #include "lua_timer.h"
@@ -236,6 +238,7 @@ static int open_core(lua_State *L)
     mh_socket_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
+    mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
     mh_lua_shared_open(L);
@@ -260,6 +263,8 @@ static void install_preloads(lua_State *L)
     lua_getfield(L, -1, "preload");
     lua_pushcfunction(L, open_core);
     lua_setfield(L, -2, "moonhttp.core");
+    lua_pushcfunction(L, mh_lua_pgauth_open);
+    lua_setfield(L, -2, "moonhttp.pgauth");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
         lua_pushlightuserdata(L, (void *)m);
         lua_pushcclosure(L, load_embedded, 1);
