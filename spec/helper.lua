@@ -384,6 +384,20 @@ function H.run_lua(source, ...)
   return code, out
 end
 
+--- Runs `source` (moonhttp already required as `http` unless `prelude` says
+-- otherwise) with `moonhttp run` and the given args; fails unless it exits 0.
+-- Returns a table of its printed `key value` lines (numbers converted) and
+-- the whole output.
+function H.run_kv(prelude, source, ...)
+  local path = H.script((prelude or "local http = require 'moonhttp'\n") .. source)
+  local code, out = H.run({ "run", path, ... })
+  os.remove(path)
+  if code ~= 0 then error(string.format("moonhttp run exited %s:\n%s", tostring(code), out), 2) end
+  local kv = {}
+  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
+  return kv, out
+end
+
 --- Runs a shell command; returns its combined output and whether it succeeded.
 function H.sh(cmd)
   local out = tmpname(".sh")

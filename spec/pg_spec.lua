@@ -9,13 +9,6 @@ local socket = require "socket"
 
 -- The client is built on http.tcp(); without it (a build before the sockets
 -- landed) there is nothing to run against the server.
-local function have_sockets()
-  local path = H.script('print(type(require("moonhttp").tcp))')
-  local _, out = H.run({ "run", path })
-  os.remove(path)
-  return out:match("^function") ~= nil
-end
-
 local PRELUDE = [[
 local http = require "moonhttp"
 local pg = require "moonhttp.pg"
@@ -34,26 +27,17 @@ local function show(v) return type(v) == "table" and cjson.encode(v) or tostring
 
 describe("moonhttp.pg against PostgreSQL", function()
   local cluster
-  local enabled = have_sockets()
 
-  setup(function() if enabled then cluster = P.start() end end)
+  setup(function() cluster = P.start() end)
   teardown(function() if cluster then cluster:stop() end end)
 
   -- Runs a script with `db` made from pool options (kind: a P.users key).
   local function run(source, kind, extra)
-    local path = H.script(PRELUDE .. "local OPTS = " .. cluster:pool_opts(kind, extra)
-      .. "\nlocal db = pg.pool(OPTS)\n" .. source)
-    local code, out = H.run({ "run", path })
-    os.remove(path)
-    assert.equal(0, code, out)
-    local kv = {}
-    for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
-    return kv, out
+    return H.run_kv(PRELUDE .. "local OPTS = " .. cluster:pool_opts(kind, extra)
+      .. "\nlocal db = pg.pool(OPTS)\n", source)
   end
 
-  local function test(name, fn)
-    if enabled then it(name, fn) else pending(name .. " (this build has no http.tcp())") end
-  end
+  local test = it
 
   test("round-trips every supported type", function()
     local kv = run([==[
