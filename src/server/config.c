@@ -65,6 +65,15 @@ static const struct setting settings[] = {
     {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
     {"metrics", T_STRING, OFF(metrics), 0, 0,
      "address of a Prometheus metrics listener (host:port), or off"},
+    {"handler_cpu_limit", T_DURATION, OFF(handler_cpu_limit), 0, 86400,
+     "seconds a handler, timer or thread may run without yielding before it gets "
+     "\"cpu limit exceeded\" (0 = off)"},
+    {"lua_memory_limit", T_BYTES, OFF(lua_memory_limit), 0, 1L << 40,
+     "bytes of Lua memory per worker; the allocation past it fails with Lua's memory error "
+     "(0 = off)"},
+    {"worker_stall_timeout", T_DURATION, OFF(worker_stall_timeout), 0, 86400,
+     "seconds a worker's event loop may go without a turn before the master kills and "
+     "replaces it (0 = off)"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -100,6 +109,9 @@ void mh_config_init(struct mh_config *c)
     c->access_log_format = xstrdup("common");
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
+    c->handler_cpu_limit = 2;
+    c->lua_memory_limit = 1L << 30;
+    c->worker_stall_timeout = 10;
     c->mode = MH_MODE_SERVE;
 }
 

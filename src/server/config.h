@@ -47,12 +47,15 @@ struct mh_config {
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */
     char *log_level;
-    char *workers;           /* "N" | "auto" */
-    double shutdown_delay;   /* serve on, http.stopping() true, before a graceful stop */
-    char *access_log;        /* path, "-" (stdout) or "off" */
-    char *access_log_format; /* "common" | "combined" | "json" */
-    char *pid_file;          /* path or "off" */
-    char *metrics;           /* listen address of the metrics endpoint, or "off" */
+    char *workers;               /* "N" | "auto" */
+    double shutdown_delay;       /* serve on, http.stopping() true, before a graceful stop */
+    char *access_log;            /* path, "-" (stdout) or "off" */
+    char *access_log_format;     /* "common" | "combined" | "json" */
+    char *pid_file;              /* path or "off" */
+    char *metrics;               /* listen address of the metrics endpoint, or "off" */
+    double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
+    long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
+    double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];
@@ -68,7 +71,7 @@ struct mh_config {
     char **script_argv;
 
     /* which settings came from the command line: they beat the script's */
-    unsigned char _from_cli[32];
+    unsigned char _from_cli[64];
 };
 
 /* Fills in the defaults. */
