@@ -3,12 +3,15 @@
 #include "conn.h"
 #include "log.h"
 #include "lua_client.h"
+#include "lua_guard.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include <lauxlib.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +44,22 @@ static struct mh_task *task_get(struct mh_gen *g)
     t->timer.data = t;
     g->ntasks++;
     return t;
+}
+
+/*
+ * A coroutine the CPU hook raised or yielded out of is not reused: an error
+ * thrown from a hook leaves the thread's "hooks allowed" flag off (Lua
+ * restores it only in a pcall), so no hook could stop its next task.
+ */
+static void task_renew_thread(struct mh_task *t)
+{
+    lua_State *L = t->gen->L;
+    if (!lua_checkstack(L, 2))
+        return;
+    luaL_unref(L, LUA_REGISTRYINDEX, t->co_ref);
+    t->co = lua_newthread(L);
+    t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    *(struct mh_task **)lua_getextraspace(t->co) = t;
 }
 
 static void task_put(struct mh_task *t)
@@ -88,13 +107,21 @@ int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_ta
     return lua_yield(L, 0);
 }
 
+static const char *const guard_what[] = {
+    [MH_GUARD_NONE] = "handler error",
+    [MH_GUARD_CPU] = "handler exceeded handler_cpu_limit",
+    [MH_GUARD_MEMORY] = "handler exceeded lua_memory_limit",
+};
+
 /* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *trace)
+static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *trace,
+                           enum mh_guard_kind guard)
 {
     char where[64];
-    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s",
-           llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
-           mh_conn_head(c) + c->req.target.off, mh_conn_remote_addr(c, where, sizeof where), trace);
+    mh_log(MH_LOG_ERROR, "%s (route %s; %s %.*s from %s): %s", guard_what[guard],
+           t->label ? t->label : "none", llhttp_method_name((llhttp_method_t)c->req.method),
+           (int)c->req.target.len, mh_conn_head(c) + c->req.target.off,
+           mh_conn_remote_addr(c, where, sizeof where), trace);
     if (c->closed)
         return;
     if (c->res.head_sent) {
@@ -122,7 +149,9 @@ static void task_resume(struct mh_task *t, int nargs)
     lua_State *co = t->co;
     int nres;
     t->wait = MH_WAIT_NONE;
+    mh_guard_enter(co, t->label);
     int st = lua_resume(co, g->L, nargs, &nres);
+    enum mh_guard_kind guard = mh_guard_leave(co);
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
         if (t->wait != MH_WAIT_NONE) {
@@ -131,19 +160,28 @@ static void task_resume(struct mh_task *t, int nargs)
                 mh_conn_flush_response(t->conn);
             return;
         }
-        lua_pushliteral(co, "coroutine.yield() in a handler: only moonhttp calls may wait");
+        if (guard == MH_GUARD_CPU) /* yielded out of by the CPU hook: the task ends here */
+            lua_pushliteral(co, "cpu limit exceeded (the error was caught; the task is ended)");
+        else
+            lua_pushliteral(co, "coroutine.yield() in a handler: only moonhttp calls may wait");
         st = LUA_ERRRUN;
     }
     struct mh_conn *c = t->conn;
     if (st != LUA_OK) {
         mh_lua_traceback(g->L, co, lua_tostring(co, -1));
         const char *trace = lua_tostring(g->L, -1);
+        if (st == LUA_ERRMEM)
+            guard = MH_GUARD_MEMORY;
         if (c)
-            handler_failed(t, c, trace ? trace : "?");
+            handler_failed(t, c, trace ? trace : "?", guard);
         else
-            mh_log(MH_LOG_ERROR, "%s", trace ? trace : "?");
+            mh_log(MH_LOG_ERROR, "%s: %s", guard_what[guard], trace ? trace : "?");
         lua_pop(g->L, 1);
         t->exit_status = 1;
+        if (guard != MH_GUARD_NONE && g->worker && g->worker->metrics)
+            mh_metrics_count_guard(g->worker->metrics, guard == MH_GUARD_CPU
+                                                           ? MH_METRICS_CPU_LIMIT
+                                                           : MH_METRICS_MEMORY_LIMIT);
     }
     /* Stray references to req/res now raise "request finished". */
     if (t->req)
@@ -151,6 +189,13 @@ static void task_resume(struct mh_task *t, int nargs)
     if (st != LUA_OK)
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
     lua_settop(co, 0);
+    if (guard == MH_GUARD_MEMORY) {
+        /* What the task built is garbage now: collect it and give the pages back. */
+        lua_gc(g->L, LUA_GCCOLLECT);
+        malloc_trim(0);
+    }
+    if (guard == MH_GUARD_CPU)
+        task_renew_thread(t);
     if (t->client_open)
         mh_lua_client_task_end(t);
     if (t->on_done)
@@ -176,6 +221,7 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const c
     mh_conn_ref(c);
     t->conn = c;
     t->on_done = NULL;
+    t->label = c->req.route ? mh_route_pattern(c->req.route) : NULL;
     c->task = t;
     lua_State *co = t->co;
     /*
@@ -211,6 +257,7 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     t->conn = NULL;
     t->on_done = on_done;
     t->exit_status = 0;
+    t->label = "(run script)";
     lua_xmove(g->L, t->co, nargs + 1);
     task_resume(t, nargs);
     return t;

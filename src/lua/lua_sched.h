@@ -41,6 +41,7 @@ struct mh_task {
     void (*on_done)(struct mh_task *t);
     void *client_open; /* lua_client.c: responses opened and not closed yet */
     void *client_wait; /* lua_client.c: the response being waited on */
+    const char *label; /* route pattern (or NULL), for the guards' logs */
     struct mh_task *next_free;
 };
 

@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_guard.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -265,9 +266,8 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
 #define HEAP_GRAIN     16
 #define HEAP_CACHE_MAX 4096 /* blocks kept per class */
 
-static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+static void *heap_alloc(struct mh_lua_heap *h, void *ptr, size_t osize, size_t nsize)
 {
-    struct mh_lua_heap *h = ud;
 #ifndef MH_SANITIZE
     size_t oclass = ptr && osize ? (osize - 1) / HEAP_GRAIN : MH_LUA_HEAP_CLASSES;
     size_t nclass = nsize ? (nsize - 1) / HEAP_GRAIN : MH_LUA_HEAP_CLASSES;
@@ -312,6 +312,24 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 #endif
 }
 
+/*
+ * Every byte is counted against lua_memory_limit (lua_guard.h): growth may
+ * be refused, shrinking never is (Lua relies on that). When ptr is NULL,
+ * osize is the kind of object, not a size.
+ */
+static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    size_t old = ptr ? osize : 0;
+    if (nsize > old && !mh_guard_mem_grow(nsize - old))
+        return NULL;
+    void *block = heap_alloc(ud, ptr, osize, nsize);
+    if (nsize > old && !block)
+        mh_guard_mem_shrink(nsize - old);
+    else if (nsize < old)
+        mh_guard_mem_shrink(old - nsize);
+    return block;
+}
+
 static void lua_heap_free(struct mh_lua_heap *h)
 {
     for (int i = 0; i < MH_LUA_HEAP_CLASSES; i++) {
@@ -337,6 +355,7 @@ static struct mh_gen *gen_alloc(struct mh_config *config)
         return NULL;
     g->config = config;
     g->refs = 1;
+    mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     g->not_found_ref = g->method_not_allowed_ref = g->settings_ref = LUA_NOREF;
     g->L = lua_newstate(lua_alloc, &g->heap);
     if (g->L) {

@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "devwatch.h"
 #include "log.h"
+#include "lua_guard.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "tls.h"
@@ -280,6 +281,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     mh_gen_ref(gen);
     gen->worker = w;
     w->date_sec = -1;
+    /* again: http.server{} may have changed it after the first state was made */
+    mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
     raise_fd_limit();
     w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -354,7 +357,14 @@ int mh_worker_run(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
+    const struct mh_config *c = w->config;
+    char err[256];
+    if (c->mode == MH_MODE_SERVE &&
+        mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
+                       w->heartbeat, err, sizeof err) < 0)
+        mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
     ev_run(w->loop, 0);
+    mh_guard_stop(w->loop);
     return w->exit_code;
 }
 

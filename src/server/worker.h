@@ -21,6 +21,7 @@ struct mh_access_log;
 struct mh_metrics;
 struct mh_metrics_server;
 struct mh_buf;
+struct mh_heartbeat;
 
 /* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy
  * of the master's. */
@@ -82,6 +83,8 @@ struct mh_worker {
      */
     void (*client_metrics_hook)(struct mh_worker *w, struct mh_buf *out);
 
+    struct mh_heartbeat *heartbeat; /* slot in the master's table, or NULL (no master) */
+
     time_t date_sec; /* second the cached Date line is for */
     char date_line[64];
     size_t date_len;
@@ -129,7 +132,11 @@ int mh_worker_reload(struct mh_worker *w, const char *why);
 
 /* Called when a response is complete, if w->observe: access log, metrics, dev log. */
 void mh_worker_observe(struct mh_worker *w, struct mh_conn *c);
-/* Runs the loop until a graceful stop completes; returns the exit code. */
+/*
+ * Runs the loop until a graceful stop completes; returns the exit code.
+ * Serving, it runs under the guards of lua_guard.h (CPU limit, forced end of
+ * a stop, heartbeat).
+ */
 int mh_worker_run(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
 

@@ -1,0 +1,148 @@
+#ifndef MH_LUA_GUARD_H
+#define MH_LUA_GUARD_H
+/*
+ * Guards that keep one handler from taking its worker down.
+ *
+ * CPU: a task that runs longer than handler_cpu_limit without yielding gets
+ * the error "cpu limit exceeded" raised inside it, at its next Lua
+ * instruction. The hot path only stores three words per resume
+ * (mh_guard_enter/leave); a watchdog thread polls them, and when one resume
+ * outlives the limit it signals the loop thread, whose signal handler sets a
+ * count hook on the running coroutine (lua_sethook is async-signal-safe, as
+ * the Lua manual says; this is what lua.c does for Ctrl-C). The hook raises,
+ * and raises again every few thousand instructions until the task yields or
+ * ends; a task that catches it and runs on is yielded out of from the hook
+ * (pcall cannot catch that) and ended by the scheduler. The limit is time the task
+ * runs without giving the loop back (monotonic clock), which is what stalls
+ * a worker; on an idle machine it equals CPU time.
+ *
+ * Memory: the Lua allocator (lua_vm.c) counts every byte of every Lua state
+ * of this process and, while a task runs, refuses the allocation that would
+ * cross lua_memory_limit: Lua collects garbage and retries once, then raises
+ * its memory error in the code that asked. Outside tasks (setting up a
+ * request, building a traceback) nothing is refused, so C never meets a
+ * memory error it did not expect.
+ *
+ * Stops: the watchdog also sees SIGTERM, SIGINT and SIGUSR2 (through a
+ * handler chained in front of libev's) and ends the process if it still runs
+ * shutdown_delay + shutdown_timeout + MH_GUARD_STOP_GRACE seconds later: a
+ * loop stuck in C code cannot run its own shutdown timer.
+ *
+ * Heartbeat: a timer of the loop bumps a counter in a slot the master
+ * mapped (struct mh_heartbeat); the master kills a worker whose counter has
+ * not moved for worker_stall_timeout. The watchdog copies the label (route
+ * pattern) of a task that has run for over MH_GUARD_LABEL_AFTER seconds
+ * into the slot, so the master can name it.
+ *
+ * One guard per process (a worker is a process): the signal handler must
+ * find it, so it is the one process-wide object here.
+ */
+#include <lua.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ev.h>
+
+#define MH_GUARD_STOP_GRACE  0.8
+#define MH_GUARD_LABEL_AFTER 0.5
+#define MH_GUARD_LABEL_MAX   96
+
+/* One worker's slot in the master's shared heartbeat table. */
+struct mh_heartbeat {
+    _Atomic int32_t pid;
+    _Atomic uint64_t beats;
+    char label[MH_GUARD_LABEL_MAX]; /* route of a long-running task, "" if none */
+};
+
+/* What the errors raised in a task were, for logs and metrics. */
+enum mh_guard_kind { MH_GUARD_NONE, MH_GUARD_CPU, MH_GUARD_MEMORY };
+
+struct mh_guard {
+    /* hot path: written by the loop thread at every resume */
+    _Atomic(lua_State *) running; /* the coroutine resumed now, or NULL */
+    _Atomic unsigned long seq;    /* bumped at every enter and leave */
+    const char *_Atomic label;    /* route pattern of the running task, or NULL */
+    /* memory (loop thread only) */
+    size_t mem_used, mem_limit;
+    bool mem_refused;          /* an allocation was refused since the last enter */
+    lua_State *_Atomic hooked; /* set by the signal handler, cleared by leave */
+    bool cpu_raised;           /* the hook raised once in this resume */
+    /* watchdog */
+    double cpu_limit;
+    _Atomic int stop_signal; /* set by the chained signal handler */
+    double stop_after;       /* shutdown_delay + shutdown_timeout */
+    struct mh_heartbeat *heartbeat;
+    ev_timer beat_timer;
+    bool started;
+};
+
+extern struct mh_guard mh_guard;
+
+/* Marks co as running for the watchdog. Called by the scheduler around each lua_resume. */
+static inline void mh_guard_enter(lua_State *co, const char *label)
+{
+    struct mh_guard *g = &mh_guard;
+    atomic_store_explicit(&g->label, label, memory_order_relaxed);
+    atomic_store_explicit(&g->running, co, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g->seq, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    g->mem_refused = false;
+}
+
+/*
+ * The resume returned. Clears the hook if the watchdog set one, and says
+ * which guard, if any, raised the error the task stopped with.
+ */
+static inline enum mh_guard_kind mh_guard_leave(lua_State *co)
+{
+    struct mh_guard *g = &mh_guard;
+    atomic_fetch_add_explicit(&g->seq, 1, memory_order_relaxed);
+    atomic_store_explicit(&g->running, NULL, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    enum mh_guard_kind k = g->mem_refused ? MH_GUARD_MEMORY : MH_GUARD_NONE;
+    if (atomic_load_explicit(&g->hooked, memory_order_relaxed)) {
+        void mh_guard_unhook(lua_State * co);
+        mh_guard_unhook(co);
+        k = MH_GUARD_CPU;
+    }
+    return k;
+}
+
+/*
+ * The allocator's question: may `grow` more bytes be taken? Refused only
+ * while a task runs and the total would pass the limit.
+ */
+static inline bool mh_guard_mem_grow(size_t grow)
+{
+    struct mh_guard *g = &mh_guard;
+    if (g->mem_limit && g->mem_used + grow > g->mem_limit &&
+        atomic_load_explicit(&g->running, memory_order_relaxed)) {
+        g->mem_refused = true;
+        return false;
+    }
+    g->mem_used += grow;
+    return true;
+}
+
+static inline void mh_guard_mem_shrink(size_t n)
+{
+    mh_guard.mem_used -= n < mh_guard.mem_used ? n : mh_guard.mem_used;
+}
+
+/* Sets the memory limit (0 = none); the allocator counts from the first state on. */
+void mh_guard_set_memory_limit(size_t bytes);
+
+/*
+ * Starts the watchdog thread for this process's loop: the CPU limit (0 =
+ * off), the forced end of a stop, and the heartbeat (slot may be NULL).
+ * Returns 0, or -1 with err (the server then runs without the guards).
+ */
+int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
+                   struct mh_heartbeat *slot, char *err, size_t errlen);
+/* Stops the watchdog thread (before the process exits normally). */
+void mh_guard_stop(struct ev_loop *loop);
+
+#endif
