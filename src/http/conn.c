@@ -404,6 +404,10 @@ void mh_conn_flush_response(struct mh_conn *c)
 {
     if (c->closed || (c->res.head_sent && c->res.body.len == 0))
         return;
+    if (c->body_state == MH_BODY_MALFORMED) {
+        c->res.body.len = 0; /* the answer is the server's 400: the handler's bytes are dropped */
+        return;
+    }
     if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0)
         return out_of_memory(c);
     struct mh_head_ctx ctx;
@@ -444,12 +448,20 @@ void mh_conn_finish_response(struct mh_conn *c)
         return;
     }
     struct mh_response *res = &c->res;
-    if (c->body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
-        res->status = 413;
+    /*
+     * The client's mistake decides the answer, whatever the handler made of
+     * the `nil, err` it got: what it wrote is dropped (mh_conn_flush_response
+     * sent none of it).
+     */
+    if ((c->body_state == MH_BODY_TOO_LARGE || c->body_state == MH_BODY_MALFORMED) &&
+        !res->head_sent) {
+        bool large = c->body_state == MH_BODY_TOO_LARGE;
+        res->status = large ? 413 : 400;
         res->body.len = 0;
         res->headers.len = 0;
         res->has_type = res->has_length = false;
-        mh_buf_append_str(&res->body, "request body too large\n");
+        mh_buf_append_str(&res->body, large ? "request body too large\n"
+                                            : "400 Bad Request: malformed request body\n");
     }
     bool drainable = true;
     if (c->body_state == MH_BODY_MORE) {
@@ -591,7 +603,7 @@ static bool pump_body(struct mh_conn *c)
             break;
         case MH_PARSE_ERROR:
             if (c->body_state != MH_BODY_TOO_LARGE)
-                c->body_state = MH_BODY_BAD;
+                c->body_state = status == 400 ? MH_BODY_MALFORMED : MH_BODY_BAD;
             break;
         default:
             break;

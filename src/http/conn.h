@@ -41,8 +41,9 @@ enum mh_body_state {
     MH_BODY_NONE, /* no body, or all of it parsed */
     MH_BODY_MORE, /* more body bytes to come */
     MH_BODY_TOO_LARGE,
-    MH_BODY_BAD,     /* malformed framing, or the peer went away */
-    MH_BODY_TIMEOUT, /* read_timeout passed while the body was still coming */
+    MH_BODY_BAD,       /* the peer went away in the body */
+    MH_BODY_MALFORMED, /* bad framing (chunked syntax): the server answers 400 itself */
+    MH_BODY_TIMEOUT,   /* read_timeout passed while the body was still coming */
 };
 
 struct mh_conn {
@@ -78,7 +79,8 @@ struct mh_conn {
 
     /* request body */
     enum mh_body_state body_state;
-    struct mh_buf body; /* decoded body bytes not yet read by the handler */
+    uint32_t chunk_ext_bytes; /* http_parse.c: extension bytes on this chunk-size line */
+    struct mh_buf body;       /* decoded body bytes not yet read by the handler */
     uint64_t body_received;
     bool body_wanted;   /* a handler waits for body bytes */
     bool body_want_all; /* ...for all of them (req:body) rather than some */

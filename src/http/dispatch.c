@@ -34,6 +34,11 @@ void mh_dispatch(struct mh_conn *c)
     enum mh_clean_mode clean = strcmp(c->worker->config->clean_path, "rewrite") == 0
                                    ? MH_CLEAN_REWRITE
                                    : MH_CLEAN_REDIRECT;
+    /* "OPTIONS * HTTP/1.1" asks about the server, not a resource: 200, as Go answers it. */
+    if (r->method == HTTP_OPTIONS && r->path.len == 1 && base[r->path.off] == '*') {
+        mh_conn_respond_simple(c, 200, NULL, NULL);
+        return;
+    }
     struct mh_route_match m;
     if (mh_buf_reserve(&r->cleaned, r->path.len + 2) < 0) {
         mh_conn_respond_simple(c, 500, NULL, "500 Internal Server Error\n");

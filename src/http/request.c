@@ -114,6 +114,58 @@ void mh_request_split_target(struct mh_request *r, const char *base)
     }
 }
 
+static bool is_unreserved_or_sub_delim(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("-._~!$&'()*+,;=", c));
+}
+
+static bool is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'f');
+}
+
+bool mh_authority_valid(const char *s, size_t len)
+{
+    size_t i = 0;
+    if (len > 0 && s[0] == '[') {
+        /* IP-literal: hex digits, ':' and '.' (IPv6, with a v4 tail), or "v" IPvFuture */
+        i = 1;
+        while (i < len && s[i] != ']') {
+            unsigned char c = (unsigned char)s[i];
+            if (!is_hex(c) && c != ':' && c != '.' && c != 'v' && c != 'V' &&
+                !is_unreserved_or_sub_delim(c))
+                return false;
+            i++;
+        }
+        if (i >= len || i == 1)
+            return false;
+        i++; /* ']' */
+    } else {
+        while (i < len && s[i] != ':') {
+            unsigned char c = (unsigned char)s[i];
+            if (c == '%') {
+                if (i + 2 >= len || !is_hex((unsigned char)s[i + 1]) ||
+                    !is_hex((unsigned char)s[i + 2]))
+                    return false;
+                i += 3;
+                continue;
+            }
+            if (!is_unreserved_or_sub_delim(c))
+                return false;
+            i++;
+        }
+    }
+    if (i == len)
+        return true;
+    if (s[i] != ':')
+        return false;
+    for (i++; i < len; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
 static int hexval(unsigned char c)
 {
     if (c >= '0' && c <= '9')

@@ -16,7 +16,7 @@ struct mh_guard mh_guard;
 /* Once the limit fired, the hook raises again every this many instructions. */
 #define REHOOK_COUNT 1000
 #define POLL_MIN     0.005
-#define POLL_MAX     0.025
+#define POLL_MAX     0.05
 #define BEAT_EVERY   0.25
 
 static pthread_t loop_thread, watch_thread;

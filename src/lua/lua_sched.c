@@ -118,7 +118,15 @@ static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *tra
                            enum mh_guard_kind guard)
 {
     char where[64];
-    mh_log(MH_LOG_ERROR, "%s (route %s; %s %.*s from %s): %s", guard_what[guard],
+    /*
+     * After a malformed or oversized body the answer is the server's 400 or
+     * 413 (mh_conn_finish_response) and the handler's failure is most likely
+     * its reaction to `nil, err`: not a server fault.
+     */
+    bool client_fault = guard == MH_GUARD_NONE &&
+                        (c->body_state == MH_BODY_MALFORMED || c->body_state == MH_BODY_TOO_LARGE);
+    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR, "%s%s (route %s; %s %.*s from %s): %s",
+           guard_what[guard], client_fault ? " after a bad request body" : "",
            t->label ? t->label : "none", llhttp_method_name((llhttp_method_t)c->req.method),
            (int)c->req.target.len, mh_conn_head(c) + c->req.target.off,
            mh_conn_remote_addr(c, where, sizeof where), trace);
@@ -128,6 +136,8 @@ static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *tra
         mh_conn_close(c);
         return;
     }
+    if (client_fault)
+        return;
     mh_response_reset(&c->res);
     c->res.status = 500;
     if (t->gen->config->dev) {
