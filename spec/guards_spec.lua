@@ -186,9 +186,10 @@ describe("a stop that always stops", function()
     local c = srv:connect(5)
     c:send("GET /spin HTTP/1.1\r\nHost: x\r\n\r\n")
     H.sleep(0.3)
+    local before = O.children(srv.pid)
     local t0 = H.now()
     srv:signal(signal)
-    return srv, t0, c
+    return srv, t0, c, before
   end
 
   for _, case in ipairs({ { "TERM", 1 }, { "INT", 1 }, { "TERM", 2 }, { "INT", 2 } }) do
@@ -206,8 +207,7 @@ describe("a stop that always stops", function()
   end
 
   it("SIGHUP retires a worker stuck in a handler within shutdown_timeout + 1 s", function()
-    local srv, t0, c = spin_then("HUP", 2)
-    local old = O.children(srv.pid)
+    local srv, t0, c, old = spin_then("HUP", 2)
     local gone = O.wait_for(function()
       local now = O.children(srv.pid)
       for _, pid in ipairs(now) do

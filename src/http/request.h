@@ -72,7 +72,6 @@ static inline bool mh_is_tchar(unsigned char c)
     return mh_tchar[c];
 }
 
-/* Whether a header value contains CR, LF or NUL (one pass, no calls). */
 /*
  * Whether s[0..len) is a valid Host / absolute-form authority (RFC 9110
  * §7.2, RFC 3986 §3.2.2): a reg-name (unreserved, pct-encoded, sub-delims),
@@ -81,6 +80,7 @@ static inline bool mh_is_tchar(unsigned char c)
  */
 bool mh_authority_valid(const char *s, size_t len);
 
+/* Whether a header value contains CR, LF or NUL (one pass, no calls). */
 static inline bool mh_value_has_stop(const char *v, size_t len)
 {
     for (size_t i = 0; i < len; i++)

@@ -2,27 +2,28 @@
 
 #include <errno.h>
 #include <lauxlib.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 struct mh_guard mh_guard;
 
-/* The watchdog asks the loop thread to hook its running coroutine with this signal. */
-#define GUARD_SIGNAL (SIGRTMIN + 3)
+/* The watchdog's tick: a POSIX timer signal aimed at the loop thread. */
+#define TICK_SIGNAL (SIGRTMIN + 3)
 /* Once the limit fired, the hook raises again every this many instructions. */
 #define REHOOK_COUNT 1000
-#define POLL_MIN     0.005
-#define POLL_MAX     0.05
-#define BEAT_EVERY   0.25
+#define TICK_MIN     0.005
+#define TICK_MAX     0.05
 
-static pthread_t loop_thread, watch_thread;
-static atomic_bool watch_stop;
-static double poll_interval;
-static _Atomic unsigned long victim_seq; /* the resume the watchdog wants hooked */
+/* The watchdog's own state: touched only by the tick handler. */
+static struct {
+    timer_t timer;
+    unsigned long last_seq, hooked_seq;
+    double since, stop_deadline;
+} wd;
 
 /* Signals whose arrival starts the forced-stop clock, and libev's handlers for them. */
 static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2};
@@ -61,24 +62,6 @@ static void on_cpu_hook(lua_State *L, lua_Debug *ar)
     luaL_error(L, "cpu limit exceeded");
 }
 
-/*
- * In the loop thread, between any two instructions of it. Hooks the
- * coroutine only if the resume the watchdog measured is still the one
- * running: seq moves at every enter and leave.
- */
-static void on_guard_signal(int sig)
-{
-    (void)sig;
-    int saved = errno;
-    lua_State *co = atomic_load_explicit(&mh_guard.running, memory_order_relaxed);
-    if (co && atomic_load_explicit(&mh_guard.seq, memory_order_relaxed) ==
-                  atomic_load_explicit(&victim_seq, memory_order_relaxed)) {
-        atomic_store_explicit(&mh_guard.hooked, co, memory_order_relaxed);
-        lua_sethook(co, on_cpu_hook, LUA_MASKCOUNT, 1);
-    }
-    errno = saved;
-}
-
 void mh_guard_unhook(lua_State *co)
 {
     atomic_store_explicit(&mh_guard.hooked, NULL, memory_order_relaxed);
@@ -107,59 +90,56 @@ static void say(const char *msg)
 }
 
 /* Copies the running task's label into the heartbeat slot, or clears it. */
-static void publish_label(struct mh_heartbeat *hb, unsigned long seq, bool running_long)
+static void publish_label(struct mh_heartbeat *hb, const char *label)
 {
     if (!hb)
         return;
-    char buf[MH_GUARD_LABEL_MAX] = "";
-    const char *label = atomic_load_explicit(&mh_guard.label, memory_order_relaxed);
-    if (running_long && label) {
-        snprintf(buf, sizeof buf, "%s", label);
-        /* The task moved on while we copied: the label may be stale, drop it. */
-        if (atomic_load_explicit(&mh_guard.seq, memory_order_relaxed) != seq)
-            buf[0] = 0;
-    }
-    if (strcmp(hb->label, buf))
-        memcpy(hb->label, buf, sizeof buf);
+    size_t n = label ? strnlen(label, MH_GUARD_LABEL_MAX - 1) : 0;
+    if (strncmp(hb->label, label ? label : "", MH_GUARD_LABEL_MAX) == 0)
+        return;
+    if (n)
+        memcpy(hb->label, label, n);
+    hb->label[n] = 0;
 }
 
 /*
- * The watchdog. It never touches Lua: it measures how long one resume has
- * been running (the same seq seen across polls) and, past the limit, sends
- * GUARD_SIGNAL to the loop thread, once per resume. It also ends the
- * process when a stop has taken longer than it may.
+ * The watchdog: a timer signal handled on the loop thread, between any two
+ * of its instructions. It measures how long one resume has run (the same
+ * seq seen across ticks: mh_guard_enter bumps seq before it sets running,
+ * leave clears running before it bumps seq) and, past the limit, hooks the
+ * running coroutine, once per resume: lua_sethook may be called from a
+ * signal handler (the Lua manual; lua.c does it for Ctrl-C). Everything
+ * else here is async-signal-safe too: clock_gettime, memcpy, write, _exit.
+ * It also ends the process when a stop has taken longer than it may.
  */
-static void *watch_main(void *arg)
+static void on_tick(int sig)
 {
-    (void)arg;
-    unsigned long last_seq = (unsigned long)-1, signalled = (unsigned long)-1;
-    double since = mono_now(), stop_deadline = 0;
-    struct timespec pause = {0, (long)(poll_interval * 1e9)};
-    while (!atomic_load(&watch_stop)) {
-        nanosleep(&pause, NULL);
-        double now = mono_now();
-        unsigned long seq = atomic_load_explicit(&mh_guard.seq, memory_order_relaxed);
-        bool running = atomic_load_explicit(&mh_guard.running, memory_order_relaxed) != NULL;
-        if (seq != last_seq) {
-            last_seq = seq;
-            since = now;
-        }
-        publish_label(mh_guard.heartbeat, seq, running && now - since > MH_GUARD_LABEL_AFTER);
-        if (running && mh_guard.cpu_limit > 0 && now - since >= mh_guard.cpu_limit &&
-            signalled != seq) {
-            signalled = seq;
-            atomic_store_explicit(&victim_seq, seq, memory_order_relaxed);
-            pthread_kill(loop_thread, GUARD_SIGNAL);
-        }
-        if (!stop_deadline && atomic_load_explicit(&mh_guard.stop_signal, memory_order_relaxed))
-            stop_deadline = now + mh_guard.stop_after + MH_GUARD_STOP_GRACE;
-        if (stop_deadline && now >= stop_deadline) {
-            say("moonhttp: the stop did not finish in shutdown_timeout: the event loop is "
-                "stuck; exiting now\n");
-            _exit(1);
-        }
+    (void)sig;
+    int saved = errno;
+    struct mh_guard *g = &mh_guard;
+    double now = mono_now();
+    unsigned long seq = atomic_load_explicit(&g->seq, memory_order_relaxed);
+    lua_State *co = atomic_load_explicit(&g->running, memory_order_relaxed);
+    if (seq != wd.last_seq) {
+        wd.last_seq = seq;
+        wd.since = now;
     }
-    return NULL;
+    bool long_run = co && now - wd.since > MH_GUARD_LABEL_AFTER;
+    publish_label(g->heartbeat,
+                  long_run ? atomic_load_explicit(&g->label, memory_order_relaxed) : NULL);
+    if (co && g->cpu_limit > 0 && now - wd.since >= g->cpu_limit && wd.hooked_seq != seq) {
+        wd.hooked_seq = seq;
+        atomic_store_explicit(&g->hooked, co, memory_order_relaxed);
+        lua_sethook(co, on_cpu_hook, LUA_MASKCOUNT, 1);
+    }
+    if (!wd.stop_deadline && atomic_load_explicit(&g->stop_signal, memory_order_relaxed))
+        wd.stop_deadline = now + g->stop_after + MH_GUARD_STOP_GRACE;
+    if (wd.stop_deadline && now >= wd.stop_deadline) {
+        say("moonhttp: the stop did not finish in shutdown_timeout: the event loop is "
+            "stuck; exiting now\n");
+        _exit(1);
+    }
+    errno = saved;
 }
 
 static void on_beat(struct ev_loop *loop, ev_timer *t, int revents)
@@ -179,22 +159,34 @@ int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
     g->cpu_limit = cpu_limit;
     g->stop_after = stop_after;
     g->heartbeat = slot;
-    poll_interval = cpu_limit > 0 ? cpu_limit / 40 : POLL_MAX;
-    if (poll_interval < POLL_MIN)
-        poll_interval = POLL_MIN;
-    if (poll_interval > POLL_MAX)
-        poll_interval = POLL_MAX;
-    loop_thread = pthread_self();
+    double tick = cpu_limit > 0 ? cpu_limit / 40 : TICK_MAX;
+    tick = tick < TICK_MIN ? TICK_MIN : tick > TICK_MAX ? TICK_MAX : tick;
+    memset(&wd, 0, sizeof wd);
+    wd.last_seq = wd.hooked_seq = (unsigned long)-1;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_guard_signal;
+    sa.sa_handler = on_tick;
     sa.sa_flags = SA_RESTART;
     sigfillset(&sa.sa_mask);
-    if (sigaction(GUARD_SIGNAL, &sa, NULL) < 0) {
+    if (sigaction(TICK_SIGNAL, &sa, NULL) < 0) {
         snprintf(err, errlen, "guard: sigaction: %s", strerror(errno));
         return -1;
     }
+    /* Aimed at this thread: a resolver thread must not take the tick. */
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = TICK_SIGNAL;
+    sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    if (timer_create(CLOCK_MONOTONIC, &sev, &wd.timer) < 0) {
+        snprintf(err, errlen, "guard: timer_create: %s", strerror(errno));
+        return -1;
+    }
+    long ns = (long)(tick * 1e9);
+    struct itimerspec its = {{ns / 1000000000, ns % 1000000000},
+                             {ns / 1000000000, ns % 1000000000}};
+    timer_settime(wd.timer, 0, &its, NULL);
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
         struct sigaction stop;
         memset(&stop, 0, sizeof stop);
@@ -203,19 +195,9 @@ int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
         sigfillset(&stop.sa_mask);
         sigaction(stop_signals[i], &stop, &chained[i]);
     }
-    sigset_t mask, old;
-    sigfillset(&mask);
-    pthread_sigmask(SIG_BLOCK, &mask, &old); /* the watchdog takes no signals */
-    atomic_store(&watch_stop, false);
-    int rc = pthread_create(&watch_thread, NULL, watch_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        snprintf(err, errlen, "guard: cannot start the watchdog thread: %s", strerror(rc));
-        return -1;
-    }
     if (slot) {
         atomic_store(&slot->pid, (int32_t)getpid());
-        ev_timer_init(&g->beat_timer, on_beat, BEAT_EVERY, BEAT_EVERY);
+        ev_timer_init(&g->beat_timer, on_beat, MH_GUARD_BEAT_EVERY, MH_GUARD_BEAT_EVERY);
         ev_timer_start(loop, &g->beat_timer);
         ev_unref(loop); /* the heartbeat alone must not keep the loop running */
     }
@@ -232,8 +214,8 @@ void mh_guard_stop(struct ev_loop *loop)
         ev_ref(loop);
         ev_timer_stop(loop, &g->beat_timer);
     }
-    atomic_store(&watch_stop, true);
-    pthread_join(watch_thread, NULL);
+    timer_delete(wd.timer);
+    signal(TICK_SIGNAL, SIG_IGN); /* a tick already queued must not kill us */
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
         sigaction(stop_signals[i], &chained[i], NULL);
     g->started = false;

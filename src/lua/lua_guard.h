@@ -6,31 +6,33 @@
  * CPU: a task that runs longer than handler_cpu_limit without yielding gets
  * the error "cpu limit exceeded" raised inside it, at its next Lua
  * instruction. The hot path only stores three words per resume
- * (mh_guard_enter/leave); a watchdog thread polls them, and when one resume
- * outlives the limit it signals the loop thread, whose signal handler sets a
- * count hook on the running coroutine (lua_sethook is async-signal-safe, as
- * the Lua manual says; this is what lua.c does for Ctrl-C). The hook raises,
+ * (mh_guard_enter/leave); a POSIX timer ticks a signal on the loop thread
+ * (limit/40, 5..50 ms), whose handler sees how long the current resume has
+ * run and, past the limit, sets a count hook on the running coroutine
+ * (lua_sethook is async-signal-safe, as the Lua manual says; lua.c does
+ * this for Ctrl-C). No thread: a second thread would make every read, send
+ * and epoll_wait of glibc pay for cancellation points. The hook raises,
  * and raises again every few thousand instructions until the task yields or
  * ends; a task that catches it and runs on is yielded out of from the hook
  * (pcall cannot catch that) and ended by the scheduler. The limit is time the task
  * runs without giving the loop back (monotonic clock), which is what stalls
  * a worker; on an idle machine it equals CPU time.
  *
- * Memory: the Lua allocator (lua_vm.c) counts every byte of every Lua state
- * of this process and, while a task runs, refuses the allocation that would
+ * Memory: the Lua allocator (lua_vm.c) counts the bytes every Lua state of
+ * this process took from malloc and, while a task runs, refuses the one that would
  * cross lua_memory_limit: Lua collects garbage and retries once, then raises
  * its memory error in the code that asked. Outside tasks (setting up a
  * request, building a traceback) nothing is refused, so C never meets a
  * memory error it did not expect.
  *
- * Stops: the watchdog also sees SIGTERM, SIGINT and SIGUSR2 (through a
+ * Stops: the tick also sees SIGTERM, SIGINT and SIGUSR2 (through a
  * handler chained in front of libev's) and ends the process if it still runs
  * shutdown_delay + shutdown_timeout + MH_GUARD_STOP_GRACE seconds later: a
  * loop stuck in C code cannot run its own shutdown timer.
  *
  * Heartbeat: a timer of the loop bumps a counter in a slot the master
  * mapped (struct mh_heartbeat); the master kills a worker whose counter has
- * not moved for worker_stall_timeout. The watchdog copies the label (route
+ * not moved for worker_stall_timeout. The tick copies the label (route
  * pattern) of a task that has run for over MH_GUARD_LABEL_AFTER seconds
  * into the slot, so the master can name it.
  *
@@ -47,6 +49,7 @@
 #include <ev.h>
 
 #define MH_GUARD_STOP_GRACE  0.8
+#define MH_GUARD_BEAT_EVERY  0.25
 #define MH_GUARD_LABEL_AFTER 0.5
 #define MH_GUARD_LABEL_MAX   96
 
@@ -81,13 +84,19 @@ struct mh_guard {
 
 extern struct mh_guard mh_guard;
 
-/* Marks co as running for the watchdog. Called by the scheduler around each lua_resume. */
+/*
+ * Marks co as running for the watchdog; the scheduler calls it before each
+ * lua_resume. seq moves before running is set (and, in leave, after it is
+ * cleared), so a tick never sees a running task with a stale seq.
+ */
 static inline void mh_guard_enter(lua_State *co, const char *label)
 {
     struct mh_guard *g = &mh_guard;
+    atomic_store_explicit(&g->seq, atomic_load_explicit(&g->seq, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
     atomic_store_explicit(&g->label, label, memory_order_relaxed);
     atomic_store_explicit(&g->running, co, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g->seq, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     g->mem_refused = false;
 }
@@ -99,8 +108,10 @@ static inline void mh_guard_enter(lua_State *co, const char *label)
 static inline enum mh_guard_kind mh_guard_leave(lua_State *co)
 {
     struct mh_guard *g = &mh_guard;
-    atomic_fetch_add_explicit(&g->seq, 1, memory_order_relaxed);
     atomic_store_explicit(&g->running, NULL, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&g->seq, atomic_load_explicit(&g->seq, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst);
     enum mh_guard_kind k = g->mem_refused ? MH_GUARD_MEMORY : MH_GUARD_NONE;
     if (atomic_load_explicit(&g->hooked, memory_order_relaxed)) {
@@ -136,13 +147,13 @@ static inline void mh_guard_mem_shrink(size_t n)
 void mh_guard_set_memory_limit(size_t bytes);
 
 /*
- * Starts the watchdog thread for this process's loop: the CPU limit (0 =
- * off), the forced end of a stop, and the heartbeat (slot may be NULL).
- * Returns 0, or -1 with err (the server then runs without the guards).
+ * Starts the watchdog for the loop of this thread: the CPU limit (0 = off),
+ * the forced end of a stop, and the heartbeat (slot may be NULL). Returns 0,
+ * or -1 with err (the server then runs without the CPU and stop guards).
  */
 int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
                    struct mh_heartbeat *slot, char *err, size_t errlen);
-/* Stops the watchdog thread (before the process exits normally). */
+/* Stops the watchdog (before the process exits normally). */
 void mh_guard_stop(struct ev_loop *loop);
 
 #endif
