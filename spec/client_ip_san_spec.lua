@@ -4,13 +4,7 @@
 -- moonhttp's own HTTPS listeners.
 local H = require "helper"
 
-local function sh(cmd)
-  local log = H.tmpname(".sh")
-  local ok = os.execute(cmd .. " >" .. log .. " 2>&1")
-  local out = H.read_file(log) or ""
-  os.remove(log)
-  assert(ok, "failed: " .. cmd .. "\n" .. out)
-end
+local sh = H.sh
 
 local SERVER = [[
 local http = require "moonhttp"

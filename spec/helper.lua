@@ -316,4 +316,13 @@ end
 H.sleep = socket.sleep
 H.now = socket.gettime
 
+--- Runs a shell command; raises with its output when it fails.
+function H.sh(cmd)
+  local log = H.tmpname(".sh")
+  local ok = os.execute(cmd .. " >" .. log .. " 2>&1")
+  local out = H.read_file(log) or ""
+  os.remove(log)
+  assert(ok, "failed: " .. cmd .. "\n" .. out)
+end
+
 return H
