@@ -48,7 +48,7 @@
 
 #include <ev.h>
 
-#define MH_GUARD_STOP_GRACE  0.8
+#define MH_GUARD_STOP_GRACE  0.5
 #define MH_GUARD_BEAT_EVERY  0.25
 #define MH_GUARD_LABEL_AFTER 0.5
 #define MH_GUARD_LABEL_MAX   96

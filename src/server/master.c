@@ -22,7 +22,7 @@
 #define BACKOFF_MIN  0.1
 #define BACKOFF_MAX  10.0
 /* After shutdown_timeout, before SIGKILL: a stop always ends within shutdown_timeout + 1 s. */
-#define KILL_GRACE 0.8
+#define KILL_GRACE 0.5
 /* Heartbeat slots: workers and the old ones still finishing after reloads. */
 #define NBEATS 2048
 /* How often the master looks at heartbeats and stop deadlines. */
