@@ -327,6 +327,7 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
  * cached blocks (at most HEAP_CACHE_MAX per class) count as used. When ptr
  * is NULL, osize is the kind of object, not a size.
  */
+#ifndef MH_SANITIZE
 static void *fresh_block(size_t size)
 {
     if (!mh_guard_mem_grow(size))
@@ -336,6 +337,7 @@ static void *fresh_block(size_t size)
         mh_guard_mem_shrink(size);
     return block;
 }
+#endif
 
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
