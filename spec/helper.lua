@@ -407,4 +407,10 @@ function H.sh(cmd)
   return text, ok == true
 end
 
+--- Runs a shell command; raises with its output when it fails.
+function H.must(cmd)
+  local out, ok = H.sh(cmd)
+  assert(ok, "failed: " .. cmd .. "\n" .. out)
+end
+
 return H
