@@ -1,5 +1,6 @@
 #include "conn_impl.h"
 
+#include "h2_conn.h"
 #include "http_parse.h"
 #include "log.h"
 #include "tls.h"
@@ -87,6 +88,16 @@ static void set_deadline(struct mh_conn *c, ev_tstamp at)
 {
     c->deadline = at;
     arm_timer(c);
+}
+
+void mh_conn_set_deadline(struct mh_conn *c, ev_tstamp at)
+{
+    set_deadline(c, at);
+}
+
+void mh_conn_set_idle(struct mh_conn *c, bool idle)
+{
+    set_idle_list(c, idle);
 }
 
 /* `seconds` from now as a deadline; 0 (off) stays 0. */
@@ -184,6 +195,9 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         return;
     }
     switch (c->state) {
+    case MH_CONN_H2:
+        mh_h2_on_timer(c);
+        return;
     case MH_CONN_HEAD:
         mh_log(MH_LOG_DEBUG, "fd %d: request head timed out", c->fd);
         break;
@@ -243,10 +257,17 @@ static void update_io(struct mh_conn *c)
     c->io_events = ev;
 }
 
+static void schedule_write(struct mh_conn *c);
+
+void mh_conn_schedule_write(struct mh_conn *c)
+{
+    schedule_write(c);
+}
+
 static void schedule_write(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
-    if (c->in_pending || c->closed || mh_outq_empty(&c->out))
+    if (c->in_pending || c->closed || (mh_outq_empty(&c->out) && !c->h2))
         return;
     c->in_pending = true;
     c->next_pending = w->_pending;
@@ -318,7 +339,14 @@ static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
     bool progressed = false;
-    while (!c->closed && out_pending(c)) {
+    for (;;) {
+        if (c->closed)
+            break;
+        /* HTTP/2: frames are serialized as the wire queue empties, so it stays bounded. */
+        if (c->h2 && c->state == MH_CONN_H2 && !out_pending(c))
+            mh_h2_pump(c);
+        if (c->closed || !out_pending(c))
+            break;
         const char *p;
         size_t len;
         ssize_t n;
@@ -387,6 +415,7 @@ void mh_http_ctx_init(struct mh_http_ctx *h, struct ev_loop *loop,
 
 static void conn_free(struct mh_conn *c)
 {
+    mh_h2_free(c);
     mh_req_free(&c->req);
     mh_outq_free(&c->out);
     mh_buf_free(&c->wbuf);
@@ -424,6 +453,7 @@ void mh_http_prepare(struct mh_http_ctx *h)
         struct mh_conn *c = *pp;
         if (c->refs == 1) { /* only the closed list's own */
             *pp = c->next_closed;
+            mh_h2_free(c);
             struct mh_buf_pool *bufs = h->bufs;
             mh_buf_release(&c->in, bufs);
             mh_outq_clear(&c->out);
@@ -446,6 +476,10 @@ bool mh_http_drained(const struct mh_http_ctx *h)
 
 static bool close_if_idle(struct mh_conn *c)
 {
+    if (c->state == MH_CONN_H2) {
+        mh_h2_shutdown(c); /* GOAWAY: it closes once its streams are done */
+        return false;
+    }
     if (c->state != MH_CONN_IDLE || out_pending(c))
         return false;
     mh_conn_close(c);
@@ -472,9 +506,12 @@ void mh_http_close_all(struct mh_http_ctx *h)
 
 void mh_http_each_request(struct mh_http_ctx *h, void (*fn)(struct mh_req *r, void *ud), void *ud)
 {
-    for (struct mh_conn *c = h->active.head; c; c = c->next)
+    for (struct mh_conn *c = h->active.head; c; c = c->next) {
         if (c->in_handler && !c->closed)
             fn(&c->req, ud);
+        else if (c->state == MH_CONN_H2 && !c->closed)
+            mh_h2_each_request(c, fn, ud);
+    }
 }
 
 const char *mh_http_date(struct mh_http_ctx *h, size_t *len)
@@ -556,6 +593,8 @@ void mh_conn_close(struct mh_conn *c)
     w->_closed = c;
     c->refs++;              /* the closed list's reference, dropped when it is freed */
     mh_outq_clear(&c->out); /* releases referenced strings and files now */
+    if (c->h2)
+        mh_h2_close(c);
     if (c->in_handler) {
         c->req.closed = true;
         notify(c, c->req.handler->ops->on_abort);
@@ -571,7 +610,11 @@ bool mh_conn_closed(const struct mh_conn *c)
 
 static const char *conn_remote_addr(const struct mh_req *r, char *buf, size_t len)
 {
-    const struct mh_conn *c = conn_of(r);
+    return mh_conn_peer_addr(conn_of(r), buf, len);
+}
+
+const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len)
+{
     char ip[INET6_ADDRSTRLEN];
     int port = 0;
     if (c->peer.ss_family == AF_INET) {
@@ -663,6 +706,14 @@ static void flush_response(struct mh_conn *c)
  * be a long download: send_timeout guards it (and write_timeout, when set),
  * not a fixed deadline; LINGER_SECONDS starts once it is out.
  */
+static void start_linger(struct mh_conn *c);
+
+void mh_conn_linger(struct mh_conn *c)
+{
+    c->close_after = true;
+    start_linger(c);
+}
+
 static void start_linger(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
@@ -1010,9 +1061,48 @@ static bool make_room(struct mh_conn *c)
  */
 #define STACK_READ 4096
 
+/*
+ * HTTP/1 or HTTP/2, decided once from the first bytes: ALPN on TLS, else
+ * the connection preface when h2c is on (RFC 9113 §3.3: prior knowledge).
+ * 1: HTTP/2, 0: HTTP/1, -1: the bytes so far are a prefix of the preface.
+ */
+static int detect_protocol(struct mh_conn *c)
+{
+    const struct mh_http_limits *lim = c->h->limits;
+    const char *alpn = mh_tls_alpn(&c->tp);
+    if (alpn) {
+        c->proto_known = true;
+        return lim->http2 && strcmp(alpn, "h2") == 0;
+    }
+    if (!lim->h2c) {
+        c->proto_known = true;
+        return 0;
+    }
+    size_t n = c->in.len < MH_H2_PREFACE_LEN ? c->in.len : MH_H2_PREFACE_LEN;
+    if (memcmp(c->in.data, MH_H2_PREFACE, n) != 0) {
+        c->proto_known = true;
+        return 0;
+    }
+    if (n < MH_H2_PREFACE_LEN)
+        return -1;
+    c->proto_known = true;
+    return 1;
+}
+
+static void start_h2(struct mh_conn *c)
+{
+    c->state = MH_CONN_H2;
+    if (mh_h2_start(c, c->in.data, c->in.len) < 0)
+        return out_of_memory(c);
+    c->in.len = c->parse_pos = c->req_start = 0;
+    mh_buf_release(&c->in, c->h->bufs);
+}
+
 static void conn_read(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
+    if (c->state == MH_CONN_H2)
+        return mh_h2_read(c);
     char small[STACK_READ];
     bool borrowed = !c->in.data || c->state == MH_CONN_LINGER;
     char *dst = small;
@@ -1061,6 +1151,13 @@ static void conn_read(struct mh_conn *c)
         c->in.len = (size_t)n;
     } else {
         c->in.len += (size_t)n;
+    }
+    if (!c->proto_known) {
+        int proto = detect_protocol(c);
+        if (proto < 0)
+            return; /* a prefix of the preface: wait for the rest */
+        if (proto > 0)
+            return start_h2(c);
     }
     if (c->state == MH_CONN_IDLE)
         begin_head(c);

@@ -18,7 +18,10 @@ enum mh_conn_state {
     MH_CONN_HANDLER, /* the request is being answered */
     MH_CONN_DRAIN,   /* response done; discarding the rest of the request body */
     MH_CONN_LINGER,  /* closing: draining input after the last response */
+    MH_CONN_H2,      /* HTTP/2: h2_conn.c runs the connection's streams */
 };
+
+struct mh_h2;
 
 struct mh_conn {
     struct mh_req req; /* the request being answered: the ops find the conn from it */
@@ -68,6 +71,8 @@ struct mh_conn {
     bool want_write;  /* the socket was full: wait for EV_WRITE */
     bool on_idle_list;
     bool processing; /* inside the input loop (guards re-entry) */
+    bool proto_known; /* HTTP/1 or HTTP/2 decided (preface or ALPN) */
+    struct mh_h2 *h2; /* MH_CONN_H2: the session */
     unsigned refs;
 
     struct sockaddr_storage peer;
@@ -77,6 +82,14 @@ struct mh_conn {
     struct mh_conn *next_pending; /* pending writes */
     struct mh_conn *next_closed;
 };
+
+/* For h2_conn.c: the connection services HTTP/2 runs on. */
+void mh_conn_schedule_write(struct mh_conn *c);
+void mh_conn_set_deadline(struct mh_conn *c, ev_tstamp at);
+void mh_conn_set_idle(struct mh_conn *c, bool idle);
+/* Output is flushed, then the write side shut and the connection closed (lingering). */
+void mh_conn_linger(struct mh_conn *c);
+const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len);
 
 static inline const char *mh_conn_head(const struct mh_conn *c)
 {

@@ -38,7 +38,9 @@ static const int ciphersuites[] = {
     0,
 };
 
-static const char *alpn_protocols[] = {"http/1.1", NULL};
+static const char *alpn_http1[] = {"http/1.1", NULL};
+/* Server preference: mbedTLS picks the first of ours the client offers. */
+static const char *alpn_h2[] = {"h2", "http/1.1", NULL};
 
 /*
  * ECDHE groups in our order of preference (mbedTLS picks by the server's
@@ -238,7 +240,7 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
     mbedtls_ssl_conf_curves(conf, ecdhe_groups);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
-    mbedtls_ssl_conf_alpn_protocols(conf, alpn_protocols);
+    mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2 : alpn_http1);
     mbedtls_ssl_conf_sni(conf, on_sni, c);
     if ((ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
         tls_error(err, errlen, ret, "certificate", certs->cert[0]);
@@ -515,6 +517,16 @@ static bool tls_pending(const struct mh_transport *t)
     const struct tls_session *s = t->_impl;
     return s->ra_off < s->ra_len || mbedtls_ssl_get_bytes_avail(&s->ssl) > 0 ||
            mbedtls_ssl_check_pending(&s->ssl);
+}
+
+static const struct mh_transport_ops tls_ops;
+
+const char *mh_tls_alpn(const struct mh_transport *t)
+{
+    if (t->ops != &tls_ops || !t->_impl)
+        return NULL;
+    const struct tls_session *s = t->_impl;
+    return s->handshake_done ? mbedtls_ssl_get_alpn_protocol(&s->ssl) : NULL;
 }
 
 static const struct mh_transport_ops tls_ops = {

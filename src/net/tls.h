@@ -5,7 +5,7 @@
  * connection's non-blocking socket.
  *
  * TLS 1.2 only, ECDHE with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN
- * "http/1.1", session tickets (key rotated hourly), renegotiation refused.
+ * "h2" then "http/1.1" (only "http/1.1" when certs->http2 is off), session tickets (key rotated hourly), renegotiation refused.
  * Several certificates are chosen by SNI against their DNS names (SAN
  * dNSName entries and the subject CN; "*.example.com" matches one label);
  * the first is the default.
@@ -56,6 +56,12 @@ int mh_tls_listeners_init(struct mh_listener *ls, size_t n, const struct mh_tls_
  */
 int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
                             const struct mh_tls_certs *const *certs, char *err, size_t errlen);
+
+/*
+ * The protocol ALPN chose on a TLS transport once its handshake is done
+ * ("h2", "http/1.1"); NULL before that, without ALPN, or on plain TCP.
+ */
+const char *mh_tls_alpn(const struct mh_transport *t);
 
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);

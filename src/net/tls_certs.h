@@ -1,6 +1,7 @@
 #ifndef MH_TLS_CERTS_H
 #define MH_TLS_CERTS_H
 /* The certificates of a TLS endpoint, as configured (server/config.c fills them). */
+#include <stdbool.h>
 #include <stddef.h>
 
 #define MH_MAX_CERTS 8
@@ -10,6 +11,7 @@ struct mh_tls_certs {
     size_t n;
     char *cert[MH_MAX_CERTS]; /* PEM file: the certificate, then its chain */
     char *key[MH_MAX_CERTS];  /* PEM private key file */
+    bool http2;               /* offer "h2" in ALPN before "http/1.1" */
 };
 
 #endif

@@ -78,6 +78,17 @@ static const struct setting settings[] = {
     {"worker_stall_timeout", T_DURATION, OFF(worker_stall_timeout), 0, 86400,
      "seconds a worker's event loop may go without a turn before the master kills and "
      "replaces it (0 = off)"},
+    {"http2", T_BOOL, OFF(http2), 0, 0,
+     "offer HTTP/2 (ALPN h2, then http/1.1) on TLS listeners"},
+    {"h2c", T_BOOL, OFF(h2c), 0, 0,
+     "serve cleartext HTTP/2 with prior knowledge (detected from the connection preface)"},
+    {"h2_max_concurrent_streams", T_INT, OFF(h2_max_concurrent_streams), 1, 1 << 20,
+     "HTTP/2 streams a client may have open at once per connection"},
+    {"h2_header_table_size", T_BYTES, OFF(h2_header_table_size), 0, 1 << 20,
+     "HTTP/2 HPACK dynamic table size (each direction)"},
+    {"h2_flood_budget", T_INT, OFF(h2_flood_budget), 10, 1 << 24,
+     "HTTP/2 frames that do no work (PING, SETTINGS, PRIORITY, empty DATA, client RST_STREAM) a "
+     "connection may send in a burst (refilled over 10 s); past it: GOAWAY ENHANCE_YOUR_CALM"},
     {"shared", T_SHARED, OFF(shared), MH_SHARED_MIN_SIZE, 32.0 * (1L << 30),
      "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
      "(e.g. cache=16m,limits=1m)"},
@@ -123,6 +134,10 @@ void mh_config_init(struct mh_config *c)
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
     c->handler_cpu_limit = 2;
+    c->http2 = c->h2c = true;
+    c->h2_max_concurrent_streams = 100;
+    c->h2_header_table_size = 4096;
+    c->h2_flood_budget = 1000;
     c->lua_memory_limit = 1L << 30;
     c->worker_stall_timeout = 10;
     c->mode = MH_MODE_SERVE;

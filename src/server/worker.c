@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 static void observe(void *ud, const struct mh_req *r);
+static void offer_http2(struct mh_config *c);
 
 /* Seconds idle keep-alive connections may still bring a request after a stop begins. */
 #define MH_IDLE_CLOSE_GRACE 0.5
@@ -154,6 +155,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     st->last_failed = false;
     /* Certificates are read again too; open connections keep the ones they started with. */
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
+    offer_http2(w->config);
     for (size_t i = 0; i < w->nlisteners; i++)
         certs[i] = mh_config_listen_tls(w->config, i);
     if (mh_tls_listeners_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
@@ -285,6 +287,20 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->max_header_bytes = c->max_header_bytes;
     lim->max_body_bytes = c->max_body_bytes;
     lim->keepalive_requests = c->keepalive_requests;
+    lim->http2 = c->http2;
+    lim->h2c = c->h2c;
+    lim->h2_max_concurrent_streams = (uint32_t)c->h2_max_concurrent_streams;
+    lim->h2_header_table_size = (uint32_t)c->h2_header_table_size;
+    lim->h2_flood_budget = (uint32_t)c->h2_flood_budget;
+}
+
+/* TLS listeners offer "h2" in ALPN when the http2 setting is on. */
+static void offer_http2(struct mh_config *c)
+{
+    c->tls.http2 = c->http2;
+    for (size_t i = 0; i < MH_MAX_LISTEN; i++)
+        if (c->listen_certs[i])
+            c->listen_certs[i]->http2 = c->http2;
 }
 
 /* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
@@ -342,6 +358,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
         w->nlisteners++;
     }
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
+    offer_http2(config);
     for (size_t i = 0; i < w->nlisteners; i++)
         certs[i] = mh_config_listen_tls(config, i);
     if (mh_tls_listeners_init(w->listeners, w->nlisteners, certs, &config->tls, err, errlen) < 0)

@@ -1,0 +1,479 @@
+#include "h2_conn.h"
+
+#include "h2_impl.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Frames are serialized while the wire queue holds less than this: bounded memory per connection. */
+#define OUT_HIGH (64 * 1024)
+/* Reads per readable event, so one busy connection does not starve the others. */
+#define READS_PER_EVENT 4
+#define READ_CHUNK 16384
+/* Receive window of the connection: room for every stream's default window. */
+#define CONN_WINDOW_MAX (16 << 20)
+/* The flood budget refills over this many seconds. */
+#define FLOOD_REFILL_SECONDS 10.0
+
+static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
+static ev_tstamp after(struct mh_h2 *h, double seconds)
+{
+    return seconds > 0 ? ev_now(h->c->h->loop) + seconds : 0;
+}
+
+static struct mh_h2_stream *stream_get(nghttp2_session *session, int32_t id)
+{
+    return nghttp2_session_get_stream_user_data(session, id);
+}
+
+/*
+ * A frame that does no work for the server (PING, SETTINGS, PRIORITY,
+ * empty DATA, RST_STREAM from the client) costs a token; the tokens refill
+ * over FLOOD_REFILL_SECONDS. A client past the budget (a PING or SETTINGS
+ * flood, Rapid Reset: CVE-2023-44487) gets GOAWAY ENHANCE_YOUR_CALM.
+ */
+static int flood_cost(struct mh_h2 *h)
+{
+    uint32_t budget = h->c->h->limits->h2_flood_budget;
+    ev_tstamp now = ev_now(h->c->h->loop);
+    h->flood_tokens += (now - h->flood_at) * budget / FLOOD_REFILL_SECONDS;
+    if (h->flood_tokens > budget)
+        h->flood_tokens = budget;
+    h->flood_at = now;
+    h->flood_tokens -= 1;
+    if (h->flood_tokens >= 0)
+        return 0;
+    if (!h->failed) {
+        mh_log(MH_LOG_WARN, "fd %d: HTTP/2 flood (frames that do no work past %u): GOAWAY",
+               h->c->fd, budget);
+        h->failed = true;
+        nghttp2_session_terminate_session(h->session, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+    return 0;
+}
+
+/* ---- nghttp2 callbacks ----------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    struct mh_h2 *h = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct mh_h2_stream *s = mh_h2_stream_new(h, frame->hd.stream_id);
+    if (!s)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
+    s->header_deadline = after(h, h->c->h->limits->read_header_timeout);
+    nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+    mh_conn_set_idle(h->c, false);
+    return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t nlen, const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    if (frame->hd.type != NGHTTP2_HEADERS)
+        return 0;
+    struct mh_h2_stream *s = stream_get(session, frame->hd.stream_id);
+    if (!s || s->head_done)
+        return 0; /* trailers: nghttp2 checked them, we do not keep them */
+    return mh_h2_stream_header(s, name, nlen, value, vlen);
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    struct mh_h2 *h = ud;
+    bool end_stream = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+    struct mh_h2_stream *s;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+        if (!(s = stream_get(session, frame->hd.stream_id)))
+            break;
+        if (!s->head_done)
+            mh_h2_stream_head_done(s, end_stream);
+        else if (end_stream)
+            mh_h2_stream_body_end(s); /* after trailers */
+        break;
+    case NGHTTP2_DATA:
+        if (frame->hd.length == 0 && !end_stream)
+            flood_cost(h);
+        if (end_stream && (s = stream_get(session, frame->hd.stream_id)))
+            mh_h2_stream_body_end(s);
+        break;
+    case NGHTTP2_PING:
+    case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+            flood_cost(h);
+        break;
+    case NGHTTP2_PRIORITY:
+    case NGHTTP2_RST_STREAM:
+        flood_cost(h);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    (void)ud;
+    struct mh_h2_stream *s = stream_get(session, id);
+    if (!s) {
+        nghttp2_session_consume_connection(session, len);
+        return 0;
+    }
+    mh_h2_stream_data(s, data, len);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *ud)
+{
+    (void)ud;
+    struct mh_h2_stream *s = stream_get(session, id);
+    if (s) {
+        nghttp2_session_set_stream_user_data(session, id, NULL);
+        mh_h2_stream_closed(s, error_code);
+    }
+    return 0;
+}
+
+/*
+ * The response went out complete while the client is still sending its
+ * body: RST_STREAM NO_ERROR asks it to stop (RFC 9113 §8.1). Sent after the
+ * END_STREAM frame, never before: a reset queued earlier would discard it.
+ */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
+{
+    (void)ud;
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+        (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS))
+        return 0;
+    struct mh_h2_stream *s = stream_get(session, frame->hd.stream_id);
+    if (s && s->req.body_state == MH_BODY_MORE)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+static int on_error(nghttp2_session *session, int code, const char *msg, size_t len, void *ud)
+{
+    (void)session;
+    struct mh_h2 *h = ud;
+    mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2: %.*s (%s)", h->c->fd, (int)len, msg,
+           nghttp2_strerror(code));
+    return 0;
+}
+
+/* ---- after a batch: start, wake, sweep ------------------------------------- */
+
+static void enter(struct mh_h2 *h)
+{
+    h->depth++;
+}
+
+/*
+ * Streams whose head completed in the batch just processed start now, those
+ * whose body arrived hear it: outside nghttp2's callbacks, so a handler that
+ * answers at once submits its response to a session that is not inside
+ * mem_recv. Then finished streams are freed and the deadline recomputed.
+ */
+static void run_streams(struct mh_h2 *h)
+{
+    for (struct mh_h2_stream *s = h->streams; s && !h->c->closed; s = s->next) {
+        if (s->ready) {
+            s->ready = false;
+            mh_h2_stream_start(s);
+        }
+        if (s->wake_body && s->in_handler) {
+            s->wake_body = false;
+            if (s->req.handler->ops->on_body)
+                s->req.handler->ops->on_body(&s->req);
+        }
+        if (s->wake_writable && s->in_handler) {
+            s->wake_writable = false;
+            if (s->req.handler->ops->on_writable)
+                s->req.handler->ops->on_writable(&s->req);
+        }
+    }
+}
+
+static void sweep(struct mh_h2 *h)
+{
+    struct mh_h2_stream **pp = &h->streams;
+    bool had = h->streams != NULL;
+    while (*pp) {
+        struct mh_h2_stream *s = *pp;
+        if (s->closed && s->ended && !s->in_handler) {
+            *pp = s->next;
+            if (s->next)
+                s->next->prev = s->prev;
+            mh_h2_stream_free(s);
+        } else {
+            pp = &s->next;
+        }
+    }
+    if (had && !h->streams) {
+        h->idle_at = after(h, h->c->h->limits->idle_timeout);
+        mh_conn_set_idle(h->c, true);
+    }
+}
+
+static void leave(struct mh_h2 *h)
+{
+    if (--h->depth > 0)
+        return;
+    struct mh_conn *c = h->c;
+    if (c->closed || !h->session)
+        return;
+    run_streams(h);
+    if (c->closed)
+        return;
+    sweep(h);
+    if (c->h->shutting_down)
+        mh_h2_shutdown(c);
+    mh_h2_update_deadline(h);
+    mh_h2_want_write(h);
+}
+
+void mh_h2_want_write(struct mh_h2 *h)
+{
+    if (!h->c->closed && h->session)
+        mh_conn_schedule_write(h->c);
+}
+
+void mh_h2_update_deadline(struct mh_h2 *h)
+{
+    ev_tstamp at = h->streams ? 0 : h->idle_at;
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
+        at = earliest(at, mh_h2_stream_deadline(s));
+    mh_conn_set_deadline(h->c, at);
+}
+
+/* ---- the connection -------------------------------------------------------- */
+
+static nghttp2_session_callbacks *callbacks(void)
+{
+    static nghttp2_session_callbacks *cbs;
+    if (cbs || nghttp2_session_callbacks_new(&cbs) != 0)
+        return cbs;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+    nghttp2_session_callbacks_set_error_callback2(cbs, on_error);
+    return cbs;
+}
+
+static nghttp2_option *options(void)
+{
+    static nghttp2_option *opt;
+    if (opt || nghttp2_option_new(&opt) != 0)
+        return opt;
+    /* Window updates follow what the handler read, so an unread body is bounded by the window. */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_no_closed_streams(opt, 1);
+    /* Queued SETTINGS/PING acknowledgements (a client that floods and does not read). */
+    nghttp2_option_set_max_outbound_ack(opt, 100);
+    nghttp2_option_set_max_settings(opt, 32);
+    nghttp2_option_set_max_continuations(opt, 8);
+    return opt;
+}
+
+static int process(struct mh_h2 *h, const char *data, size_t n)
+{
+    enter(h);
+    ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, n);
+    if (rv < 0) {
+        mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 input: %s", h->c->fd, nghttp2_strerror((int)rv));
+        h->depth--;
+        mh_conn_close(h->c);
+        return -1;
+    }
+    leave(h);
+    return 0;
+}
+
+int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
+{
+    const struct mh_http_limits *lim = c->h->limits;
+    struct mh_h2 *h = calloc(1, sizeof *h);
+    nghttp2_session_callbacks *cbs = callbacks();
+    nghttp2_option *opt = options();
+    if (!h || !cbs || !opt || nghttp2_session_server_new2(&h->session, cbs, h, opt) != 0) {
+        free(h);
+        return -1;
+    }
+    h->c = c;
+    c->h2 = h;
+    h->flood_tokens = lim->h2_flood_budget;
+    h->flood_at = ev_now(c->h->loop);
+    h->idle_at = after(h, lim->read_header_timeout);
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->h2_max_concurrent_streams},
+        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, lim->h2_header_table_size},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_bytes},
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+    };
+    int32_t window = (int32_t)lim->h2_max_concurrent_streams * NGHTTP2_INITIAL_WINDOW_SIZE;
+    if (window > CONN_WINDOW_MAX || window <= 0)
+        window = CONN_WINDOW_MAX;
+    if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
+        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, window) != 0)
+        return -1;
+    mh_conn_set_deadline(c, h->idle_at);
+    if (process(h, bytes, n) < 0)
+        return 0; /* closed: not an allocation failure */
+    return 0;
+}
+
+void mh_h2_read(struct mh_conn *c)
+{
+    struct mh_h2 *h = c->h2;
+    char buf[READ_CHUNK];
+    for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
+        ssize_t n = mh_transport_read(&c->tp, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;
+            mh_log(MH_LOG_DEBUG, "fd %d: read: %s", c->fd, strerror(errno));
+            mh_conn_close(c);
+            return;
+        }
+        if (n == 0) {
+            c->req.peer_closed = true;
+            mh_conn_close(c); /* streams in flight hear on_abort */
+            return;
+        }
+        if (process(h, buf, (size_t)n) < 0)
+            return;
+        if ((size_t)n < sizeof buf && !mh_transport_pending(&c->tp))
+            return;
+    }
+}
+
+/* Nothing more to read or write at nghttp2 (GOAWAY sent, streams done): close after the output. */
+static void finish_session(struct mh_h2 *h)
+{
+    struct mh_conn *c = h->c;
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
+        mh_h2_stream_abort(s);
+    nghttp2_session_del(h->session);
+    h->session = NULL;
+    mh_conn_linger(c);
+}
+
+void mh_h2_pump(struct mh_conn *c)
+{
+    struct mh_h2 *h = c->h2;
+    if (!h->session)
+        return;
+    enter(h);
+    while (c->out.bytes < OUT_HIGH) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(h->session, &data);
+        if (n < 0) {
+            mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 output: %s", c->fd, nghttp2_strerror((int)n));
+            h->depth--;
+            mh_conn_close(c);
+            return;
+        }
+        if (n == 0)
+            break;
+        if (mh_outq_acquire(&c->out, c->h->bufs) < 0 ||
+            mh_outq_append(&c->out, data, (size_t)n) < 0) {
+            mh_log(MH_LOG_ERROR, "fd %d: out of memory writing HTTP/2 frames; closing", c->fd);
+            h->depth--;
+            mh_conn_close(c);
+            return;
+        }
+    }
+    if (!nghttp2_session_want_read(h->session) && !nghttp2_session_want_write(h->session)) {
+        h->depth--;
+        finish_session(h);
+        return;
+    }
+    leave(h);
+}
+
+void mh_h2_on_timer(struct mh_conn *c)
+{
+    struct mh_h2 *h = c->h2;
+    if (!h->session)
+        return;
+    ev_tstamp now = ev_now(c->h->loop);
+    enter(h);
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next) {
+        ev_tstamp d = mh_h2_stream_deadline(s);
+        if (d && now >= d)
+            mh_h2_stream_on_timer(s, now);
+    }
+    if (!h->streams && h->idle_at && now >= h->idle_at && !h->goaway) {
+        mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 connection idle: GOAWAY", c->fd);
+        h->idle_at = 0;
+        mh_h2_shutdown(c);
+    }
+    leave(h);
+}
+
+void mh_h2_shutdown(struct mh_conn *c)
+{
+    struct mh_h2 *h = c->h2;
+    if (!h || !h->session || h->goaway || c->closed)
+        return;
+    h->goaway = true;
+    nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h->session), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+    mh_h2_want_write(h);
+}
+
+void mh_h2_close(struct mh_conn *c)
+{
+    struct mh_h2 *h = c->h2;
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
+        mh_h2_stream_abort(s);
+    if (h->session) {
+        nghttp2_session_del(h->session);
+        h->session = NULL;
+    }
+}
+
+void mh_h2_free(struct mh_conn *c)
+{
+    struct mh_h2 *h = c->h2;
+    if (!h)
+        return;
+    if (h->session)
+        nghttp2_session_del(h->session);
+    while (h->streams) {
+        struct mh_h2_stream *s = h->streams;
+        h->streams = s->next;
+        mh_h2_stream_free(s);
+    }
+    mh_buf_free(&h->scratch);
+    free(h);
+    c->h2 = NULL;
+}
+
+void mh_h2_each_request(struct mh_conn *c, void (*fn)(struct mh_req *r, void *ud), void *ud)
+{
+    for (struct mh_h2_stream *s = c->h2->streams; s; s = s->next)
+        if (s->in_handler && !s->req.closed)
+            fn(&s->req, ud);
+}

@@ -1,0 +1,94 @@
+#ifndef MH_H2_IMPL_H
+#define MH_H2_IMPL_H
+/*
+ * The HTTP/2 session and stream fields: private to h2_conn.c (the session,
+ * nghttp2's callbacks) and h2_stream.c (the request ops of a stream).
+ */
+#include <nghttp2/nghttp2.h>
+
+#include "conn_impl.h"
+#include "outq.h"
+#include "req.h"
+
+struct mh_h2;
+
+struct mh_h2_stream {
+    struct mh_req req; /* first: the ops find the stream from it */
+    struct mh_h2 *h2;
+    int32_t id;
+    struct mh_buf head;  /* the bytes the head's slices index: :path, header names and values */
+    struct mh_outq q;    /* body handed over by send, not yet framed into DATA */
+    uint64_t unacked;    /* body bytes in req.body not yet given back to flow control */
+    uint64_t max_body;   /* this request's body limit */
+    size_t header_bytes; /* header list size so far (max_header_bytes budget) */
+    ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
+    int bad_status;      /* the head deserves this answer from the server (431, 400...) */
+    bool head_done;      /* the header block is complete */
+    bool ready;          /* head done, handler to be started after this input batch */
+    bool in_handler;     /* a handler holds req (start .. finish) */
+    bool ended;          /* the handler finished (or never started) */
+    bool complete;       /* the response is complete: EOF after q */
+    bool deferred;       /* the data provider waits for q (NGHTTP2_ERR_DEFERRED) */
+    bool closed;         /* nghttp2 closed the stream */
+    bool body_asked;     /* the limit is fixed */
+    bool body_wanted;    /* the handler waits for body */
+    bool body_want_all;
+    bool wake_body;      /* on_body is due after this batch */
+    bool wake_writable;  /* on_writable is due after this batch of output */
+    bool high;           /* q was above the low-water mark: on_writable when it falls below */
+    bool has_length;     /* the request declared Content-Length */
+    uint32_t ncookies;   /* cookie fields (joined into one at the end of the head) */
+    struct mh_slice method;
+    ev_tstamp stalled_at; /* output waits on a zero flow-control window since (0 = not) */
+    struct mh_h2_stream *prev, *next; /* the session's streams */
+};
+
+struct mh_h2 {
+    struct mh_conn *c;
+    nghttp2_session *session;
+    struct mh_h2_stream *streams; /* every stream not yet freed */
+    unsigned nstreams;            /* of them: open at nghttp2 or with a handler */
+    double flood_tokens;          /* frames doing no work the client may still send */
+    ev_tstamp flood_at;           /* when flood_tokens was last refilled */
+    ev_tstamp idle_at;            /* no streams: GOAWAY then (idle_timeout; 0 = never) */
+    int depth;                    /* inside our own entry points (nghttp2, handlers) */
+    bool goaway;                  /* graceful GOAWAY sent: no new streams */
+    bool failed;                  /* a fatal error: close once the output is out */
+    struct mh_buf scratch;        /* lowercased response header names */
+};
+
+static inline struct mh_h2_stream *mh_h2_stream_of(const struct mh_req *r)
+{
+    return (struct mh_h2_stream *)r;
+}
+
+/* h2_stream.c: a stream for a new request, NULL on OOM. */
+struct mh_h2_stream *mh_h2_stream_new(struct mh_h2 *h, int32_t id);
+void mh_h2_stream_free(struct mh_h2_stream *s);
+/* One header field (pseudo or regular) from the header block; 0, or a nghttp2 error. */
+int mh_h2_stream_header(struct mh_h2_stream *s, const uint8_t *name, size_t nlen,
+                        const uint8_t *value, size_t vlen);
+/* The header block is complete: validates it and builds the head. */
+void mh_h2_stream_head_done(struct mh_h2_stream *s, bool end_stream);
+/* Starts the handler (or answers bad_status). */
+void mh_h2_stream_start(struct mh_h2_stream *s);
+/* DATA payload bytes for the stream. */
+void mh_h2_stream_data(struct mh_h2_stream *s, const uint8_t *data, size_t len);
+/* The request body ended (END_STREAM). */
+void mh_h2_stream_body_end(struct mh_h2_stream *s);
+/* nghttp2 closed the stream (error_code: why, NO_ERROR after a normal end). */
+void mh_h2_stream_closed(struct mh_h2_stream *s, uint32_t error_code);
+/* The connection closed: the request is closed and the handler told. */
+void mh_h2_stream_abort(struct mh_h2_stream *s);
+/* A stream deadline passed (now >= it): body timeout or RST_STREAM. */
+void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now);
+/* The earliest deadline of s, 0 = none. */
+ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s);
+
+/* h2_conn.c: output is waiting (frames to serialize): the connection writes before the loop
+ * sleeps. */
+void mh_h2_want_write(struct mh_h2 *h);
+/* Recomputes the connection deadline from its streams. */
+void mh_h2_update_deadline(struct mh_h2 *h);
+
+#endif

@@ -1,0 +1,615 @@
+/*
+ * An HTTP/2 stream as a request: the second implementation of the request
+ * ops (req.h). The head is built from the header block into the stream's
+ * own buffer (slices index it as they index an HTTP/1 read buffer); the
+ * body comes from DATA frames, given back to flow control as the handler
+ * reads it; the response head is HPACK-encoded by nghttp2 from the model's
+ * pairs, and the body leaves through a data provider that reads the
+ * stream's queue, deferring while it is empty.
+ */
+#include "h2_impl.h"
+
+#include "log.h"
+#include "response.h"
+
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct mh_req_ops h2_ops;
+
+static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
+static ev_tstamp after(const struct mh_h2_stream *s, double seconds)
+{
+    return seconds > 0 ? ev_now(s->h2->c->h->loop) + seconds : 0;
+}
+
+static const struct mh_http_limits *limits(const struct mh_h2_stream *s)
+{
+    return s->h2->c->h->limits;
+}
+
+struct mh_h2_stream *mh_h2_stream_new(struct mh_h2 *h, int32_t id)
+{
+    struct mh_h2_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    mh_req_reset(&s->req);
+    s->req.ops = &h2_ops;
+    s->h2 = h;
+    s->id = id;
+    s->max_body = (uint64_t)h->c->h->limits->max_body_bytes;
+    s->next = h->streams;
+    if (h->streams)
+        h->streams->prev = s;
+    h->streams = s;
+    return s;
+}
+
+void mh_h2_stream_free(struct mh_h2_stream *s)
+{
+    mh_req_free(&s->req);
+    mh_outq_free(&s->q);
+    mh_buf_free(&s->head);
+    free(s);
+}
+
+/* ---- the head -------------------------------------------------------------- */
+
+static int append(struct mh_h2_stream *s, const void *p, size_t n, struct mh_slice *out)
+{
+    out->off = (uint32_t)s->head.len;
+    out->len = (uint32_t)n;
+    return mh_buf_append(&s->head, p, n);
+}
+
+int mh_h2_stream_header(struct mh_h2_stream *s, const uint8_t *name, size_t nlen,
+                        const uint8_t *value, size_t vlen)
+{
+    /* RFC 9113 §6.5.2: a field costs its name, its value and 32 bytes. */
+    s->header_bytes += nlen + vlen + 32;
+    if (s->header_bytes > (size_t)limits(s)->max_header_bytes) {
+        s->bad_status = 431; /* decoding goes on (HPACK state), the fields are dropped */
+        return 0;
+    }
+    struct mh_request *r = &s->req.head;
+    struct mh_slice v;
+    if (nlen > 0 && name[0] == ':') {
+        /* nghttp2 checked the set, the order and duplicates (RFC 9113 §8.3) */
+        struct mh_slice *dst = NULL;
+        if (nlen == 7 && !memcmp(name, ":method", 7))
+            dst = &s->method;
+        else if (nlen == 5 && !memcmp(name, ":path", 5))
+            dst = &r->target;
+        else if (nlen == 10 && !memcmp(name, ":authority", 10))
+            dst = &r->host;
+        else
+            return 0; /* :scheme */
+        return append(s, value, vlen, dst) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
+    }
+    struct mh_slice n;
+    if (append(s, name, nlen, &n) < 0 || append(s, value, vlen, &v) < 0 ||
+        mh_request_add_header(r, n.off, n.len) < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    r->headers[r->nheaders - 1].value = v;
+    if (nlen == 6 && !memcmp(name, "cookie", 6))
+        s->ncookies++;
+    else if (nlen == 14 && !memcmp(name, "content-length", 14)) {
+        s->has_length = true;
+        r->content_length = strtoull((const char *)value, NULL, 10); /* nghttp2 checked digits */
+    }
+    return 0;
+}
+
+/* llhttp's method number for a method name; -1 for one it does not know. */
+static int method_number(const char *m, size_t len)
+{
+    if (len == 3 && !memcmp(m, "GET", 3))
+        return HTTP_GET;
+    if (len == 4 && !memcmp(m, "POST", 4))
+        return HTTP_POST;
+    for (int i = 0; i < 64; i++) {
+        const char *name = llhttp_method_name((llhttp_method_t)i);
+        if (name && strlen(name) == len && !memcmp(name, m, len) && strcmp(name, "<unknown>"))
+            return i;
+    }
+    return -1;
+}
+
+/*
+ * RFC 9113 §8.2.3: cookie fields may be split; joined with "; " into one
+ * before the request reaches an HTTP/1-style consumer.
+ */
+static int join_cookies(struct mh_h2_stream *s)
+{
+    struct mh_request *r = &s->req.head;
+    uint32_t first = UINT32_MAX, out = 0;
+    size_t start = s->head.len;
+    for (uint32_t i = 0; i < r->nheaders; i++) {
+        struct mh_header *h = &r->headers[i];
+        bool cookie = h->name.len == 6 && !memcmp(s->head.data + h->name.off, "cookie", 6);
+        if (cookie) {
+            if (first != UINT32_MAX && mh_buf_append(&s->head, "; ", 2) < 0)
+                return -1;
+            if (mh_buf_append(&s->head, s->head.data + h->value.off, h->value.len) < 0)
+                return -1;
+            if (first != UINT32_MAX)
+                continue; /* dropped: joined into the first */
+            first = out;
+        }
+        r->headers[out++] = *h;
+    }
+    r->nheaders = out;
+    r->headers[first].value.off = (uint32_t)start;
+    r->headers[first].value.len = (uint32_t)(s->head.len - start);
+    return 0;
+}
+
+void mh_h2_stream_head_done(struct mh_h2_stream *s, bool end_stream)
+{
+    struct mh_request *r = &s->req.head;
+    s->head_done = true;
+    s->ready = true;
+    s->header_deadline = 0;
+    r->http_major = 2;
+    r->http_minor = 0;
+    r->keep_alive = true;
+    r->has_body = !end_stream;
+    s->req.body_state = end_stream ? MH_BODY_NONE : MH_BODY_MORE;
+    if (s->bad_status)
+        return;
+    int m = method_number(s->head.data + s->method.off, s->method.len);
+    if (m < 0 || m == HTTP_CONNECT) {
+        s->bad_status = 501;
+        return;
+    }
+    r->method = (uint8_t)m;
+    if (r->target.len == 0) {
+        s->bad_status = 400;
+        return;
+    }
+    if (s->ncookies > 1 && join_cookies(s) < 0) {
+        s->bad_status = 500;
+        return;
+    }
+    /* :authority takes Host's place; handlers that read the Host header still find it. */
+    int host = mh_request_find_header(r, s->head.data, "host", 4, 0);
+    if (r->host.len == 0 && host >= 0) {
+        r->host = r->headers[host].value;
+    } else if (r->host.len > 0 && host < 0) {
+        struct mh_slice n, v = r->host;
+        if (append(s, "host", 4, &n) < 0 || mh_request_add_header(r, n.off, n.len) < 0) {
+            s->bad_status = 500;
+            return;
+        }
+        r->headers[r->nheaders - 1].value = v;
+    }
+    if (!mh_authority_valid(s->head.data + r->host.off, r->host.len)) {
+        s->bad_status = 400;
+        return;
+    }
+    mh_request_split_target(r, s->head.data);
+}
+
+/* ---- the handler's side ---------------------------------------------------- */
+
+static void end_request(struct mh_h2_stream *s)
+{
+    struct mh_req *r = &s->req;
+    struct mh_http_ctx *ctx = s->h2->c->h;
+    if (ctx->observe && !r->closed)
+        ctx->observe(ctx->ud, r);
+    if (r->on_end)
+        r->on_end(r);
+    r->on_end = NULL;
+    s->in_handler = false;
+    s->ended = true;
+    /* body bytes nobody will read: give the window back */
+    if (s->h2->session && !s->closed && s->unacked)
+        nghttp2_session_consume(s->h2->session, s->id, s->unacked);
+    s->unacked = 0;
+    s->h2->c->refs--; /* the handler's */
+}
+
+/* Answers without a handler (a bad head). */
+static void respond_bad(struct mh_h2_stream *s)
+{
+    struct mh_req *r = &s->req;
+    char body[64];
+    snprintf(body, sizeof body, "%d %s\n", s->bad_status, mh_status_text(s->bad_status));
+    s->in_handler = true;
+    s->h2->c->refs++;
+    mh_req_respond(r, s->bad_status, body);
+}
+
+void mh_h2_stream_start(struct mh_h2_stream *s)
+{
+    struct mh_conn *c = s->h2->c;
+    if (s->closed) {
+        s->ended = true;
+        return;
+    }
+    s->req.started = ev_now(c->h->loop);
+    s->write_deadline = after(s, limits(s)->write_timeout);
+    if (s->req.body_state == MH_BODY_MORE)
+        s->read_deadline = after(s, limits(s)->read_timeout);
+    if (s->bad_status) {
+        respond_bad(s);
+        return;
+    }
+    s->in_handler = true;
+    c->refs++; /* the handler's, dropped in end_request */
+    mh_req_start(&s->req, c->root);
+}
+
+static void wake_body(struct mh_h2_stream *s)
+{
+    if (!s->body_wanted)
+        return;
+    struct mh_req *r = &s->req;
+    if (r->body_state != MH_BODY_MORE || (!s->body_want_all && r->body.len > 0)) {
+        s->body_wanted = false;
+        s->wake_body = true;
+    }
+}
+
+void mh_h2_stream_data(struct mh_h2_stream *s, const uint8_t *data, size_t len)
+{
+    struct mh_req *r = &s->req;
+    nghttp2_session *session = s->h2->session;
+    r->body_received += len;
+    if (s->ended || r->closed || r->body_state != MH_BODY_MORE) {
+        nghttp2_session_consume(session, s->id, len);
+        return;
+    }
+    if (r->body_received > s->max_body) {
+        r->body_state = MH_BODY_TOO_LARGE;
+        nghttp2_session_consume(session, s->id, len + s->unacked);
+        s->unacked = 0;
+        r->body.len = 0;
+        wake_body(s);
+        return;
+    }
+    if (mh_buf_append(&r->body, data, len) < 0) {
+        r->body_state = MH_BODY_CLOSED;
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+        nghttp2_session_consume(session, s->id, len);
+        wake_body(s);
+        return;
+    }
+    if (s->body_want_all) /* req:body(): bounded by max_body, not by the window */
+        nghttp2_session_consume(session, s->id, len);
+    else
+        s->unacked += len;
+    wake_body(s);
+}
+
+void mh_h2_stream_body_end(struct mh_h2_stream *s)
+{
+    struct mh_req *r = &s->req;
+    if (r->body_state == MH_BODY_MORE) {
+        r->body_state = MH_BODY_NONE;
+        s->read_deadline = 0;
+    }
+    wake_body(s);
+}
+
+void mh_h2_stream_abort(struct mh_h2_stream *s)
+{
+    struct mh_req *r = &s->req;
+    s->closed = true;
+    s->ready = false;
+    if (!s->in_handler) {
+        s->ended = true;
+        return;
+    }
+    if (r->closed)
+        return;
+    r->closed = true;
+    if (r->body_state == MH_BODY_MORE)
+        r->body_state = MH_BODY_CLOSED;
+    mh_outq_clear(&s->q); /* releases referenced strings and files now */
+    if (r->handler->ops->on_abort)
+        r->handler->ops->on_abort(r);
+}
+
+void mh_h2_stream_closed(struct mh_h2_stream *s, uint32_t error_code)
+{
+    if (error_code != NGHTTP2_NO_ERROR)
+        mh_log(MH_LOG_DEBUG, "fd %d: stream %d reset: %s", s->h2->c->fd, s->id,
+               nghttp2_http2_strerror(error_code));
+    /* A handler still answering loses its stream; one that is done (complete) is not told. */
+    if (s->in_handler && !s->complete)
+        mh_h2_stream_abort(s);
+    s->closed = true;
+    s->ready = false;
+    if (!s->in_handler)
+        s->ended = true;
+    mh_outq_clear(&s->q);
+}
+
+/* ---- response -------------------------------------------------------------- */
+
+static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *source, void *ud)
+{
+    (void)session;
+    (void)id;
+    (void)ud;
+    struct mh_h2_stream *s = source->ptr;
+    ssize_t n = mh_outq_read_front(&s->q, buf, length);
+    if (n < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a file read failed: RST this stream */
+    if (s->high && s->q.bytes + s->req.res.body.bytes <= MH_REQ_LOW_WATER) {
+        s->high = false;
+        s->wake_writable = true;
+    }
+    if (mh_outq_empty(&s->q)) {
+        if (s->complete) {
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return n;
+        }
+        if (n == 0) {
+            s->deferred = true;
+            return NGHTTP2_ERR_DEFERRED;
+        }
+    }
+    return n;
+}
+
+static bool skipped_header(const char *name, size_t len)
+{
+    /* connection-specific fields have no place in HTTP/2 (RFC 9113 §8.2.2) */
+    return (len == 10 && mh_strieq(name, len, "keep-alive", 10)) ||
+           (len == 16 && mh_strieq(name, len, "proxy-connection", 16)) ||
+           (len == 7 && mh_strieq(name, len, "upgrade", 7));
+}
+
+#define NV(n, v, vl)                                                                               \
+    ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE})
+
+/* Submits the head: :status, the model's pairs (names lowercased), the server's fields. */
+static int submit_head(struct mh_h2_stream *s, bool complete, bool bodyless)
+{
+    struct mh_response *res = &s->req.res;
+    struct mh_h2 *h = s->h2;
+    size_t cap = res->npairs + 6;
+    nghttp2_nv stack[32];
+    nghttp2_nv *nv = cap <= 32 ? stack : malloc(cap * sizeof *nv);
+    if (!nv)
+        return -1;
+    size_t n = 0;
+    char status[4], length[24];
+    snprintf(status, sizeof status, "%03d", res->status % 1000);
+    nv[n++] = NV(":status", status, 3);
+    /* lowercased names, in one scratch buffer sized first so pointers into it stay valid */
+    size_t need = 0;
+    uint32_t i = 0;
+    const char *name, *value;
+    size_t nlen, vlen;
+    while (mh_response_pair(res, &i, &name, &nlen, &value, &vlen))
+        need += nlen;
+    h->scratch.len = 0;
+    if (mh_buf_reserve(&h->scratch, need + 1) < 0) {
+        if (nv != stack)
+            free(nv);
+        return -1;
+    }
+    i = 0;
+    while (mh_response_pair(res, &i, &name, &nlen, &value, &vlen)) {
+        if (skipped_header(name, nlen))
+            continue;
+        char *lower = h->scratch.data + h->scratch.len;
+        for (size_t k = 0; k < nlen; k++)
+            lower[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] + 32 : name[k]);
+        h->scratch.len += nlen;
+        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen,
+                               NGHTTP2_NV_FLAG_NONE};
+    }
+    if (!res->has_server)
+        nv[n++] = NV("server", "moonhttp", 8);
+    size_t dlen;
+    const char *date = mh_http_date(h->c->h, &dlen); /* "Date: ...\r\n" */
+    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8,
+                           NGHTTP2_NV_FLAG_NONE};
+    if (!res->has_type && !bodyless && (s->q.bytes > 0 || !complete))
+        nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
+    bool head_method = s->req.head.method == HTTP_HEAD;
+    if (res->has_length || (complete && !mh_status_bodyless(res->status))) {
+        uint64_t len = res->has_length ? res->declared_length : s->q.bytes;
+        if (!(head_method && !res->has_length)) {
+            int l = snprintf(length, sizeof length, "%llu", (unsigned long long)len);
+            nv[n++] = NV("content-length", length, (size_t)l);
+        }
+    }
+    nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
+    bool no_data = complete && (bodyless || mh_outq_empty(&s->q));
+    int rv = nghttp2_submit_response(h->session, s->id, nv, n, no_data ? NULL : &prd);
+    if (nv != stack)
+        free(nv);
+    return rv == 0 ? 0 : -1;
+}
+
+static void h2_send(struct mh_req *r, bool complete)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    struct mh_response *res = &r->res;
+    if (r->closed || s->closed || !s->h2->session) {
+        if (complete) {
+            mh_req_run_filters(r, true);
+            mh_outq_clear(&res->body);
+            end_request(s);
+        }
+        return;
+    }
+    if (complete && r->body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
+        static const char large[] = "request body too large\n";
+        mh_response_reset(res);
+        res->status = 413;
+        mh_outq_append(&res->body, large, sizeof large - 1);
+    }
+    bool bodyless = r->head.method == HTTP_HEAD || mh_status_bodyless(res->status);
+    if (mh_req_run_filters(r, complete) < 0)
+        goto reset;
+    if (bodyless)
+        mh_outq_clear(&res->body);
+    res->body_sent += res->body.bytes;
+    if (mh_outq_move(&s->q, &res->body) < 0)
+        goto reset;
+    if (s->q.bytes + res->body.bytes > MH_REQ_HIGH_WATER)
+        s->high = true;
+    if (complete)
+        s->complete = true;
+    if (!res->head_sent) {
+        res->head_sent = true;
+        if (submit_head(s, complete, bodyless) < 0)
+            goto reset;
+    } else if (s->deferred) {
+        s->deferred = false;
+        nghttp2_session_resume_data(s->h2->session, s->id);
+    }
+    if (complete) {
+        s->write_deadline = s->read_deadline = 0;
+        end_request(s);
+    }
+    mh_h2_want_write(s->h2);
+    return;
+reset:
+    nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    mh_outq_clear(&s->q);
+    if (complete)
+        end_request(s);
+    mh_h2_want_write(s->h2);
+}
+
+static void h2_abort(struct mh_req *r)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    if (s->h2->session && !s->closed) {
+        nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id,
+                                  NGHTTP2_INTERNAL_ERROR);
+        mh_h2_want_write(s->h2);
+    }
+    r->closed = true;
+    mh_outq_clear(&s->q);
+}
+
+/* ---- request body ---------------------------------------------------------- */
+
+static int h2_want_body(struct mh_req *r, bool all)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    if (r->closed)
+        return 1;
+    /* what the handler took since the last call goes back to the client's window */
+    if (s->unacked > r->body.len && s->h2->session) {
+        nghttp2_session_consume(s->h2->session, s->id, s->unacked - r->body.len);
+        s->unacked = r->body.len;
+        mh_h2_want_write(s->h2);
+    }
+    if (!s->body_asked) {
+        s->body_asked = true;
+        if (r->body_state == MH_BODY_MORE && s->has_length && r->head.content_length > s->max_body)
+            r->body_state = MH_BODY_TOO_LARGE;
+    }
+    if (all && !s->body_want_all && s->unacked && s->h2->session) {
+        nghttp2_session_consume(s->h2->session, s->id, s->unacked);
+        s->unacked = 0;
+        mh_h2_want_write(s->h2);
+    }
+    s->body_want_all = all;
+    if (r->body_state != MH_BODY_MORE || (!all && r->body.len > 0))
+        return 1;
+    s->body_wanted = true;
+    return 0;
+}
+
+static int h2_set_max_body(struct mh_req *r, uint64_t bytes)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    if (s->body_asked)
+        return -1;
+    s->max_body = bytes;
+    return 0;
+}
+
+/* ---- the rest of the ops --------------------------------------------------- */
+
+static const char *h2_head(const struct mh_req *r)
+{
+    return mh_h2_stream_of(r)->head.data;
+}
+
+static uint64_t h2_pending(const struct mh_req *r)
+{
+    return mh_h2_stream_of(r)->q.bytes;
+}
+
+static void h2_set_read_timeout(struct mh_req *r, double seconds)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    s->read_deadline = after(s, seconds);
+    mh_h2_update_deadline(s->h2);
+}
+
+static void h2_set_write_timeout(struct mh_req *r, double seconds)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    s->write_deadline = after(s, seconds);
+    mh_h2_update_deadline(s->h2);
+}
+
+static const char *h2_remote_addr(const struct mh_req *r, char *buf, size_t len)
+{
+    return mh_conn_peer_addr(mh_h2_stream_of(r)->h2->c, buf, len);
+}
+
+ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
+{
+    if (s->closed)
+        return 0;
+    ev_tstamp at = earliest(s->header_deadline, s->write_deadline);
+    if (s->req.body_state == MH_BODY_MORE && s->in_handler)
+        at = earliest(at, s->read_deadline);
+    return at;
+}
+
+void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now)
+{
+    struct mh_req *r = &s->req;
+    nghttp2_session *session = s->h2->session;
+    if (s->read_deadline && now >= s->read_deadline && r->body_state == MH_BODY_MORE &&
+        (!s->write_deadline || now < s->write_deadline)) {
+        /* the body is late: the handler hears "timeout" and may still answer */
+        r->body_state = MH_BODY_TIMEOUT;
+        s->read_deadline = 0;
+        wake_body(s);
+        return;
+    }
+    mh_log(MH_LOG_DEBUG, "fd %d: stream %d: %s timed out", s->h2->c->fd, s->id,
+           s->head_done ? "response" : "request head");
+    s->header_deadline = s->write_deadline = s->read_deadline = 0;
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+}
+
+static const struct mh_req_ops h2_ops = {
+    .proto = "HTTP/2.0",
+    .head = h2_head,
+    .send = h2_send,
+    .want_body = h2_want_body,
+    .pending = h2_pending,
+    .set_read_timeout = h2_set_read_timeout,
+    .set_write_timeout = h2_set_write_timeout,
+    .set_max_body = h2_set_max_body,
+    .abort = h2_abort,
+    .remote_addr = h2_remote_addr,
+};
