@@ -53,8 +53,8 @@ struct mh_http_limits {
     long max_body_bytes;
     long keepalive_requests; /* requests per connection; 0 = unlimited */
     /* HTTP/2 (h2_conn.c) */
-    bool http2;                     /* TLS: ALPN chose "h2" (the listener offered it) */
-    bool h2c;                       /* plain: a connection preface starts HTTP/2 */
+    bool http2; /* TLS: ALPN chose "h2" (the listener offered it) */
+    bool h2c;   /* plain: a connection preface starts HTTP/2 */
     uint32_t h2_max_concurrent_streams;
     uint32_t h2_header_table_size;
     uint32_t h2_flood_budget; /* frames doing no work per burst (refilled over 10 s) */

@@ -7,11 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Frames are serialized while the wire queue holds less than this: bounded memory per connection. */
+/* Frames are serialized while the wire queue holds less than this: bounded memory per connection.
+ */
 #define OUT_HIGH (64 * 1024)
 /* Reads per readable event, so one busy connection does not starve the others. */
 #define READS_PER_EVENT 4
-#define READ_CHUNK 16384
+#define READ_CHUNK      16384
 /* Receive window of the connection: room for every stream's default window. */
 #define CONN_WINDOW_MAX (16 << 20)
 /* The flood budget refills over this many seconds. */
@@ -257,6 +258,8 @@ void mh_h2_want_write(struct mh_h2 *h)
 
 void mh_h2_update_deadline(struct mh_h2 *h)
 {
+    if (h->c->closed || !h->session)
+        return;
     ev_tstamp at = h->streams ? 0 : h->idle_at;
     for (struct mh_h2_stream *s = h->streams; s; s = s->next)
         at = earliest(at, mh_h2_stream_deadline(s));
@@ -334,11 +337,14 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     if (window > CONN_WINDOW_MAX || window <= 0)
         window = CONN_WINDOW_MAX;
     if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
-        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, window) != 0)
+        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, window) != 0) {
+        nghttp2_session_del(h->session);
+        free(h);
+        c->h2 = NULL;
         return -1;
+    }
     mh_conn_set_deadline(c, h->idle_at);
-    if (process(h, bytes, n) < 0)
-        return 0; /* closed: not an allocation failure */
+    process(h, bytes, n); /* a failure there closes the connection itself */
     return 0;
 }
 

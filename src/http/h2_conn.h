@@ -26,7 +26,7 @@
 #include "conn_impl.h"
 
 /* The client's first bytes: the connection preface (RFC 9113 §3.4). */
-#define MH_H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define MH_H2_PREFACE     "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #define MH_H2_PREFACE_LEN 24
 
 /*

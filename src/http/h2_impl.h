@@ -22,22 +22,22 @@ struct mh_h2_stream {
     uint64_t max_body;   /* this request's body limit */
     size_t header_bytes; /* header list size so far (max_header_bytes budget) */
     ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
-    int bad_status;      /* the head deserves this answer from the server (431, 400...) */
-    bool head_done;      /* the header block is complete */
-    bool ready;          /* head done, handler to be started after this input batch */
-    bool in_handler;     /* a handler holds req (start .. finish) */
-    bool ended;          /* the handler finished (or never started) */
-    bool complete;       /* the response is complete: EOF after q */
-    bool deferred;       /* the data provider waits for q (NGHTTP2_ERR_DEFERRED) */
-    bool closed;         /* nghttp2 closed the stream */
-    bool body_asked;     /* the limit is fixed */
-    bool body_wanted;    /* the handler waits for body */
+    int bad_status;   /* the head deserves this answer from the server (431, 400...) */
+    bool head_done;   /* the header block is complete */
+    bool ready;       /* head done, handler to be started after this input batch */
+    bool in_handler;  /* a handler holds req (start .. finish) */
+    bool ended;       /* the handler finished (or never started) */
+    bool complete;    /* the response is complete: EOF after q */
+    bool deferred;    /* the data provider waits for q (NGHTTP2_ERR_DEFERRED) */
+    bool closed;      /* nghttp2 closed the stream */
+    bool body_asked;  /* the limit is fixed */
+    bool body_wanted; /* the handler waits for body */
     bool body_want_all;
-    bool wake_body;      /* on_body is due after this batch */
-    bool wake_writable;  /* on_writable is due after this batch of output */
-    bool high;           /* q was above the low-water mark: on_writable when it falls below */
-    bool has_length;     /* the request declared Content-Length */
-    uint32_t ncookies;   /* cookie fields (joined into one at the end of the head) */
+    bool wake_body;     /* on_body is due after this batch */
+    bool wake_writable; /* on_writable is due after this batch of output */
+    bool high;          /* q was above the low-water mark: on_writable when it falls below */
+    bool has_length;    /* the request declared Content-Length */
+    uint32_t ncookies;  /* cookie fields (joined into one at the end of the head) */
     struct mh_slice method;
     ev_tstamp stalled_at; /* output waits on a zero flow-control window since (0 = not) */
     struct mh_h2_stream *prev, *next; /* the session's streams */

@@ -412,15 +412,15 @@ static int submit_head(struct mh_h2_stream *s, bool complete, bool bodyless)
         for (size_t k = 0; k < nlen; k++)
             lower[k] = (char)(name[k] >= 'A' && name[k] <= 'Z' ? name[k] + 32 : name[k]);
         h->scratch.len += nlen;
-        nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen,
-                               NGHTTP2_NV_FLAG_NONE};
+        nv[n++] =
+            (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
     }
     if (!res->has_server)
         nv[n++] = NV("server", "moonhttp", 8);
     size_t dlen;
     const char *date = mh_http_date(h->c->h, &dlen); /* "Date: ...\r\n" */
-    nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8,
-                           NGHTTP2_NV_FLAG_NONE};
+    nv[n++] =
+        (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
     if (!res->has_type && !bodyless && (s->q.bytes > 0 || !complete))
         nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
     bool head_method = s->req.head.method == HTTP_HEAD;
@@ -495,8 +495,7 @@ static void h2_abort(struct mh_req *r)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
     if (s->h2->session && !s->closed) {
-        nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id,
-                                  NGHTTP2_INTERNAL_ERROR);
+        nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
         mh_h2_want_write(s->h2);
     }
     r->closed = true;

@@ -98,7 +98,9 @@ static int req_index(lua_State *L)
         if (!memcmp(k, "query", 5))
             return push_slice(L, c, r->query), 1;
         if (!memcmp(k, "proto", 5)) {
-            lua_pushstring(L, r->http_minor ? "HTTP/1.1" : "HTTP/1.0");
+            lua_pushstring(L, r->http_major == 2 ? "HTTP/2.0"
+                              : r->http_minor    ? "HTTP/1.1"
+                                                 : "HTTP/1.0");
             return 1;
         }
         break;

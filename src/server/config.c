@@ -78,8 +78,7 @@ static const struct setting settings[] = {
     {"worker_stall_timeout", T_DURATION, OFF(worker_stall_timeout), 0, 86400,
      "seconds a worker's event loop may go without a turn before the master kills and "
      "replaces it (0 = off)"},
-    {"http2", T_BOOL, OFF(http2), 0, 0,
-     "offer HTTP/2 (ALPN h2, then http/1.1) on TLS listeners"},
+    {"http2", T_BOOL, OFF(http2), 0, 0, "offer HTTP/2 (ALPN h2, then http/1.1) on TLS listeners"},
     {"h2c", T_BOOL, OFF(h2c), 0, 0,
      "serve cleartext HTTP/2 with prior knowledge (detected from the connection preface)"},
     {"h2_max_concurrent_streams", T_INT, OFF(h2_max_concurrent_streams), 1, 1 << 20,

@@ -53,15 +53,15 @@ struct mh_config {
     long h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS */
     long h2_header_table_size;      /* HPACK dynamic table, both directions */
     long h2_flood_budget;           /* frames doing no work, per burst */
-    char *clean_path; /* "redirect" | "rewrite" */
+    char *clean_path;               /* "redirect" | "rewrite" */
     char *log_level;
-    char *workers;           /* "N" | "auto" */
-    double shutdown_delay;   /* serve on, http.stopping() true, before a graceful stop */
-    char *access_log;        /* path, "-" (stdout) or "off" */
-    char *access_log_format; /* "common" | "combined" | "json" */
-    char *pid_file;          /* path or "off" */
-    char *metrics;           /* listen address of the metrics endpoint, or "off" */
-    long max_pending_timers; /* http.timer / http.every not yet fired, per worker generation */
+    char *workers;               /* "N" | "auto" */
+    double shutdown_delay;       /* serve on, http.stopping() true, before a graceful stop */
+    char *access_log;            /* path, "-" (stdout) or "off" */
+    char *access_log_format;     /* "common" | "combined" | "json" */
+    char *pid_file;              /* path or "off" */
+    char *metrics;               /* listen address of the metrics endpoint, or "off" */
+    long max_pending_timers;     /* http.timer / http.every not yet fired, per worker generation */
     double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
     long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
     double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
