@@ -2,6 +2,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "lua_files.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN, T_TLS };
+enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN, T_TLS, T_COMPRESS };
 
 struct setting {
     const char *name; /* Lua key; the flag is --name with '_' as '-' */
@@ -65,6 +66,8 @@ static const struct setting settings[] = {
     {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
     {"metrics", T_STRING, OFF(metrics), 0, 0,
      "address of a Prometheus metrics listener (host:port), or off"},
+    {"compress", T_COMPRESS, OFF(compress), 0, 0,
+     "gzip responses: on, off, a level 1..9, or (script) { types, min_bytes, level }"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -100,6 +103,7 @@ void mh_config_init(struct mh_config *c)
     c->access_log_format = xstrdup("common");
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
+    mh_compress_conf_init(&c->compress);
     c->mode = MH_MODE_SERVE;
 }
 
@@ -276,6 +280,22 @@ static int set_string_value(struct mh_config *c, const struct setting *s, const 
     case T_TLS:
         snprintf(err, errlen, "tls: set it in the script, or use --tls-cert and --tls-key");
         return -1;
+    case T_COMPRESS: {
+        struct mh_compress_conf *cc = (struct mh_compress_conf *)field;
+        char *end;
+        long level = strtol(v, &end, 10);
+        mh_compress_conf_init(cc);
+        if (!strcmp(v, "on") || !strcmp(v, "off")) {
+            cc->on = v[1] == 'n';
+        } else if (end != v && !*end && level >= 1 && level <= 9) {
+            cc->on = true;
+            cc->level = (int)level;
+        } else {
+            snprintf(err, errlen, "compress: \"%s\" is not on, off or a level 1..9", v);
+            return -1;
+        }
+        return 0;
+    }
     }
     return -1;
 }
@@ -341,6 +361,9 @@ void mh_config_print_help(const char *argv0)
             break;
         case T_TLS:
             snprintf(def, sizeof def, "none");
+            break;
+        case T_COMPRESS:
+            snprintf(def, sizeof def, "off");
             break;
         }
         printf("  %-28s %s (default %s)\n", flag, s->help, def);
@@ -502,6 +525,9 @@ static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_Sta
     }
     if (s->type == T_TLS)
         return lua_certs(&c->tls, L, vidx, "tls", err, errlen);
+    if (s->type == T_COMPRESS)
+        return mh_lua_compress_conf(L, vidx, (struct mh_compress_conf *)field, "compress", err,
+                                    errlen);
     if (s->type == T_LISTEN) {
         clear_listen(c);
         if (t == LUA_TSTRING)

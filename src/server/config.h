@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "compress.h"
+
 struct lua_State;
 
 #define MH_MAX_LISTEN 8
@@ -57,8 +59,9 @@ struct mh_config {
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];
     struct mh_tls_certs *listen_certs[MH_MAX_LISTEN]; /* for MH_LISTEN_TLS_OWN, owned */
-    struct mh_tls_certs tls;  /* top-level tls = {...} (or --tls-cert/--tls-key) */
-    char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
+    struct mh_tls_certs tls;          /* top-level tls = {...} (or --tls-cert/--tls-key) */
+    char *tls_cert, *tls_key;         /* --tls-cert/--tls-key: replace `tls` when given */
+    struct mh_compress_conf compress; /* response compression (off by default) */
 
     /* command line only */
     enum mh_run_mode mode;
