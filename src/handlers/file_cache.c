@@ -182,6 +182,11 @@ void mh_file_cache_release(struct mh_file_cache *c, struct mh_file_entry *e)
         destroy(e);
 }
 
+void mh_file_cache_retain(struct mh_file_entry *e)
+{
+    e->_refs++;
+}
+
 void mh_file_cache_clear(struct mh_file_cache *c)
 {
     struct mh_file_entry *e = c->lru_head;

@@ -65,6 +65,8 @@ void mh_file_cache_free(struct mh_file_cache *c);
 struct mh_file_entry *mh_file_cache_get(struct mh_file_cache *c, int rootfd, const char *rel,
                                         size_t len, double now);
 void mh_file_cache_release(struct mh_file_cache *c, struct mh_file_entry *e);
+/* One more reference on an entry already held (one per queued file chunk). */
+void mh_file_cache_retain(struct mh_file_entry *e);
 
 /* Drops every entry from the table; those still referenced are freed by their last release. */
 void mh_file_cache_clear(struct mh_file_cache *c);

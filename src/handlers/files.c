@@ -66,6 +66,12 @@ void mh_files_reply_reset(struct mh_files_reply *r, struct mh_file_cache *cache)
     r->_text = text;
 }
 
+void mh_files_reply_free(struct mh_files_reply *r, struct mh_file_cache *cache)
+{
+    mh_files_reply_reset(r, cache);
+    mh_buf_free(&r->_text);
+}
+
 static void header(struct mh_files_reply *r, const char *name, const char *value, size_t len)
 {
     if (r->nheaders < MH_FILES_MAX_HEADERS)

@@ -124,6 +124,8 @@ struct mh_files_reply {
 void mh_files_reply_init(struct mh_files_reply *r);
 /* Releases the entry and the reply's memory; r may be planned again. */
 void mh_files_reply_reset(struct mh_files_reply *r, struct mh_file_cache *cache);
+/* Releases the entry and frees the reply's memory. */
+void mh_files_reply_free(struct mh_files_reply *r, struct mh_file_cache *cache);
 
 /*
  * Plans the answer to `in` at loop time `now` (for the cache's TTL). The

@@ -119,7 +119,7 @@ static void run_row(const struct mh_files *f, struct mh_file_cache *c, const str
         CHECKF(r.content_length == (uint64_t)w->length, "row %zu: length %llu want %ld", i,
                (unsigned long long)r.content_length, w->length);
     CHECK(r.has_body == (!head && (r.status == 200 || r.status == 206)));
-    mh_files_reply_reset(&r, c);
+    mh_files_reply_free(&r, c);
 }
 
 /* Multipart framing: the parts add up to Content-Length and carry the right bytes. */
@@ -154,7 +154,7 @@ static void test_multipart(const struct mh_files *f, struct mh_file_cache *c,
               "\r\n--moonhttp-byteranges-3d1f0a\r\nContent-Type: text/plain; charset=utf-8\r\n"
               "Content-Range: bytes 7-8/10\r\n\r\n78"
               "\r\n--moonhttp-byteranges-3d1f0a--\r\n");
-    mh_files_reply_reset(&r, c);
+    mh_files_reply_free(&r, c);
 }
 
 int main(void)
