@@ -47,8 +47,8 @@ local function add_route(scope, pattern, handler, level)
   if type(pattern) ~= "string" then
     error("http.handle: pattern must be a string", level)
   end
-  if type(handler) ~= "function" then
-    error("http.handle: handler must be a function", level)
+  if type(handler) ~= "function" and not core.is_handler(handler) then
+    error("http.handle: handler must be a function or a C handler", level)
   end
   local method, path = split_method(pattern)
   local prefix = ""
@@ -103,13 +103,9 @@ function M.log(level, ...) core.log(level, ...) end
 -- still serves, so a health check answering 503 lets a balancer drain it.
 function M.stopping() return core.stopping() end
 
--- A handler that serves the metrics (Prometheus text format) on a route.
+-- A C handler that serves the metrics (Prometheus text format) on a route.
 function M.metrics_handler()
-  core.enable_metrics()
-  return function(req, res)
-    res:header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-    res:write(core.metrics_text())
-  end
+  return core.metrics_handler()
 end
 
 -- Outbound HTTP. The C core fetches one URL; following redirects (opt-in,
@@ -176,7 +172,7 @@ local function compose(h, scope, pattern)
   while s do
     for i = #s.middleware, 1, -1 do
       h = s.middleware[i](h)
-      if type(h) ~= "function" then
+      if type(h) ~= "function" and not core.is_handler(h) then
         error("middleware did not return a handler function (for " .. pattern .. ")", 0)
       end
     end

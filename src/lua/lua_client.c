@@ -14,7 +14,6 @@
 #include "client.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
-#include "worker.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
@@ -50,7 +49,7 @@ struct lresp {
 static struct ev_loop *loop_of_gen(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    return g && g->worker ? g->worker->loop : EV_DEFAULT;
+    return g && g->loop ? g->loop : EV_DEFAULT;
 }
 
 /* ---- closing --------------------------------------------------------------- */

@@ -1,24 +1,19 @@
 #include "lua_sched.h"
 
-#include "conn.h"
 #include "log.h"
 #include "lua_client.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
-#include "worker.h"
+#include "req.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Output queued beyond this makes res:write wait for the client. */
-#define HIGH_WATER (256 * 1024)
-#define LOW_WATER  (64 * 1024)
-
 static struct ev_loop *loop_of(struct mh_task *t)
 {
-    return t->gen->worker ? t->gen->worker->loop : EV_DEFAULT;
+    return t->gen->loop ? t->gen->loop : EV_DEFAULT;
 }
 
 static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents);
@@ -46,7 +41,9 @@ static struct mh_task *task_get(struct mh_gen *g)
 static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
-    t->conn = NULL;
+    t->request = NULL;
+    t->handoff = NULL;
+    t->aborted = false;
     t->req = NULL;
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
@@ -89,25 +86,26 @@ int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_ta
 }
 
 /* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *trace)
+static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace)
 {
     char where[64];
-    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s",
-           llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
-           mh_conn_head(c) + c->req.target.off, mh_conn_remote_addr(c, where, sizeof where), trace);
-    if (c->closed)
+    size_t tlen;
+    const char *target = mh_req_slice(r, r->head.target, &tlen);
+    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s", mh_req_method(r), (int)tlen, target,
+           r->ops->remote_addr(r, where, sizeof where), trace);
+    if (r->closed)
         return;
-    if (c->res.head_sent) {
-        mh_conn_close(c);
+    if (r->res.head_sent) {
+        mh_req_abort(r);
         return;
     }
-    mh_response_reset(&c->res);
-    c->res.status = 500;
+    mh_response_reset(&r->res);
+    r->res.status = 500;
     if (t->gen->config->dev) {
-        mh_buf_append_str(&c->res.body, trace);
-        mh_buf_append(&c->res.body, "\n", 1);
+        mh_req_write(r, trace, strlen(trace));
+        mh_req_write(r, "\n", 1);
     } else {
-        mh_buf_append_str(&c->res.body, "500 Internal Server Error\n");
+        mh_req_write(r, "500 Internal Server Error\n", 26);
     }
 }
 
@@ -126,20 +124,21 @@ static void task_resume(struct mh_task *t, int nargs)
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
         if (t->wait != MH_WAIT_NONE) {
-            /* Let the client see what was written before a long wait. */
-            if (t->conn && t->wait == MH_WAIT_SLEEP && t->conn->res.written)
-                mh_conn_flush_response(t->conn);
+            /* Flush policy: let the client see what was written before a long wait. */
+            if (t->request && t->wait == MH_WAIT_SLEEP && t->request->res.written)
+                mh_req_flush(t->request);
             return;
         }
         lua_pushliteral(co, "coroutine.yield() in a handler: only moonhttp calls may wait");
         st = LUA_ERRRUN;
     }
-    struct mh_conn *c = t->conn;
+    struct mh_req *r = t->request;
+    const struct mh_handler *handoff = st == LUA_OK ? t->handoff : NULL;
     if (st != LUA_OK) {
         mh_lua_traceback(g->L, co, lua_tostring(co, -1));
         const char *trace = lua_tostring(g->L, -1);
-        if (c)
-            handler_failed(t, c, trace ? trace : "?");
+        if (r)
+            handler_failed(t, r, trace ? trace : "?");
         else
             mh_log(MH_LOG_ERROR, "%s", trace ? trace : "?");
         lua_pop(g->L, 1);
@@ -147,7 +146,7 @@ static void task_resume(struct mh_task *t, int nargs)
     }
     /* Stray references to req/res now raise "request finished". */
     if (t->req)
-        t->req->conn = t->res->conn = NULL;
+        t->req->r = t->res->r = NULL;
     if (st != LUA_OK)
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
     lua_settop(co, 0);
@@ -156,27 +155,29 @@ static void task_resume(struct mh_task *t, int nargs)
     if (t->on_done)
         t->on_done(t);
     task_put(t);
-    if (c) {
-        mh_conn_finish_response(c);
-        mh_conn_unref(c);
+    if (r) {
+        r->handler_data = NULL; /* the task is gone: callbacks until finish find nothing */
+        if (handoff && !r->closed)
+            mh_req_start(r, handoff); /* the C handler finishes the request */
+        else
+            mh_req_finish(r);
     }
     mh_gen_unref(g);
 }
 
-void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const char *extra,
+void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const char *extra,
                            size_t extra_len)
 {
     struct mh_task *t = task_get(g);
     if (!t) {
         mh_log(MH_LOG_ERROR, "out of memory starting a handler");
-        mh_conn_respond_simple(c, 500, NULL, "500 Internal Server Error\n");
+        mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
     }
     mh_gen_ref(g);
-    mh_conn_ref(c);
-    t->conn = c;
+    t->request = r;
     t->on_done = NULL;
-    c->task = t;
+    r->handler_data = t;
     lua_State *co = t->co;
     /*
      * Fresh req/res objects per request, so a reference a handler keeps
@@ -189,7 +190,7 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const c
     t->res = lua_newuserdatauv(co, sizeof *t->res, 0);
     lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_response_mt_key);
     lua_setmetatable(co, -2);
-    t->req->conn = t->res->conn = c;
+    t->req->r = t->res->r = r;
     t->req->task = t->res->task = t;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
     lua_pushvalue(co, 1);
@@ -208,7 +209,7 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     if (!t)
         return NULL;
     mh_gen_ref(g);
-    t->conn = NULL;
+    t->request = NULL;
     t->on_done = on_done;
     t->exit_status = 0;
     lua_xmove(g->L, t->co, nargs + 1);
@@ -243,14 +244,17 @@ void mh_task_on_body(struct mh_task *t)
 
 void mh_task_on_writable(struct mh_task *t)
 {
-    if (t->wait != MH_WAIT_WRITABLE || mh_conn_pending_output(t->conn) > LOW_WATER)
+    if (t->wait != MH_WAIT_WRITABLE ||
+        (!t->request->closed &&
+         t->request->res.body.bytes + t->request->ops->pending(t->request) > MH_REQ_LOW_WATER))
         return;
     int n = t->on_resume ? t->on_resume(t, t->co) : 0;
     task_resume(t, n);
 }
 
-void mh_task_on_conn_closed(struct mh_task *t)
+void mh_task_on_abort(struct mh_task *t)
 {
+    t->aborted = true;
     if (t->wait == MH_WAIT_BODY || t->wait == MH_WAIT_WRITABLE)
         resume_soon(t);
 }
@@ -271,14 +275,14 @@ static int l_sleep(lua_State *L)
 static int l_now(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    struct ev_loop *loop = g->worker ? g->worker->loop : EV_DEFAULT;
+    struct ev_loop *loop = g->loop ? g->loop : EV_DEFAULT;
     lua_pushnumber(L, ev_now(loop));
     return 1;
 }
 
 bool mh_task_output_high(const struct mh_task *t)
 {
-    return t->conn && mh_conn_pending_output(t->conn) > HIGH_WATER;
+    return t->request && mh_req_output_high(t->request);
 }
 
 void mh_sched_open(lua_State *L)

@@ -11,8 +11,9 @@
 #include <lua.h>
 #include <stdbool.h>
 
-struct mh_conn;
 struct mh_gen;
+struct mh_handler;
+struct mh_req;
 struct mh_task;
 
 enum mh_task_wait {
@@ -32,7 +33,9 @@ struct mh_task {
     struct mh_lua_req *req; /* this request's objects, invalidated when it ends */
     struct mh_lua_res *res;
     struct mh_gen *gen;
-    struct mh_conn *conn; /* NULL for a `run` script */
+    struct mh_req *request;           /* NULL for a `run` script */
+    const struct mh_handler *handoff; /* set by calling a C handler: it finishes the request */
+    bool aborted;                     /* the request's stream went away */
     enum mh_task_wait wait;
     mh_task_resume_fn on_resume;
     ev_timer timer;    /* sleep, and deferred resumes */
@@ -44,23 +47,24 @@ struct mh_task {
     struct mh_task *next_free;
 };
 
-/* What a handler's req/res userdata point to; conn is NULL once the request ended. */
+/* What a handler's req/res userdata point to; r is NULL once the request ended. */
 struct mh_lua_req {
-    struct mh_conn *conn;
+    struct mh_req *r;
     struct mh_task *task;
 };
 struct mh_lua_res {
-    struct mh_conn *conn;
+    struct mh_req *r;
     struct mh_task *task;
 };
 
 /*
- * Runs handler `ref` (a registry reference to a function) for the current
- * request of c, with (req, res) and any extra argument pushed by `extra`.
- * The handler may finish before this returns; either way the connection is
- * told through mh_conn_finish_response.
+ * Runs handler `ref` (a registry reference to a function) for request r,
+ * with (req, res) and any extra argument pushed by `extra`. The handler may
+ * finish before this returns; either way the request is finished
+ * (mh_req_finish) when the function returns or fails (a 500 page if nothing
+ * was sent), unless it handed the request over to a C handler.
  */
-void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const char *extra,
+void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const char *extra,
                            size_t extra_len);
 
 /*
@@ -80,10 +84,10 @@ int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_ta
 /* Whether the task's client has so much output queued that writers should wait. */
 bool mh_task_output_high(const struct mh_task *t);
 
-/* Connection events for a task that may be waiting on them. */
+/* Request events for a task that may be waiting on them (the Lua route handler's callbacks). */
 void mh_task_on_body(struct mh_task *t);
 void mh_task_on_writable(struct mh_task *t);
-void mh_task_on_conn_closed(struct mh_task *t);
+void mh_task_on_abort(struct mh_task *t);
 
 /* Frees the pooled coroutines of a generation (before lua_close). */
 void mh_task_pool_free(struct mh_gen *g);

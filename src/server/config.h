@@ -10,18 +10,11 @@
 #include <stddef.h>
 
 #include "compress.h"
+#include "tls_certs.h"
 
 struct lua_State;
 
 #define MH_MAX_LISTEN 8
-#define MH_MAX_CERTS  8
-
-/* Certificates of a TLS endpoint: the first is the default, the others are chosen by SNI. */
-struct mh_tls_certs {
-    size_t n;
-    char *cert[MH_MAX_CERTS]; /* PEM file: the certificate, then its chain */
-    char *key[MH_MAX_CERTS];  /* PEM private key file */
-};
 
 /* How a listen entry asked for TLS (see mh_config_listen_tls). */
 enum mh_listen_tls {
