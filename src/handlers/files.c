@@ -244,9 +244,13 @@ int mh_files_plan(const struct mh_files *f, struct mh_file_cache *cache, const s
         open_failed(r, e->err);
         return 0;
     }
+    bool slash = in->path_len ? in->path[in->path_len - 1] == '/'
+                              : in->location_len && in->location[in->location_len - 1] == '/';
+    if (!e->is_dir && slash) {
+        fail(r, 404, "404 page not found\n"); /* "file.txt/" names a directory that is not */
+        return 0;
+    }
     if (e->is_dir) {
-        bool slash = in->path_len ? in->path[in->path_len - 1] == '/'
-                                  : in->location_len && in->location[in->location_len - 1] == '/';
         if (!slash)
             return plan_redirect(in, r);
         if (!f->index) {

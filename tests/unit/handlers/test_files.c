@@ -33,6 +33,7 @@ static const struct row rows[] = {
     {"a.txt", "", 200, "Accept-Ranges=bytes", NULL, 10},
     {"a.txt", "", 200, "Cache-Control=max-age=60", NULL, -1},
     {"missing.txt", "", 404, NULL, NULL, -1},
+    {"a.txt/", "", 404, NULL, NULL, -1},
     {"%2e%2e/x", "", 400, NULL, NULL, -1},
     {"a%00.txt", "", 400, NULL, NULL, -1},
     {"a%2f.txt", "", 400, NULL, NULL, -1},
