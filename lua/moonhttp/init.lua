@@ -9,6 +9,7 @@ local M = {
   sleep = core.sleep,
   now = core.now,
   server = core.server,
+  files = core.files,
   not_found = core.not_found,
   method_not_allowed = core.method_not_allowed,
   json = { encode = cjson.encode, decode = cjson.decode, null = cjson.null },

@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_files.h"
 #include "lua_handler.h"
 #include "lua_request.h"
 #include "lua_response.h"
@@ -184,6 +185,7 @@ static int open_core(lua_State *L)
     mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_lua_files_open(L);
     return 1;
 }
 
@@ -348,6 +350,7 @@ static struct mh_gen *gen_alloc(struct mh_config *config)
     g->refs = 1;
     g->not_found_ref = g->method_not_allowed_ref = g->settings_ref = LUA_NOREF;
     g->metrics_proxy.ops = &metrics_proxy_ops;
+    mh_compress_pool_init(&g->compress_pool, 16);
     g->L = lua_newstate(lua_alloc, &g->heap);
     if (g->L) {
         lua_atpanic(g->L, on_lua_panic);
@@ -371,6 +374,7 @@ static void gen_free(struct mh_gen *g)
     if (g->L)
         lua_close(g->L); /* C handler values are collected: their free functions run */
     mh_lua_handlers_free(g);
+    mh_compress_pool_destroy(&g->compress_pool);
     lua_heap_free(&g->heap);
     mh_router_builder_free(g->_builder);
     mh_router_free(g->router);
@@ -474,6 +478,10 @@ static int build_site(struct mh_gen *g, char *err, size_t errlen)
     s->handlers = &g->handlers;
     s->clean = strcmp(g->config->clean_path, "rewrite") == 0 ? MH_CLEAN_REWRITE : MH_CLEAN_REDIRECT;
     s->redirect_code = (int)g->config->redirect_code;
+    if (g->config->compress.on) {
+        s->prepare = mh_lua_compress_prepare;
+        s->prepare_ud = g;
+    }
     if (g->not_found_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, g->not_found_ref);
         int rc = mh_lua_handler_register(L, g, -1, false, &s->not_found);

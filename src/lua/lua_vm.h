@@ -11,6 +11,7 @@
 #include <lua.h>
 #include <stdbool.h>
 
+#include "compress_filter.h"
 #include "config.h"
 #include "dispatch.h"
 #include "handler.h"
@@ -56,7 +57,8 @@ struct mh_gen {
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
-    bool wants_metrics; /* the script called http.metrics_handler() */
+    bool wants_metrics;                    /* the script called http.metrics_handler() */
+    struct mh_compress_pool compress_pool; /* gzip filters of this generation's requests */
 };
 
 /*
