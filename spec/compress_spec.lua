@@ -180,14 +180,16 @@ describe("response compression", function()
 end)
 
 describe("response compression settings", function()
-  it("is off unless asked for", function()
-    local srv = H.start([[
+  local PLAIN_APP = [[
 local http = require "moonhttp"
 http.handle("GET /t", function(req, res)
   res:header("Content-Type", "text/plain")
   res:write(string.rep("x", 5000))
 end)
-]])
+]]
+
+  it("is off unless asked for", function()
+    local srv = H.start(PLAIN_APP)
     local r = srv:get("/t", { ["Accept-Encoding"] = "gzip" })
     local r2 = H.request(srv.port, "GET", "/t", { ["Accept-Encoding"] = "gzip" })
     srv:stop()
@@ -196,13 +198,7 @@ end)
   end)
 
   it("is turned on from the command line", function()
-    local srv = H.start([[
-local http = require "moonhttp"
-http.handle("GET /t", function(req, res)
-  res:header("Content-Type", "text/plain")
-  res:write(string.rep("x", 5000))
-end)
-]], { flags = { "--compress", "6" } })
+    local srv = H.start(PLAIN_APP, { flags = { "--compress", "6" } })
     local r = srv:get("/t", { ["Accept-Encoding"] = "gzip" })
     srv:stop()
     assert.are.equal("gzip", r.headers["content-encoding"])

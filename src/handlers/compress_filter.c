@@ -53,7 +53,7 @@ static bool cf_head(struct mh_ofilter *base, struct mh_req *r)
     const char *vary = mh_response_get(res, "Vary", 4, &vl);
     if (v.vary && !(vary && memmem(vary, vl, "Accept-Encoding", 15)))
         mh_response_header(res, "Vary", 4, "Accept-Encoding", 15, false);
-    if (!v.gzip || mh_gzip_reset(&f->gz, f->conf->level, 0))
+    if (!v.gzip || in.length > MH_COMPRESS_FILTER_MAX || mh_gzip_reset(&f->gz, f->conf->level, 0))
         return false;
     mh_response_header(res, "Content-Encoding", 16, "gzip", 4, true);
     mh_response_unset(res, "Content-Length", 14);

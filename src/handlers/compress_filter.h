@@ -14,6 +14,12 @@
  * streaming response is a zlib sync flush, so the client sees what the
  * handler wrote without waiting for the end.
  *
+ * The request model hands a filter everything staged since the last send
+ * and drops what it leaves unread, so a body staged whole (a static file)
+ * is compressed whole: its compressed size is held in memory until
+ * written. Bodies known to be larger than MH_COMPRESS_FILTER_MAX are sent
+ * as they are (with Vary) rather than holding megabytes per response.
+ *
  * Filters and their zlib streams come from a pool (one per worker or app)
  * and go back to it when the response ends, so a compressed response
  * allocates nothing in steady state.
@@ -23,6 +29,8 @@
 
 #include "buf.h"
 #include "compress.h"
+
+#define MH_COMPRESS_FILTER_MAX (8u << 20)
 
 struct mh_req;
 struct mh_compress_filter;

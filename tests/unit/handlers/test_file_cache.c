@@ -2,6 +2,7 @@
  * use. */
 #define _GNU_SOURCE /* O_PATH */
 #include "file_cache.h"
+#include "tmp_tree.h"
 #include "unit.h"
 
 #include <errno.h>
@@ -13,22 +14,13 @@
 
 static char dir[] = "/tmp/mh_fcache_XXXXXX";
 
-static void put(const char *name, const char *text)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
 int main(void)
 {
     if (!mkdtemp(dir))
         return 1;
-    put("a.txt", "hello");
-    put("b.txt", "bb");
-    put("c.txt", "ccc");
+    tmp_put(dir, "a.txt", "hello");
+    tmp_put(dir, "b.txt", "bb");
+    tmp_put(dir, "c.txt", "ccc");
     char sub[300];
     snprintf(sub, sizeof sub, "%s/sub", dir);
     mkdir(sub, 0755);
@@ -47,7 +39,7 @@ int main(void)
     mh_file_cache_release(c, a2);
 
     /* Expired: reopened, and the old entry (still held) keeps its fd until released. */
-    put("a.txt", "hello, longer");
+    tmp_put(dir, "a.txt", "hello, longer");
     struct mh_file_entry *a3 = mh_file_cache_get(c, root, "a.txt", 5, 101.5);
     CHECK(a3 != a && a3->size == 13);
     char buf[8];
@@ -99,9 +91,6 @@ int main(void)
     mh_file_cache_free(c);
 
     close(root);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tmp_remove(dir);
     return unit_report();
 }

@@ -2,6 +2,7 @@
 /* Safe opening beneath a root: path decoding rules, then openat2 and the walk fallback on a real
  * tree. */
 #include "file_open.h"
+#include "tmp_tree.h"
 #include "unit.h"
 
 #include <errno.h>
@@ -65,15 +66,6 @@ static void test_decode(void)
 }
 
 static char tmpl[] = "/tmp/mh_open_XXXXXX";
-
-static void put(const char *rel, const char *text)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", tmpl, rel);
-    FILE *f = fopen(p, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
 static void link_at(const char *target, const char *rel)
 {
@@ -142,9 +134,9 @@ int main(void)
         return 1;
     mkdir_at("root");
     mkdir_at("root/sub");
-    put("outside.txt", "OUT");
-    put("root/a.txt", "A");
-    put("root/sub/b.txt", "B");
+    tmp_put(tmpl, "outside.txt", "OUT");
+    tmp_put(tmpl, "root/a.txt", "A");
+    tmp_put(tmpl, "root/sub/b.txt", "B");
     link_at("a.txt", "root/in_link");
     link_at("../a.txt", "root/sub/up_link");
     link_at("sub", "root/dir_link");
@@ -155,9 +147,6 @@ int main(void)
     link_at("loop1", "root/loop2");
     test_open(mh_file_open_beneath, "beneath");
     test_open(mh_file_open_walk, "walk");
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpl);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpl);
+    tmp_remove(tmpl);
     return unit_report();
 }

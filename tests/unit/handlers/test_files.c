@@ -1,6 +1,7 @@
 /* The static-file planner: request rows (path, headers) in, status, headers and body parts out. */
 #include "files.h"
 #include "mime.h"
+#include "tmp_tree.h"
 #include "unit.h"
 
 #include <stdio.h>
@@ -9,15 +10,6 @@
 #include <unistd.h>
 
 static char dir[] = "/tmp/mh_files_XXXXXX";
-
-static void put(const char *name, const char *text)
-{
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    fputs(text, f);
-    fclose(f);
-}
 
 struct row {
     const char *path;
@@ -167,13 +159,13 @@ int main(void)
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/noindex", dir);
     mkdir(p, 0755);
-    put("a.txt", "0123456789");
-    put(".secret", "s");
-    put("index.html", "root");
-    put("sub/index.html", "hello");
-    put("app.js", "console.log1");
-    put("app.js.gz", "GZ!");
-    put("app.js.br", "BR");
+    tmp_put(dir, "a.txt", "0123456789");
+    tmp_put(dir, ".secret", "s");
+    tmp_put(dir, "index.html", "root");
+    tmp_put(dir, "sub/index.html", "hello");
+    tmp_put(dir, "app.js", "console.log1");
+    tmp_put(dir, "app.js.gz", "GZ!");
+    tmp_put(dir, "app.js.br", "BR");
     struct mh_files_opts o = {.index = "index.html", .max_age = 60, .precompressed = true};
     char err[256];
     struct mh_files *f = mh_files_new(dir, &o, err, sizeof err);
@@ -189,8 +181,6 @@ int main(void)
     mh_file_cache_free(c);
     mh_mime_free(m);
     mh_files_free(f);
-    snprintf(p, sizeof p, "rm -rf %s", dir);
-    if (system(p) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    tmp_remove(dir);
     return unit_report();
 }
