@@ -66,10 +66,12 @@ static void set_idle_list(struct mh_conn *c, bool idle)
  * timer, when it fires early, re-arms for the rest ("be smart about
  * timeouts" in libev's manual), so per-request timer work is a store.
  */
-static void set_deadline(struct mh_conn *c, ev_tstamp at)
+static ev_tstamp earliest(ev_tstamp a, ev_tstamp b);
+
+static void arm_timer(struct mh_conn *c)
 {
     struct ev_loop *loop = c->h->loop;
-    c->deadline = at;
+    ev_tstamp at = earliest(c->deadline, c->send_deadline);
     if (at == 0)
         return;
     if (!ev_is_active(&c->timer) || c->timer_at > at) {
@@ -79,6 +81,12 @@ static void set_deadline(struct mh_conn *c, ev_tstamp at)
         ev_timer_start(loop, &c->timer);
         c->timer_at = at;
     }
+}
+
+static void set_deadline(struct mh_conn *c, ev_tstamp at)
+{
+    c->deadline = at;
+    arm_timer(c);
 }
 
 /* `seconds` from now as a deadline; 0 (off) stays 0. */
@@ -136,17 +144,43 @@ static void notify(struct mh_conn *c, void (*fn)(struct mh_req *r))
         fn(&c->req);
 }
 
+/*
+ * Output is waiting for the client: it must take some of it within
+ * send_timeout, counted again from each write that made progress (nginx's
+ * send_timeout). A slow but steady reader is never cut, however long the
+ * response; one that stops reading is.
+ */
+static void note_send_progress(struct mh_conn *c, bool progressed, bool blocked)
+{
+    double limit = c->h->limits->send_timeout;
+    if (!blocked || limit <= 0) {
+        c->send_deadline = 0;
+        return;
+    }
+    if (progressed || c->send_deadline == 0) {
+        c->send_deadline = after(c, limit);
+        arm_timer(c);
+    }
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_conn *c = t->data;
     (void)revents;
-    if (c->deadline == 0 || c->closed)
+    ev_tstamp due = earliest(c->deadline, c->send_deadline);
+    if (due == 0 || c->closed)
         return;
     ev_tstamp now = ev_now(loop);
-    if (now < c->deadline) {
-        ev_timer_set(&c->timer, c->deadline - now, 0.);
+    if (now < due) {
+        ev_timer_set(&c->timer, due - now, 0.);
         ev_timer_start(loop, &c->timer);
-        c->timer_at = c->deadline;
+        c->timer_at = due;
+        return;
+    }
+    if (c->send_deadline && now >= c->send_deadline) {
+        mh_log(MH_LOG_WARN, "fd %d: send timeout: the client read nothing for %g s; closing", c->fd,
+               c->h->limits->send_timeout);
+        mh_conn_close(c);
         return;
     }
     switch (c->state) {
@@ -283,6 +317,7 @@ static bool out_pending(const struct mh_conn *c)
 static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
+    bool progressed = false;
     while (!c->closed && out_pending(c)) {
         const char *p;
         size_t len;
@@ -294,12 +329,15 @@ static void conn_flush(struct mh_conn *c)
         } else {
             n = write_some(c);
         }
-        if (n > 0)
+        if (n > 0) {
+            progressed = true;
             continue;
+        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             c->want_write = true;
+            note_send_progress(c, progressed, true);
             update_io(c);
             return;
         }
@@ -310,6 +348,7 @@ static void conn_flush(struct mh_conn *c)
     if (c->closed)
         return;
     c->want_write = false;
+    note_send_progress(c, true, false);
     if (c->state == MH_CONN_LINGER) {
         /*
          * Half-close and read what the client still sends: closing with
@@ -429,6 +468,13 @@ void mh_http_close_all(struct mh_http_ctx *h)
         mh_conn_close(h->active.head);
     while (h->idle.head)
         mh_conn_close(h->idle.head);
+}
+
+void mh_http_each_request(struct mh_http_ctx *h, void (*fn)(struct mh_req *r, void *ud), void *ud)
+{
+    for (struct mh_conn *c = h->active.head; c; c = c->next)
+        if (c->in_handler && !c->closed)
+            fn(&c->req, ud);
 }
 
 const char *mh_http_date(struct mh_http_ctx *h, size_t *len)
@@ -607,13 +653,17 @@ static void flush_response(struct mh_conn *c)
     schedule_write(c);
 }
 
-/* Switches to closing once the output is written. */
+/*
+ * Switches to closing once the output is written. What is still queued may
+ * be a long download: send_timeout guards it (and write_timeout, when set),
+ * not a fixed deadline; LINGER_SECONDS starts once it is out.
+ */
 static void start_linger(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
     c->state = MH_CONN_LINGER;
     set_idle_list(c, false);
-    set_timeout(c, lim->write_timeout > 0 ? lim->write_timeout : 30);
+    set_timeout(c, lim->write_timeout > 0 ? lim->write_timeout : lim->send_timeout > 0 ? 0 : 30);
     if (!out_pending(c))
         conn_flush(c); /* nothing queued: shut the write side now */
     else
@@ -641,6 +691,7 @@ static void finish_response(struct mh_conn *c)
         return;
     if (c->closed) {
         mh_req_run_filters(&c->req, true); /* lets the filters free their state */
+        mh_outq_clear(&c->req.res.body);   /* releases referenced strings and files now */
         end_request(c);
         return;
     }
@@ -764,6 +815,8 @@ static void start_request(struct mh_conn *c)
     c->state = MH_CONN_HANDLER;
     c->requests++;
     c->req.started = ev_now(w->loop);
+    c->max_body = (uint64_t)w->limits->max_body_bytes;
+    c->body_asked = false;
     c->write_deadline = after(c, w->limits->write_timeout);
     if (c->req.head.has_body) {
         c->req.body_state = MH_BODY_MORE;
@@ -804,11 +857,29 @@ static bool pump_body(struct mh_conn *c)
     return r->body_state != MH_BODY_MORE || (!c->body_want_all && r->body.len > 0);
 }
 
+static int conn_set_max_body(struct mh_req *r, uint64_t bytes)
+{
+    struct mh_conn *c = conn_of(r);
+    if (c->body_asked)
+        return -1;
+    c->max_body = bytes;
+    return 0;
+}
+
 static int conn_want_body(struct mh_req *r, bool all)
 {
     struct mh_conn *c = conn_of(r);
     if (c->closed)
         return 1;
+    if (!c->body_asked) {
+        c->body_asked = true;
+        /* Refused before a byte is read, and before "100 Continue" invites it. */
+        if (r->body_state == MH_BODY_MORE && !(c->parser.flags & F_CHUNKED) &&
+            r->head.content_length > c->max_body) {
+            r->body_state = MH_BODY_TOO_LARGE;
+            return 1;
+        }
+    }
     if (r->head.expect_continue && !c->continue_sent && r->body_state == MH_BODY_MORE &&
         r->body_received == 0 && !r->res.head_sent) {
         if (mh_outq_acquire(&c->out, c->h->bufs) == 0 &&
@@ -1000,6 +1071,7 @@ static const struct mh_req_ops http1_ops = {
     .pending = conn_pending,
     .set_read_timeout = conn_set_read_timeout,
     .set_write_timeout = conn_set_write_timeout,
+    .set_max_body = conn_set_max_body,
     .abort = conn_abort,
     .remote_addr = conn_remote_addr,
 };

@@ -48,6 +48,7 @@ struct mh_http_limits {
     double read_timeout;        /* whole request incl. body */
     double write_timeout;       /* end of head to end of response */
     double idle_timeout;        /* between requests */
+    double send_timeout;        /* output blocked: the client must take some within this */
     long max_header_bytes;
     long max_body_bytes;
     long keepalive_requests; /* requests per connection; 0 = unlimited */
@@ -106,6 +107,9 @@ bool mh_http_drained(const struct mh_http_ctx *h);
 /* Closes idle connections (graceful stop, reload); all = active ones too. */
 void mh_http_close_idle(struct mh_http_ctx *h);
 void mh_http_close_all(struct mh_http_ctx *h);
+
+/* Calls fn for the request of every connection whose handler is running. */
+void mh_http_each_request(struct mh_http_ctx *h, void (*fn)(struct mh_req *r, void *ud), void *ud);
 
 /* "Date: <IMF-fixdate>\r\n", regenerated at most once a second. */
 const char *mh_http_date(struct mh_http_ctx *h, size_t *len);

@@ -32,6 +32,7 @@ struct mh_conn {
     ev_tstamp deadline;       /* when the current state times out (0 = never) */
     ev_tstamp read_deadline;  /* whole request incl. body (read_timeout; 0 = none) */
     ev_tstamp write_deadline; /* end of head to end of response (write_timeout; 0 = none) */
+    ev_tstamp send_deadline;  /* output blocked: progress due by then (send_timeout; 0 = none) */
     ev_tstamp timer_at;       /* when the armed timer fires */
     int io_events;            /* events the io watcher is armed for */
 
@@ -47,6 +48,8 @@ struct mh_conn {
     unsigned long requests;
 
     /* request body */
+    uint64_t max_body;  /* this request's body limit: max_body_bytes or req:set_max_body */
+    bool body_asked;    /* the handler asked for body bytes: the limit is fixed */
     bool body_wanted;   /* a handler waits for body bytes */
     bool body_want_all; /* ...for all of them (req:body) rather than some */
     bool continue_sent; /* "100 Continue" went out */

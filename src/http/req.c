@@ -68,14 +68,6 @@ void mh_req_set_length(struct mh_req *r, uint64_t len)
     r->res.declared_length = len;
 }
 
-const char *mh_req_write(struct mh_req *r, const void *p, size_t n)
-{
-    if (r->closed)
-        return mh_req_err_closed;
-    r->res.written = true;
-    return mh_outq_append(&r->res.body, p, n) < 0 ? mh_req_err_nomem : NULL;
-}
-
 const char *mh_req_write_ref(struct mh_req *r, const char *p, size_t n, mh_chunk_release_fn release,
                              void *ud, uintptr_t token)
 {

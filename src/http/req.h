@@ -94,6 +94,13 @@ struct mh_req_ops {
     /* Moves the read (body) or write (response) deadline to seconds from now; 0 = none. */
     void (*set_read_timeout)(struct mh_req *r, double seconds);
     void (*set_write_timeout)(struct mh_req *r, double seconds);
+    /*
+     * This request's body limit (over it: MH_BODY_TOO_LARGE, and 413 when the
+     * response has not started). Only before the body is first asked for:
+     * -1 after that. A declared Content-Length is checked against the limit
+     * when the body is first asked for, so a route may raise it.
+     */
+    int (*set_max_body)(struct mh_req *r, uint64_t bytes);
     /* Ends the stream now (a response cut off: HTTP/1 closes the connection). */
     void (*abort)(struct mh_req *r);
     /* "ip:port" of the client into buf. */
@@ -183,13 +190,21 @@ extern const char mh_req_err_head_sent[];
  * reference/file is released at once) and mh_req_err_closed returned.
  * Otherwise NULL, or mh_req_err_nomem.
  */
-const char *mh_req_write(struct mh_req *r, const void *p, size_t n);
+static inline const char *mh_req_write(struct mh_req *r, const void *p, size_t n);
 const char *mh_req_write_ref(struct mh_req *r, const char *p, size_t n, mh_chunk_release_fn release,
                              void *ud, uintptr_t token);
 const char *mh_req_write_file(struct mh_req *r, int fd, off_t off, uint64_t len,
                               mh_chunk_release_fn release, void *ud, uintptr_t token);
 extern const char mh_req_err_closed[];
 extern const char mh_req_err_nomem[];
+
+static inline const char *mh_req_write(struct mh_req *r, const void *p, size_t n)
+{
+    if (r->closed)
+        return mh_req_err_closed;
+    r->res.written = true;
+    return mh_outq_append(&r->res.body, p, n) < 0 ? mh_req_err_nomem : NULL;
+}
 
 /*
  * A C handler answering with a body of known length that it will send in

@@ -68,6 +68,14 @@ void mh_response_free(struct mh_response *r);
  */
 const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
                                const char *value, size_t vlen, bool replace);
+/*
+ * Adds a pair the server itself chose (a constant name and value, e.g. the
+ * Content-Type of res:json): no validation and no interpretation, so the
+ * caller guarantees a token name, a value without CR/LF/NUL and no framing
+ * header, and sets has_type itself. NULL, or "out of memory".
+ */
+const char *mh_response_add_trusted(struct mh_response *r, const char *name, size_t nlen,
+                                    const char *value, size_t vlen);
 /* Removes every pair named `name` (Content-Length: clears has_length). */
 void mh_response_unset(struct mh_response *r, const char *name, size_t nlen);
 /* First value of `name`, or NULL. */

@@ -3,6 +3,7 @@
 #include "dispatch.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "metrics.h"
 #include "req.h"
 
 #include <lauxlib.h>
@@ -17,6 +18,20 @@ static void app_end(struct mh_req *r)
     mh_gen_unref(r->owner);
 }
 
+void mh_lua_dev_headers(const struct mh_gen *g, struct mh_req *r)
+{
+    const struct mh_reload_stats *st =
+        g->host && g->host->reload_stats ? *g->host->reload_stats : NULL;
+    if (!g->config->dev || !st || !st->last_failed)
+        return;
+    /* The first line of the load error, made a valid header value. */
+    char v[sizeof st->last_error];
+    size_t n = 0;
+    for (const char *p = st->last_error; *p && n < 400; p++)
+        v[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    mh_response_header(&r->res, "X-Moonhttp-Reload-Error", 23, v, n, true);
+}
+
 static void app_start(const struct mh_handler *h, struct mh_req *r)
 {
     const struct mh_lua_app *a = (const struct mh_lua_app *)h;
@@ -25,6 +40,8 @@ static void app_start(const struct mh_handler *h, struct mh_req *r)
     mh_gen_ref(g);
     r->owner = g;
     r->on_end = app_end;
+    if (g->config->dev)
+        mh_lua_dev_headers(g, r);
     mh_dispatch(r, &g->site);
 }
 
@@ -80,6 +97,13 @@ static const struct mh_handler_ops route_ops = {
     .on_writable = route_on_writable,
     .on_abort = route_on_abort,
 };
+
+void mh_lua_request_stopping(struct mh_req *r, void *ud)
+{
+    (void)ud;
+    if (r->handler && r->handler->ops == &route_ops && r->handler_data)
+        mh_task_on_stopping(r->handler_data);
+}
 
 /* ---- C handlers as Lua values -------------------------------------------- */
 

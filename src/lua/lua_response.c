@@ -1,5 +1,6 @@
 #include "lua_response.h"
 
+#include "lua_json.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
 #include "req.h"
@@ -132,6 +133,11 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
         lua_pushliteral(L, "connection closed");
         return 2;
     }
+    if (mh_task_stream_stopping(r->task)) { /* nothing written: the stream should end */
+        lua_pushnil(L);
+        lua_pushliteral(L, "stopping");
+        return 2;
+    }
     c->res.written = true;
     for (int i = first; i <= top; i++) {
         if (stage(L, c, i) == mh_req_err_nomem)
@@ -162,7 +168,7 @@ static int res_flush(lua_State *L)
     return 1;
 }
 
-/* res:json(value [, status]) with lua-cjson's encoder (upvalue 2). */
+/* res:json(value [, status]) with http.json.encode (upvalue 2). */
 static int res_json(lua_State *L)
 {
     struct mh_lua_res *r = check_res(L);
@@ -174,8 +180,11 @@ static int res_json(lua_State *L)
         check_not_written(L, c, "res:json");
         c->res.status = (int)code;
     }
-    if (!c->res.has_type && !c->res.written)
-        mh_response_header(&c->res, "Content-Type", 12, "application/json", 16, true);
+    if (!c->res.has_type && !c->res.written) {
+        /* a constant pair: no need to validate it on every response */
+        if (mh_response_add_trusted(&c->res, "Content-Type", 12, "application/json", 16) == NULL)
+            c->res.has_type = true;
+    }
     lua_pushvalue(L, lua_upvalueindex(2));
     lua_pushvalue(L, 2);
     lua_call(L, 1, 1);
@@ -240,12 +249,8 @@ void mh_lua_response_open(lua_State *L)
     lua_pushvalue(L, mt);
     luaL_setfuncs(L, methods, 1);
     lua_pushvalue(L, mt);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "cjson");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "encode");
-    lua_remove(L, -2);
-    lua_pushcclosure(L, res_json, 2); /* upvalues: metatable, cjson.encode */
+    lua_pushcfunction(L, mh_json_encode_l);
+    lua_pushcclosure(L, res_json, 2); /* upvalues: metatable, http.json.encode */
     lua_setfield(L, -2, "json");
     lua_setfield(L, mt, "__index");
     lua_pushvalue(L, mt);

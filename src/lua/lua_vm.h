@@ -16,6 +16,7 @@
 #include "dispatch.h"
 #include "handler.h"
 #include "router.h"
+#include "shm_dict.h"
 
 struct mh_task;
 struct mh_lua_route;
@@ -27,7 +28,9 @@ struct mh_lua_route;
  */
 struct mh_gen_host {
     struct ev_loop *loop;
-    const bool *stopping;             /* http.stopping() */
+    const bool *stopping;                        /* http.stopping() */
+    const bool *shutting_down;                   /* not serving any more: streams hear "stopping" */
+    struct mh_reload_stats *const *reload_stats; /* --dev: the last reload error, for a header */
     const struct mh_handler *metrics; /* what http.metrics_handler() serves; NULL: none */
 };
 
@@ -54,10 +57,12 @@ struct mh_gen {
     struct mh_handler metrics_proxy;  /* http.metrics_handler(): forwards to host->metrics */
     struct mh_lua_route *_lua_routes;
     int settings_ref;           /* http.server{} table */
+    char settings_where[256];   /* "file:line:" of that http.server{} call */
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
     bool wants_metrics;                    /* the script called http.metrics_handler() */
+    const struct mh_shm_dicts *shared;     /* the server's shared dicts; NULL until serving */
     struct mh_compress_pool compress_pool; /* gzip filters of this generation's requests */
 };
 

@@ -26,11 +26,20 @@ enum mh_listen_tls {
 
 enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
 
+/* A shared dict of http.server{ shared = { name = size } } (or --shared name=size,...). */
+#define MH_MAX_SHARED      16
+#define MH_SHARED_MIN_SIZE (8 * 1024)
+struct mh_shared_decl {
+    char *name; /* 1..63 of [A-Za-z0-9_] */
+    long size;  /* bytes: the zone is exactly this big */
+};
+
 struct mh_config {
     /* settings (seconds as double, sizes in bytes) */
     double read_header_timeout;
     double read_timeout;
-    double write_timeout;
+    double write_timeout; /* total: end of head to end of response (opt-in) */
+    double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;
     double shutdown_timeout;
     long max_header_bytes;
@@ -52,8 +61,10 @@ struct mh_config {
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];
     struct mh_tls_certs *listen_certs[MH_MAX_LISTEN]; /* for MH_LISTEN_TLS_OWN, owned */
-    struct mh_tls_certs tls;          /* top-level tls = {...} (or --tls-cert/--tls-key) */
-    char *tls_cert, *tls_key;         /* --tls-cert/--tls-key: replace `tls` when given */
+    struct mh_tls_certs tls;  /* top-level tls = {...} (or --tls-cert/--tls-key) */
+    char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
+    size_t nshared;
+    struct mh_shared_decl shared[MH_MAX_SHARED]; /* sorted by name */
     struct mh_compress_conf compress; /* response compression (off by default) */
 
     /* command line only */
@@ -64,7 +75,7 @@ struct mh_config {
     char **script_argv;
 
     /* which settings came from the command line: they beat the script's */
-    unsigned char _from_cli[32];
+    unsigned char _from_cli[64]; /* indexed like the settings table (checked in config.c) */
 };
 
 /* Fills in the defaults. */
@@ -85,6 +96,25 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
 int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char *err,
                         size_t errlen);
 
+/*
+ * For a reload, which keeps the running settings: the names of the settings
+ * in the table at `idx` whose value differs from c's (comma-separated into
+ * out; those set on the command line are skipped, they win anyway). Returns
+ * how many differ.
+ */
+int mh_config_changed(const struct mh_config *c, struct lua_State *L, int idx, char *out,
+                      size_t outlen);
+
+/*
+ * Parses a `shared` value (a table { name = size } at idx, sizes as numbers
+ * of bytes or strings like "16m") into out[], sorted by name. Used by
+ * http.server{} (to raise at the script's line), by the settings and by
+ * reload (to compare). Returns 0, or -1 with err; *n is what was parsed.
+ */
+int mh_config_shared_from_lua(struct mh_shared_decl *out, size_t *n, struct lua_State *L, int idx,
+                              char *err, size_t errlen);
+void mh_config_shared_clear(struct mh_shared_decl *d, size_t *n);
+
 /* Cross-field checks after everything is merged. 0 or -1 with err. */
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
 
@@ -95,6 +125,11 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
  * top-level certificates are configured.
  */
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i);
+
+/* Whether `name` is a setting http.server{} knows. */
+bool mh_config_is_setting(const char *name, size_t len);
+/* The known setting a misspelt name most likely meant (`idle_timout`), or NULL. */
+const char *mh_config_suggest(const char *name, size_t len);
 
 /* Number of workers to run ("auto" = online CPUs). */
 int mh_config_workers(const struct mh_config *c);

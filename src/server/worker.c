@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include "shared_zones.h"
+
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
@@ -63,6 +65,8 @@ void mh_worker_shutdown(struct mh_worker *w)
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
+    /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
+    mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -131,6 +135,8 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
         return -1;
     }
     mh_gen_set_host(g, &w->host);
+    if (w->shared)
+        mh_shared_zones_reload(w->shared, g);
     if (g->wants_metrics && w->metrics && !w->record_metrics) {
         w->record_metrics = w->observe = true;
         w->http.observe = observe;
@@ -193,6 +199,8 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
                                           (enum mh_access_format)ops->access_log_format);
     w->metrics = ops->metrics;
+    w->shared = ops->shared;
+    w->gen->shared = ops->shared;
     if (!w->metrics)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);
@@ -267,6 +275,7 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->read_timeout = c->read_timeout;
     lim->write_timeout = c->write_timeout;
     lim->idle_timeout = c->idle_timeout;
+    lim->send_timeout = c->send_timeout;
     lim->max_header_bytes = c->max_header_bytes;
     lim->max_body_bytes = c->max_body_bytes;
     lim->keepalive_requests = c->keepalive_requests;
@@ -292,6 +301,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     mh_gen_ref(gen);
     w->host.loop = loop;
     w->host.stopping = &w->stopping;
+    w->host.shutting_down = &w->shutting_down;
+    w->host.reload_stats = &w->reload_stats;
     mh_gen_set_host(gen, &w->host);
     mh_buf_pool_init(&w->bufs, 1024);
     set_limits(&w->limits, config);

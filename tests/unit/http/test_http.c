@@ -138,9 +138,25 @@ static void test_targets(void)
     CHECK(!mh_strieq("Content-Lengtx", 14, "content-length", 14));
 }
 
+/* The full list is checked through the binary in spec/status_text_spec.lua; here the edges. */
+static void test_status_texts(void)
+{
+    int known = 0;
+    for (int code = -1; code < 1000; code++)
+        known += strcmp(mh_status_text(code), "Unknown") != 0;
+    CHECKF(known == 62, "%d codes have a phrase, Go's StatusText knows 62", known);
+    CHECK_STR(mh_status_text(416), "Range Not Satisfiable");
+    CHECK_STR(mh_status_text(103), "Early Hints");
+    CHECK_STR(mh_status_text(511), "Network Authentication Required");
+    CHECK_STR(mh_status_text(418), "I'm a teapot");
+    CHECK_STR(mh_status_text(599), "Unknown");
+    CHECK_STR(mh_status_text(600), "Unknown");
+}
+
 int main(void)
 {
     test_heads();
+    test_status_texts();
     test_targets();
     return unit_report();
 }
