@@ -180,10 +180,10 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const ch
      * them alive until the task ends and invalidates them.
      */
     t->req = lua_newuserdatauv(co, sizeof *t->req, 0);
-    lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_request_mt_key);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->req_mt_ref);
     lua_setmetatable(co, -2);
     t->res = lua_newuserdatauv(co, sizeof *t->res, 0);
-    lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_response_mt_key);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->res_mt_ref);
     lua_setmetatable(co, -2);
     t->req->r = t->res->r = r;
     t->req->task = t->res->task = t;

@@ -605,6 +605,11 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
     set_arg_table(L, config);
     mh_lua_request_open(L);
     mh_lua_response_open(L);
+    /* Integer references too: each request takes both, and an integer key is an array slot. */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &mh_request_mt_key);
+    g->req_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &mh_response_mt_key);
+    g->res_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (deps)
         track_requires(L);
 

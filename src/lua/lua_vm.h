@@ -56,6 +56,7 @@ struct mh_gen {
     struct mh_site site;              /* what dispatch routes on */
     struct mh_handler metrics_proxy;  /* http.metrics_handler(): forwards to host->metrics */
     struct mh_lua_route *_lua_routes;
+    int req_mt_ref, res_mt_ref; /* the req and res metatables, by integer reference */
     int settings_ref;           /* http.server{} table */
     char settings_where[256];   /* "file:line:" of that http.server{} call */
     bool started;               /* registration is closed */
