@@ -4,13 +4,7 @@
 local H = require "helper"
 local socket = require "socket"
 
-local function sh(cmd)
-  local log = H.tmpname(".sh")
-  local ok = os.execute(cmd .. " >" .. log .. " 2>&1")
-  local out = H.read_file(log) or ""
-  os.remove(log)
-  assert(ok, "failed: " .. cmd .. "\n" .. out)
-end
+local sh = H.must
 
 local function spawn(cmd, log)
   local pipe = assert(io.popen(string.format("sh -c '%s >%s 2>&1 & echo $!'", cmd, log), "r"))
@@ -27,13 +21,7 @@ local function spawn(cmd, log)
 end
 
 local function run(source, ...)
-  local path = H.script("local http = require 'moonhttp'\n" .. source)
-  local code, out = H.run({ "run", path, ... })
-  os.remove(path)
-  assert.equal(0, code, out)
-  local kv = {}
-  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
-  return kv, out
+  return H.run_kv(nil, source, ...)
 end
 
 describe("http client over TLS", function()

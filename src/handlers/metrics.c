@@ -43,6 +43,8 @@ struct worker_slot {
 
 struct mh_metrics {
     struct mh_reload_stats reload;
+    unsigned long task_errors[MH_METRICS_TASK_KINDS];
+    uint64_t guards[MH_METRICS_NGUARDS];
     struct worker_slot workers[NWORKER_SLOTS];
     struct route_slot other;     /* when the table is full */
     struct route_slot unmatched; /* 404, 405, redirects: no route */
@@ -68,6 +70,11 @@ void mh_metrics_free(struct mh_metrics *m)
 {
     if (m)
         munmap(m, sizeof *m);
+}
+
+void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind)
+{
+    ADD(&m->task_errors[kind], 1);
 }
 
 struct mh_reload_stats *mh_metrics_reload_stats(struct mh_metrics *m)
@@ -130,6 +137,11 @@ void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, do
     ADD(&s->buckets[b], 1);
     ADD(&s->sum_us, (uint64_t)(seconds > 0 ? seconds * 1e6 : 0));
     ADD(&s->count, 1);
+}
+
+void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what)
+{
+    ADD(&m->guards[what], 1);
 }
 
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle)
@@ -293,6 +305,23 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
         append_label(out, r->last_error);
         mh_buf_append_str(out, "\"} 1\n");
     }
+    static const char *const task_kinds[MH_METRICS_TASK_KINDS] = {"timer", "on_start", "thread"};
+    mh_buf_append_str(out, "# HELP moonhttp_task_errors_total Timer callbacks, on_start functions "
+                           "and light threads that failed.\n"
+                           "# TYPE moonhttp_task_errors_total counter\n");
+    for (int k = 0; k < MH_METRICS_TASK_KINDS; k++)
+        appendf(out, "moonhttp_task_errors_total{kind=\"%s\"} %lu\n", task_kinds[k],
+                LOAD(&m->task_errors[k]));
+    appendf(out,
+            "# HELP moonhttp_guard_events_total Tasks stopped by handler_cpu_limit or "
+            "lua_memory_limit, and workers killed for a stalled loop.\n"
+            "# TYPE moonhttp_guard_events_total counter\n"
+            "moonhttp_guard_events_total{guard=\"cpu_limit\"} %llu\n"
+            "moonhttp_guard_events_total{guard=\"memory_limit\"} %llu\n"
+            "moonhttp_guard_events_total{guard=\"worker_stall\"} %llu\n",
+            (unsigned long long)LOAD(&m->guards[MH_METRICS_CPU_LIMIT]),
+            (unsigned long long)LOAD(&m->guards[MH_METRICS_MEMORY_LIMIT]),
+            (unsigned long long)LOAD(&m->guards[MH_METRICS_STALL]));
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */
     return out->len > start ? 0 : -1;
 }

@@ -5,15 +5,15 @@
  * come. Runtime failures are `nil, err`; luaL_error is for misuse only.
  *
  * A response is closed exactly once: by resp:close(), `<close>`, __gc, or
- * the end of the task that opened it (mh_lua_client_task_end), whichever
- * comes first. Its exchange state lives inside the userdata, so a fetch
- * allocates no C memory of its own; connections come from the pool.
+ * the end of the task that opened it (a task link), whichever comes first. Its exchange state lives
+ * inside the userdata, so a fetch allocates no C memory of its own; connections come from the pool.
  */
 #include "lua_client.h"
 
 #include "client.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "url.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
@@ -36,10 +36,8 @@ enum wait_kind { WAIT_NONE, WAIT_HEAD, WAIT_READ, WAIT_BODY };
 
 struct lresp {
     struct mh_client_req req;
-    struct mh_task *owner; /* the task that opened it, while on its list */
-    struct lresp *prev, *next;
+    struct mh_task_link owner; /* on the task that opened it until closed */
     struct mh_task *waiter;
-    struct ev_loop *loop;
     int anchor; /* registry reference while a task waits on it */
     enum wait_kind wait;
     size_t want_n;
@@ -61,16 +59,7 @@ static void resp_close(lua_State *L, struct lresp *r)
     if (r->closed)
         return;
     r->closed = true;
-    if (r->owner) {
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            r->owner->client_open = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
-        r->owner = NULL;
-        r->prev = r->next = NULL;
-    }
+    mh_task_unlink(&r->owner);
     mh_client_req_finish(&r->req);
     mh_client_pool_unref(r->req.pool);
     if (r->waiter) {
@@ -89,10 +78,21 @@ static void resp_close(lua_State *L, struct lresp *r)
     }
 }
 
-void mh_lua_client_task_end(struct mh_task *t)
+/* The task that opened it ended: no Lua state may be touched for the anchor now. */
+static void on_owner_end(struct mh_task_link *l)
 {
-    while (t->client_open)
-        resp_close(t->co, t->client_open);
+    struct lresp *r = (struct lresp *)((char *)l - offsetof(struct lresp, owner));
+    resp_close(NULL, r);
+}
+
+/* The waiting task ends first (killed): forget it, so the response does not wake it. */
+static void cancel_wait(struct mh_task *t)
+{
+    struct lresp *r = t->wait_data;
+    r->waiter = NULL;
+    r->wait = WAIT_NONE;
+    luaL_unref(t->co, LUA_REGISTRYINDEX, r->anchor);
+    r->anchor = LUA_NOREF;
 }
 
 /* ---- waking the task -------------------------------------------------------- */
@@ -101,13 +101,8 @@ static void on_event(struct mh_client_req *req, enum mh_client_event ev)
 {
     struct lresp *r = req->ud;
     (void)ev;
-    struct mh_task *t = r->waiter;
-    if (!t)
-        return;
-    /* Resume from the next loop iteration, never from inside the connection's callback. */
-    ev_timer_stop(r->loop, &t->timer);
-    ev_timer_set(&t->timer, 0., 0.);
-    ev_timer_start(r->loop, &t->timer);
+    if (r->waiter)
+        mh_task_wake(r->waiter);
 }
 
 static int wait_on(lua_State *L, struct lresp *r, enum wait_kind kind, mh_task_resume_fn fn)
@@ -117,15 +112,13 @@ static int wait_on(lua_State *L, struct lresp *r, enum wait_kind kind, mh_task_r
     r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     r->waiter = t;
     r->wait = kind;
-    t->client_wait = r;
-    return mh_task_yield(L, t, MH_WAIT_FETCH, fn);
+    return mh_task_wait(L, t, fn, cancel_wait, r);
 }
 
 /* Takes the waiting response back from the task; leaves the userdata pushed on co. */
 static struct lresp *unwait(struct mh_task *t, lua_State *co)
 {
-    struct lresp *r = t->client_wait;
-    t->client_wait = NULL;
+    struct lresp *r = t->wait_data;
     r->waiter = NULL;
     r->wait = WAIT_NONE;
     lua_rawgeti(co, LUA_REGISTRYINDEX, r->anchor);
@@ -346,82 +339,6 @@ static int l_resp_tostring(lua_State *L)
 
 /* ---- fetch --------------------------------------------------------------------- */
 
-struct url {
-    bool tls;
-    char host[256];
-    unsigned port;
-    const char *authority, *path;
-    size_t authority_len, path_len;
-};
-
-static const char *parse_url(const char *s, size_t len, struct url *u)
-{
-    const char *end = s + len, *p;
-    if (len >= 7 && strncasecmp(s, "http://", 7) == 0) {
-        u->tls = false;
-        p = s + 7;
-    } else if (len >= 8 && strncasecmp(s, "https://", 8) == 0) {
-        u->tls = true;
-        p = s + 8;
-    } else {
-        return "invalid URL: only http:// and https:// are supported";
-    }
-    u->authority = p;
-    while (p < end && *p != '/' && *p != '?' && *p != '#')
-        p++;
-    u->authority_len = (size_t)(p - u->authority);
-    u->path = p;
-    while (p < end && *p != '#')
-        p++;
-    u->path_len = (size_t)(p - u->path);
-    const char *a = u->authority, *aend = a + u->authority_len, *hend;
-    if (memchr(a, '@', u->authority_len))
-        return "invalid URL: user info is not supported";
-    u->port = u->tls ? 443 : 80;
-    const char *portp = NULL;
-    if (a < aend && *a == '[') {
-        hend = memchr(a, ']', u->authority_len);
-        if (!hend)
-            return "invalid URL: bad IPv6 address";
-        a++;
-        if (hend + 1 < aend) {
-            if (hend[1] != ':')
-                return "invalid URL: bad authority";
-            portp = hend + 2;
-        }
-    } else {
-        hend = memchr(a, ':', u->authority_len);
-        if (hend)
-            portp = hend + 1;
-        else
-            hend = aend;
-    }
-    size_t hl = (size_t)(hend - a);
-    if (hl == 0 || hl >= sizeof u->host)
-        return "invalid URL: bad host";
-    for (size_t i = 0; i < hl; i++)
-        if ((unsigned char)a[i] <= ' ' || a[i] == '\x7f')
-            return "invalid URL: bad host";
-    memcpy(u->host, a, hl);
-    u->host[hl] = 0;
-    if (portp) {
-        unsigned port = 0;
-        if (portp == aend)
-            return "invalid URL: bad port";
-        for (const char *q = portp; q < aend; q++) {
-            if (*q < '0' || *q > '9' || (port = port * 10 + (unsigned)(*q - '0')) > 65535)
-                return "invalid URL: bad port";
-        }
-        if (port == 0)
-            return "invalid URL: bad port";
-        u->port = port;
-    }
-    for (size_t i = 0; i < u->path_len; i++)
-        if ((unsigned char)u->path[i] <= ' ' || u->path[i] == '\x7f')
-            return "invalid URL: bad character in the path";
-    return NULL;
-}
-
 static bool bad_header_text(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -502,7 +419,7 @@ static void collect_headers(lua_State *L, int opts, bool *has_host, bool *has_ua
 }
 
 /* Serializes the request (head and body, one string) onto the stack. Raises for misuse. */
-static void build_request(lua_State *L, int opts, const struct url *u, const char *method,
+static void build_request(lua_State *L, int opts, const struct mh_url *u, const char *method,
                           size_t mlen)
 {
     size_t blen = 0;
@@ -578,8 +495,8 @@ static int l_fetch(lua_State *L)
         luaL_typeerror(L, 3, "table");
     lua_settop(L, 3);
     mh_task_check(L, "http.fetch");
-    struct url u;
-    const char *err = parse_url(url, ulen, &u);
+    struct mh_url u;
+    const char *err = mh_url_parse(url, ulen, &u);
     if (err) {
         lua_pushnil(L);
         lua_pushstring(L, err);
@@ -635,21 +552,17 @@ static int l_fetch(lua_State *L)
     q->timeout = timeout;
     q->on_event = on_event;
     q->ud = r;
-    r->loop = pool->loop;
     r->closed = false;
-    r->owner = t;
-    r->next = t->client_open;
-    if (r->next)
-        r->next->prev = r;
-    t->client_open = r;
+    r->owner.release = on_owner_end;
+    mh_task_adopt(t, &r->owner);
     /* Anchor and register the wait first: a failure may be reported from inside start. */
     lua_pushvalue(L, 1);
     r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     r->waiter = t;
     r->wait = WAIT_HEAD;
-    t->client_wait = r;
+    t->wait_data = r; /* set before start: a failure may be reported from inside it */
     mh_client_start(q);
-    return mh_task_yield(L, t, MH_WAIT_FETCH, resume_fetch);
+    return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
 }
 
 /* ---- clients ----------------------------------------------------------------------- */

@@ -311,6 +311,8 @@ static int req_body(lua_State *L)
 {
     struct mh_req *c = check_req(L);
     struct mh_task *t = mh_task_check(L, "req:body");
+    if (t != to_req(L)->task) /* the protocol wakes only the handler's task */
+        return luaL_error(L, "req:body: only the handler itself can wait for the body");
     if (mh_req_want_body(c, true))
         return push_whole_body(t, L);
     return mh_task_yield(L, t, MH_WAIT_BODY, push_whole_body);
@@ -322,6 +324,8 @@ static int req_read(lua_State *L)
     lua_Integer n = luaL_optinteger(L, 2, 64 * 1024);
     luaL_argcheck(L, n > 0, 2, "must be positive");
     struct mh_task *t = mh_task_check(L, "req:read");
+    if (t != to_req(L)->task)
+        return luaL_error(L, "req:read: only the handler itself can wait for the body");
     t->want_bytes = (size_t)n;
     if (c->body.len > 0 || mh_req_want_body(c, false))
         return push_some_body(t, L);

@@ -145,7 +145,8 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
     }
     if (c->res.body.bytes >= MH_RESPONSE_STREAM_AT) {
         mh_req_flush(c);
-        if (mh_task_output_high(r->task)) {
+        /* Only the handler waits for the client; a light thread's output just queues. */
+        if (mh_task_output_high(r->task) && mh_task_current(L) == r->task) {
             struct mh_task *t = mh_task_check(L, "res:write");
             return mh_task_yield(L, t, MH_WAIT_WRITABLE, resume_written);
         }

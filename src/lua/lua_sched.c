@@ -1,14 +1,16 @@
 #include "lua_sched.h"
 
 #include "log.h"
-#include "lua_client.h"
 #include "lua_errors.h"
+#include "lua_guard.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
+#include "metrics.h"
 #include "req.h"
 
 #include <lauxlib.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +27,7 @@ static struct mh_task *task_get(struct mh_gen *g)
     struct mh_task *t = g->free_tasks;
     if (t) {
         g->free_tasks = t->next_free;
+        t->serial++;
         return t;
     }
     lua_State *L = g->L;
@@ -40,9 +43,26 @@ static struct mh_task *task_get(struct mh_gen *g)
     return t;
 }
 
+/*
+ * A coroutine the CPU hook raised or yielded out of is not reused: an error
+ * thrown from a hook leaves the thread's "hooks allowed" flag off (Lua
+ * restores it only in a pcall), so no hook could stop its next task.
+ */
+static void task_renew_thread(struct mh_task *t)
+{
+    lua_State *L = t->gen->L;
+    if (!lua_checkstack(L, 2))
+        return;
+    luaL_unref(L, LUA_REGISTRYINDEX, t->co_ref);
+    t->co = lua_newthread(L);
+    t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    *(struct mh_task **)lua_getextraspace(t->co) = t;
+}
+
 static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
+    ev_timer_stop(loop_of(t), &t->timer); /* a wake must not reach the task's next user */
     t->request = NULL;
     t->handoff = NULL;
     t->aborted = false;
@@ -50,6 +70,11 @@ static void task_put(struct mh_task *t)
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
     t->on_resume = NULL;
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
+    t->on_end = NULL;
+    t->end_data = NULL;
+    t->on_done = NULL;
     t->next_free = g->free_tasks;
     g->free_tasks = t;
 }
@@ -63,37 +88,153 @@ void mh_task_pool_free(struct mh_gen *g)
     }
 }
 
+/*
+ * The running task lives in the extra space of the generation's main thread
+ * (each task's own coroutine also points to its task there, the fast path).
+ * A user coroutine's extra space is a stale copy made at its creation, so it
+ * is never trusted.
+ */
+static struct mh_task **running_slot(lua_State *L)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    return (struct mh_task **)lua_getextraspace(main);
+}
+
 struct mh_task *mh_task_current(lua_State *L)
 {
     struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
-    return (t && t->co == L) ? t : NULL;
+    if (t && t->co == L)
+        return t;
+    return *running_slot(L);
 }
 
 struct mh_task *mh_task_check(lua_State *L, const char *what)
 {
     struct mh_task *t = mh_task_current(L);
-    if (!t || !lua_isyieldable(L))
+    if (!t)
         luaL_error(L,
-                   "%s: must be called from a handler or a `run` script, not from another "
-                   "coroutine or a metamethod",
+                   "%s: must be called from a handler, thread, timer, on_start function or `run` "
+                   "script, not while the script loads",
+                   what);
+    if (!lua_isyieldable(L))
+        luaL_error(L,
+                   "%s: cannot wait here (inside a metamethod or a callback called from C, such "
+                   "as table.sort's or string.gsub's)",
                    what);
     return t;
+}
+
+static const char YIELD_MARKER = 'y';
+
+void mh_sched_push_marker(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&YIELD_MARKER);
 }
 
 int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_task_resume_fn fn)
 {
     t->wait = wait;
     t->on_resume = fn;
-    return lua_yield(L, 0);
+    /* In a user coroutine, coroutine.resume (coroutine.lua) passes the marker up to the task. */
+    mh_sched_push_marker(L);
+    return lua_yield(L, 1);
 }
 
+int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
+                 mh_task_cancel_fn cancel, void *data)
+{
+    t->wait_data = data;
+    t->on_cancel = cancel;
+    return mh_task_yield(L, t, MH_WAIT_CALL, resume);
+}
+
+void mh_task_adopt(struct mh_task *t, struct mh_task_link *l)
+{
+    mh_task_unlink(l);
+    l->_task = t;
+    l->_prev = NULL;
+    l->_next = t->_links;
+    if (l->_next)
+        l->_next->_prev = l;
+    t->_links = l;
+}
+
+void mh_task_unlink(struct mh_task_link *l)
+{
+    if (!l->_task)
+        return;
+    if (l->_prev)
+        l->_prev->_next = l->_next;
+    else
+        l->_task->_links = l->_next;
+    if (l->_next)
+        l->_next->_prev = l->_prev;
+    l->_task = NULL;
+    l->_prev = l->_next = NULL;
+}
+
+/* Releases what the task owns, newest first; a release may unlink others. */
+static void release_links(struct mh_task *t)
+{
+    while (t->_links) {
+        struct mh_task_link *l = t->_links;
+        mh_task_unlink(l);
+        l->release(l);
+    }
+}
+
+/* Stops a pending wait without resuming (the task is ending). */
+static void cancel_wait(struct mh_task *t)
+{
+    ev_timer_stop(loop_of(t), &t->timer);
+    if (t->wait == MH_WAIT_CALL && t->on_cancel)
+        t->on_cancel(t);
+    t->wait = MH_WAIT_NONE;
+    t->on_resume = NULL;
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
+}
+
+static const char *kind_name(enum mh_task_kind k)
+{
+    switch (k) {
+    case MH_TASK_THREAD:
+        return "light thread";
+    case MH_TASK_TIMER:
+        return "timer";
+    case MH_TASK_ON_START:
+        return "on_start";
+    default:
+        return "script";
+    }
+}
+
+/* How a task failed, after its kind ("handler", "timer", ...) in the log line. */
+static const char *const guard_what[] = {
+    [MH_GUARD_NONE] = "error",
+    [MH_GUARD_CPU] = "exceeded handler_cpu_limit",
+    [MH_GUARD_MEMORY] = "exceeded lua_memory_limit",
+};
+
 /* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace)
+static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace,
+                           enum mh_guard_kind guard)
 {
     char where[64];
     size_t tlen;
     const char *target = mh_req_slice(r, r->head.target, &tlen);
-    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s", mh_req_method(r), (int)tlen, target,
+    /*
+     * After a malformed or oversized body the answer is the server's 400 or
+     * 413 (the protocol's finish) and the handler's failure is most likely
+     * its reaction to `nil, err`: not a server fault.
+     */
+    bool client_fault = guard == MH_GUARD_NONE &&
+                        (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE);
+    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR, "handler %s%s (route %s; %s %.*s from %s): %s",
+           guard_what[guard], client_fault ? " after a bad request body" : "",
+           t->label ? t->label : "none", mh_req_method(r), (int)tlen, target,
            r->ops->remote_addr(r, where, sizeof where), trace);
     if (r->closed)
         return;
@@ -101,54 +242,76 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
         mh_req_abort(r);
         return;
     }
+    if (client_fault)
+        return;
     mh_lua_answer_error(t, r, trace);
 }
 
+#define KILLED (-1) /* task_end's status for mh_task_kill */
+
+static void background_count(struct mh_task *t, int delta)
+{
+    const struct mh_gen_host *host = t->gen->host;
+    if (t->kind != MH_TASK_HANDLER && host && host->background_tasks)
+        *host->background_tasks += (unsigned)delta;
+}
+
 /*
- * Resumes a task with nargs values on its stack, and deals with how it
- * stopped: a wait (nothing to do until the watcher fires), the end of the
- * function (the response is complete), or an error.
+ * The end of a task, however it ended: st is LUA_OK with nres results on
+ * co, an error status with the message on top, or KILLED. Everything the
+ * task owns is released before it goes back to the pool.
  */
-static void task_resume(struct mh_task *t, int nargs)
+static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind guard)
 {
     struct mh_gen *g = t->gen;
     lua_State *co = t->co;
-    int nres;
-    t->wait = MH_WAIT_NONE;
-    int st = lua_resume(co, g->L, nargs, &nres);
-    if (st == LUA_YIELD) {
-        lua_pop(co, nres);
-        if (t->wait != MH_WAIT_NONE) {
-            /* Flush policy: let the client see what was written before a long wait. */
-            if (t->request && t->wait == MH_WAIT_SLEEP && t->request->res.written)
-                mh_req_flush(t->request);
-            return;
-        }
-        lua_pushliteral(co, "coroutine.yield() in a handler: only moonhttp calls may wait");
-        st = LUA_ERRRUN;
-    }
     struct mh_req *r = t->request;
     const struct mh_handler *handoff = st == LUA_OK ? t->handoff : NULL;
-    if (st != LUA_OK) {
+    if (st != LUA_OK && st != KILLED) {
         mh_lua_traceback(g->L, co, lua_tostring(co, -1));
         const char *trace = lua_tostring(g->L, -1);
+        if (!trace)
+            trace = "?";
+        if (st == LUA_ERRMEM)
+            guard = MH_GUARD_MEMORY;
         if (r)
-            handler_failed(t, r, trace ? trace : "?");
+            handler_failed(t, r, trace, guard);
+        else if (t->kind == MH_TASK_RUN && guard == MH_GUARD_NONE)
+            mh_log(MH_LOG_ERROR, "%s", trace);
         else
-            mh_log(MH_LOG_ERROR, "%s", trace ? trace : "?");
+            mh_log(MH_LOG_ERROR, "%s %s: %s", kind_name(t->kind), guard_what[guard], trace);
         lua_pop(g->L, 1);
         t->exit_status = 1;
+        struct mh_metrics *m = g->host ? g->host->metrics_table : NULL;
+        if (m && t->kind != MH_TASK_RUN && t->kind != MH_TASK_HANDLER)
+            mh_metrics_count_task_error(m, t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
+                                           : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
+                                                                         : MH_METRICS_THREAD);
+        if (m && guard != MH_GUARD_NONE)
+            mh_metrics_count_guard(m, guard == MH_GUARD_CPU ? MH_METRICS_CPU_LIMIT
+                                                            : MH_METRICS_MEMORY_LIMIT);
     }
+    if (st == KILLED)
+        lua_pushliteral(co, "killed");
+    if (t->on_end)
+        t->on_end(t, st == LUA_OK, st == LUA_OK ? nres : 1);
     /* Stray references to req/res now raise "request finished". */
     if (t->req)
         t->req->r = t->res->r = NULL;
     if (st != LUA_OK)
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
     lua_settop(co, 0);
-    if (t->client_open)
-        mh_lua_client_task_end(t);
+    if (guard == MH_GUARD_MEMORY) {
+        /* What the task built is garbage now: collect it and give the pages back. */
+        lua_gc(g->L, LUA_GCCOLLECT);
+        malloc_trim(0);
+    }
+    if (guard == MH_GUARD_CPU)
+        task_renew_thread(t);
+    release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
+    background_count(t, -1);
     task_put(t);
     if (r) {
         r->handler_data = NULL; /* the task is gone: callbacks until finish find nothing */
@@ -158,6 +321,49 @@ static void task_resume(struct mh_task *t, int nargs)
             mh_req_finish(r);
     }
     mh_gen_unref(g);
+}
+
+/*
+ * Resumes a task with nargs values on its stack, and deals with how it
+ * stopped: a wait (nothing to do until the watcher fires), the end of the
+ * function, or an error. The running task is recorded for mh_task_current,
+ * saved and restored around the resume.
+ */
+static void task_resume(struct mh_task *t, int nargs)
+{
+    struct mh_gen *g = t->gen;
+    lua_State *co = t->co;
+    int nres;
+    t->wait = MH_WAIT_NONE;
+    struct mh_task **running = (struct mh_task **)lua_getextraspace(g->L);
+    struct mh_task *outer = *running;
+    *running = t;
+    struct mh_guard_saved saved = mh_guard_enter(co, t->label);
+    int st = lua_resume(co, g->L, nargs, &nres);
+    enum mh_guard_kind guard = mh_guard_leave(saved);
+    *running = outer;
+    if (st == LUA_YIELD) {
+        lua_pop(co, nres);
+        if (t->wait != MH_WAIT_NONE) {
+            /* Flush policy: let the client see what was written before a long wait. */
+            if (t->request && t->wait == MH_WAIT_SLEEP && t->request->res.written)
+                mh_req_flush(t->request);
+            return;
+        }
+        if (guard == MH_GUARD_CPU) /* yielded out of by the CPU hook: the task ends here */
+            lua_pushliteral(co, "cpu limit exceeded (the error was caught; the task is ended)");
+        else
+            lua_pushliteral(co,
+                            "coroutine.yield() outside a coroutine: only moonhttp calls may wait");
+        st = LUA_ERRRUN;
+    }
+    task_end(t, st, nres, guard);
+}
+
+void mh_task_kill(struct mh_task *t)
+{
+    cancel_wait(t);
+    task_end(t, KILLED, 0, MH_GUARD_NONE);
 }
 
 void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const char *extra,
@@ -170,9 +376,11 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const ch
         return;
     }
     mh_gen_ref(g);
+    t->kind = MH_TASK_HANDLER;
     t->request = r;
     t->on_done = NULL;
     r->handler_data = t;
+    t->label = r->head.route ? mh_route_pattern(r->head.route) : NULL;
     lua_State *co = t->co;
     /*
      * Fresh req/res objects per request, so a reference a handler keeps
@@ -204,11 +412,39 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     if (!t)
         return NULL;
     mh_gen_ref(g);
+    t->kind = MH_TASK_RUN;
     t->request = NULL;
     t->on_done = on_done;
     t->exit_status = 0;
+    t->label = "(run script)";
     lua_xmove(g->L, t->co, nargs + 1);
     task_resume(t, nargs);
+    return t;
+}
+
+/* A new task's first resume: its function and arguments are already on its stack. */
+static int push_start_args(struct mh_task *t, lua_State *co)
+{
+    (void)t;
+    return lua_gettop(co) - 1;
+}
+
+struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum mh_task_kind kind)
+{
+    struct mh_task *t = task_get(g);
+    if (!t)
+        return NULL;
+    mh_gen_ref(g);
+    t->kind = kind;
+    t->request = NULL;
+    t->exit_status = 0;
+    t->label = kind_name(kind); /* "timer", "light thread", "on_start" in the stall logs */
+    lua_xmove(from, t->co, nargs + 1);
+    background_count(t, 1);
+    /* Started from the loop, so no task ever runs inside another's C call. */
+    t->wait = MH_WAIT_SLEEP;
+    t->on_resume = push_start_args;
+    mh_task_wake(t);
     return t;
 }
 
@@ -221,12 +457,16 @@ static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
     task_resume(t, n);
 }
 
-/* Resumes from a fresh loop iteration rather than from inside a connection callback. */
-static void resume_soon(struct mh_task *t)
+void mh_task_wake_in(struct mh_task *t, double seconds)
 {
     ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, 0., 0.);
+    ev_timer_set(&t->timer, seconds, 0.);
     ev_timer_start(loop_of(t), &t->timer);
+}
+
+void mh_task_wake(struct mh_task *t)
+{
+    mh_task_wake_in(t, 0.);
 }
 
 void mh_task_on_body(struct mh_task *t)
@@ -251,7 +491,7 @@ void mh_task_on_abort(struct mh_task *t)
 {
     t->aborted = true;
     if (t->wait == MH_WAIT_BODY || t->wait == MH_WAIT_WRITABLE)
-        resume_soon(t);
+        mh_task_wake(t);
 }
 
 bool mh_task_stream_stopping(const struct mh_task *t)
@@ -279,7 +519,7 @@ void mh_task_on_stopping(struct mh_task *t)
         return;
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
-    resume_soon(t);
+    mh_task_wake(t);
 }
 
 /* ---- http.sleep, http.now, http.clock ------------------------------------ */
@@ -299,9 +539,7 @@ static int l_sleep(lua_State *L)
     struct mh_task *t = mh_task_check(L, "http.sleep");
     if (mh_task_stream_stopping(t))
         return resume_stopping(t, L);
-    ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, s, 0.);
-    ev_timer_start(loop_of(t), &t->timer);
+    mh_task_wake_in(t, s);
     return mh_task_yield(L, t, MH_WAIT_SLEEP, resume_slept);
 }
 
@@ -327,6 +565,22 @@ bool mh_task_output_high(const struct mh_task *t)
     return t->request && mh_req_output_high(t->request);
 }
 
+/* coroutine.lua: a user coroutine is resumed (the CPU watchdog hooks the thread that runs) */
+static int l_guard_into(lua_State *L)
+{
+    lua_State *co = lua_tothread(L, 1);
+    if (co)
+        mh_guard_switch(co);
+    return 0;
+}
+
+/* ...and its resume returned to the calling thread, L: passes the results through */
+static int l_guard_back(lua_State *L)
+{
+    mh_guard_switch(L);
+    return lua_gettop(L);
+}
+
 void mh_sched_open(lua_State *L)
 {
     lua_pushcfunction(L, l_sleep);
@@ -335,4 +589,12 @@ void mh_sched_open(lua_State *L)
     lua_setfield(L, -2, "now");
     lua_pushcfunction(L, l_clock);
     lua_setfield(L, -2, "clock");
+    /* Waiting calls in user coroutines: see lua/moonhttp/coroutine.lua. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "moonhttp.coroutine");
+    lua_call(L, 1, 1);
+    mh_sched_push_marker(L);
+    lua_pushcfunction(L, l_guard_into);
+    lua_pushcfunction(L, l_guard_back);
+    lua_call(L, 3, 0);
 }

@@ -26,12 +26,15 @@ struct mh_lua_route;
  * of the server Lua may see. Set by the worker (server/), read here; no
  * worker type is known below server/.
  */
+struct mh_metrics;
 struct mh_gen_host {
     struct ev_loop *loop;
     const bool *stopping;                        /* http.stopping() */
     const bool *shutting_down;                   /* not serving any more: streams hear "stopping" */
     struct mh_reload_stats *const *reload_stats; /* --dev: the last reload error, for a header */
     const struct mh_handler *metrics; /* what http.metrics_handler() serves; NULL: none */
+    struct mh_metrics *metrics_table; /* task error counters; NULL: none */
+    unsigned *background_tasks;       /* timers, threads, on_start running: stop waits for them */
 };
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */

@@ -75,8 +75,19 @@ static const struct setting settings[] = {
     {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
     {"metrics", T_STRING, OFF(metrics), 0, 0,
      "address of a Prometheus metrics listener (host:port), or off"},
+    {"max_pending_timers", T_INT, OFF(max_pending_timers), 1, 1 << 24,
+     "pending http.timer/http.every timers per worker; past it they return nil, err"},
     {"send_timeout", T_DURATION, OFF(send_timeout), 0, 86400,
      "seconds a response may make no progress (client reads nothing) before it is cut (0 = off)"},
+    {"handler_cpu_limit", T_DURATION, OFF(handler_cpu_limit), 0, 86400,
+     "seconds a handler, timer or thread may run without yielding before it gets "
+     "\"cpu limit exceeded\" (0 = off)"},
+    {"lua_memory_limit", T_BYTES, OFF(lua_memory_limit), 0, 1L << 40,
+     "bytes of Lua memory per worker; the allocation past it fails with Lua's memory error "
+     "(0 = off)"},
+    {"worker_stall_timeout", T_DURATION, OFF(worker_stall_timeout), 0, 86400,
+     "seconds a worker's event loop may go without a turn before the master kills and "
+     "replaces it (0 = off)"},
     {"shared", T_SHARED, OFF(shared), MH_SHARED_MIN_SIZE, 32.0 * (1L << 30),
      "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
      "(e.g. cache=16m,limits=1m)"},
@@ -111,6 +122,7 @@ void mh_config_init(struct mh_config *c)
     c->max_header_bytes = 64 * 1024;
     c->max_body_bytes = 1 << 20;
     c->max_connections = 10000;
+    c->max_pending_timers = 1024;
     c->keepalive_requests = 0;
     c->backlog = 4096;
     c->redirect_code = 307;
@@ -123,6 +135,9 @@ void mh_config_init(struct mh_config *c)
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
     mh_compress_conf_init(&c->compress);
+    c->handler_cpu_limit = 2;
+    c->lua_memory_limit = 1L << 30;
+    c->worker_stall_timeout = 10;
     c->mode = MH_MODE_SERVE;
 }
 

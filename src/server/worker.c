@@ -5,6 +5,8 @@
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
+#include "lua_guard.h"
+#include "lua_timer.h"
 #include "req.h"
 #include "tls.h"
 
@@ -33,7 +35,7 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
     (void)loop;
     (void)revents;
     mh_http_prepare(&w->http);
-    if (w->shutting_down && mh_http_drained(&w->http))
+    if (w->shutting_down && mh_http_drained(&w->http) && w->background_tasks == 0)
         ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -62,6 +64,7 @@ void mh_worker_shutdown(struct mh_worker *w)
         return;
     w->shutting_down = w->stopping = true;
     w->http.shutting_down = true;
+    mh_timer_gen_retired(w->gen);
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
@@ -143,6 +146,8 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     }
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    mh_timer_gen_retired(old);
+    mh_timer_gen_started(g);
     /* old keeps its host: requests in flight on it still need the loop. */
     mh_gen_unref(old);
     st->reloads++;
@@ -207,6 +212,7 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
     w->record_metrics = ops->metrics_on || w->gen->wants_metrics;
     mh_metrics_handler_init(&w->metrics_handler, w->metrics, &w->http);
     w->host.metrics = &w->metrics_handler.base;
+    w->host.metrics_table = w->metrics;
     if (ops->metrics_fd >= 0) {
         /* An ordinary listener whose connections are served by the metrics handler alone. */
         /* A copy: the listening socket itself stays the process's (main closes it). */
@@ -303,7 +309,10 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->host.stopping = &w->stopping;
     w->host.shutting_down = &w->shutting_down;
     w->host.reload_stats = &w->reload_stats;
+    w->host.background_tasks = &w->background_tasks;
     mh_gen_set_host(gen, &w->host);
+    /* again: http.server{} may have changed it after the first state was made */
+    mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
     set_limits(&w->limits, config);
     mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs);
@@ -396,7 +405,15 @@ int mh_worker_run(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
+    mh_timer_gen_started(w->gen);
+    const struct mh_config *c = w->config;
+    char err[256];
+    if (c->mode == MH_MODE_SERVE &&
+        mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
+                       w->heartbeat, err, sizeof err) < 0)
+        mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
     ev_run(w->loop, 0);
+    mh_guard_stop(w->loop);
     return w->exit_code;
 }
 
