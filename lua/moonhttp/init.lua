@@ -4,6 +4,7 @@
 -- call into the composed handler.
 local core = require "moonhttp.core"
 local cjson = require "cjson"
+local crypto = require "moonhttp.crypto"
 
 local M = {
   sleep = core.sleep,
@@ -12,6 +13,9 @@ local M = {
   not_found = core.not_found,
   method_not_allowed = core.method_not_allowed,
   json = { encode = cjson.encode, decode = cjson.decode, null = cjson.null },
+  crypto = crypto.crypto,
+  base64 = crypto.base64,
+  hex = crypto.hex,
 }
 
 local routes = {}

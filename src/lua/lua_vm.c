@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_crypto.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -196,6 +197,8 @@ static void install_preloads(lua_State *L)
     lua_getfield(L, -1, "preload");
     lua_pushcfunction(L, open_core);
     lua_setfield(L, -2, "moonhttp.core");
+    lua_pushcfunction(L, mh_lua_crypto_open);
+    lua_setfield(L, -2, "moonhttp.crypto");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
         lua_pushlightuserdata(L, (void *)m);
         lua_pushcclosure(L, load_embedded, 1);
