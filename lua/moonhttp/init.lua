@@ -5,6 +5,8 @@
 local core = require "moonhttp.core"
 local cjson = require "cjson"
 local crypto = require "moonhttp.crypto"
+local web = require "moonhttp.web"
+web.install()
 
 local M = {
   sleep = core.sleep,
@@ -12,7 +14,7 @@ local M = {
   server = core.server,
   not_found = core.not_found,
   method_not_allowed = core.method_not_allowed,
-  json = { encode = cjson.encode, decode = cjson.decode, null = cjson.null },
+  json = { encode = cjson.encode, decode = web.json_decode, null = cjson.null },
   crypto = crypto.crypto,
   base64 = crypto.base64,
   hex = crypto.hex,

@@ -6,6 +6,7 @@
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
+#include "lua_web.h"
 #include "metrics.h"
 #include "worker.h"
 
@@ -199,6 +200,8 @@ static void install_preloads(lua_State *L)
     lua_setfield(L, -2, "moonhttp.core");
     lua_pushcfunction(L, mh_lua_crypto_open);
     lua_setfield(L, -2, "moonhttp.crypto");
+    lua_pushcfunction(L, mh_lua_web_open);
+    lua_setfield(L, -2, "moonhttp.webcore");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
         lua_pushlightuserdata(L, (void *)m);
         lua_pushcclosure(L, load_embedded, 1);
