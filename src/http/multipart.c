@@ -29,6 +29,7 @@ int mh_multipart_init(struct mh_multipart *p, const char *boundary, size_t len,
     p->max_header_bytes = max_header_bytes;
     p->max_parts = max_parts;
     p->_state = ST_PREAMBLE;
+    p->_at_start = true;
     return 0;
 }
 
@@ -143,13 +144,18 @@ size_t mh_multipart_parse(struct mh_multipart *p, const char *in, size_t len, bo
     switch (p->_state) {
     case ST_PREAMBLE:
         /* The first delimiter may open the body without the CRLF before it. */
-        if (len >= p->_delim_len - 2 && memcmp(in, p->_delim + 2, p->_delim_len - 2) == 0) {
-            p->_state = ST_DELIM_END;
-            return p->_delim_len - 2;
+        if (p->_at_start) {
+            size_t open_len = p->_delim_len - 2;
+            if (len >= open_len && memcmp(in, p->_delim + 2, open_len) == 0) {
+                p->_state = ST_DELIM_END;
+                return open_len;
+            }
+            if (len < open_len && memcmp(in, p->_delim + 2, len) == 0)
+                return eof ? fail(p, ev, MH_MULTIPART_ERR_TRUNCATED) : 0;
         }
-        if (len < p->_delim_len - 2 && memcmp(in, p->_delim + 2, len) == 0)
-            return eof ? fail(p, ev, MH_MULTIPART_ERR_TRUNCATED) : 0;
         at = find_delim(in, len, p->_delim, p->_delim_len, &whole);
+        if (at > 0)
+            p->_at_start = false;
         if (whole) {
             p->_state = ST_DELIM_END;
             return at + p->_delim_len;

@@ -41,6 +41,7 @@ struct mh_multipart {
     char _delim[MH_MULTIPART_MAX_BOUNDARY + 4];
     size_t _delim_len;
     int _state;
+    bool _at_start; /* nothing consumed yet: "--boundary" may open the body without CRLF */
     size_t _header_bytes;
     unsigned _parts;
     const char *err; /* one of the MH_MULTIPART_ERR_* strings, or NULL */
