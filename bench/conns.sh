@@ -94,7 +94,7 @@ idle_one() {
     log "idle: $s, $IDLE_N connections"
     MOONHTTP_ARGS="--max-connections 20000 --idle-timeout 300" NGINX_CONF_IN=$WORK/nginx-conns.conf.in \
         start_server "$s" "$OUT/$s-idle.log" 10 taskset -c $SERVER_CPU || return 1
-    check_body "$s" || { stop_server; return 1; }
+    check_response "$s" || { stop_server; return 1; }
     # Warm-up: first-request costs (Lua compilation, lazily built state) belong
     # to the baseline, not to the connections.
     taskset -c $CLIENT_CPU wrk -t1 -c10 -d1s "http://127.0.0.1:$port/api/users" >/dev/null 2>&1 || true
@@ -129,7 +129,7 @@ slow_one() {
     local round=$1 mode=$2 s=moonhttp port=${PORT[moonhttp]} row slowline=""
     log "slowloris: round $round, $mode"
     start_server "$s" "$OUT/$s-slow.log" 10 taskset -c $SERVER_CPU || return 1
-    check_body "$s" || { stop_server; return 1; }
+    check_response "$s" || { stop_server; return 1; }
     taskset -c $CLIENT_CPU wrk -t1 -c100 -d1s "http://127.0.0.1:$port/api/users" >/dev/null 2>&1 || true
     if [ "$mode" = slow ]; then
         taskset -c $CLIENT_CPU "$WORK/clients" slowloris "$port" "$SLOW_N" $((DURATION + 20)) \

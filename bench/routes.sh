@@ -65,7 +65,7 @@ for round in $(seq "$ROUNDS"); do
     for k in $order; do
         log "round $round/$ROUNDS: ${SCRIPT[$k]}"
         MOONHTTP_SCRIPT=${SCRIPT[$k]} start_server moonhttp "$OUT/$k.log" 10 taskset -c $SERVER_CPU || exit 1
-        check_body moonhttp || exit 1
+        check_response moonhttp || exit 1
         taskset -c $CLIENT_CPU wrk -t1 -c100 -d1s "http://127.0.0.1:$PORTN/api/users" >/dev/null 2>&1 || true
         for url in $URLS; do
             sleep 1

@@ -41,39 +41,44 @@ $1 == "#fail" { fail[$2] = fail[$2] (fail[$2] ? "; " : "") $3; next }
 {
     k = $2 SUBSEP $3
     n = ++cnt[k]
-    for (c = 4; c <= 13; c++) val[k, c, n] = $c
+    for (c = 4; c <= 15; c++) val[k, c, n] = $c
     if (NF < 13) noclient = 1 # raw.tsv from before the wrk CPU column
+    if (NF < 15) notail = 1   # raw.tsv from before p99.9 and max
     errs[k] += $8 + $9
     seen[$2] = 1
 }
 END {
     BASE = "nginx-lua"
     nserv = split("moonhttp nginx-lua go floor h2o", order, " ")
-    nload = split("c100 c1000 pipe16", loads, " ")
+    nload = split("c100 c1000 c10000 pipe16", loads, " ")
     title["c100"] = "`wrk -t1 -c100`, GET /api/users, keep-alive"
     title["c1000"] = "`wrk -t1 -c1000`, GET /api/users, keep-alive"
+    title["c10000"] = "`wrk -t1 -c10000`, GET /api/users, keep-alive"
     title["pipe16"] = "`wrk -t1 -c100 -s pipeline.lua`, 16 pipelined GET /api/users per write"
     name["moonhttp"] = "moonhttp"; name["nginx-lua"] = "nginx + lua"; name["go"] = "Go ServeMux"
-    name["floor"] = "epoll floor"; name["h2o"] = "h2o (static file)"
+    name["floor"] = "epoll floor"; name["h2o"] = "h2o + mruby"
     for (li = 1; li <= nload; li++) {
         LOADK = loads[li]
         printf "### %s\n\n", title[LOADK]
-        print "| server | req/s | p50 ms | p99 ms | CPU µs/req (process) | CPU µs/req (cpu0) | req/s ÷ nginx | CPU/req ÷ nginx | errors | steal % | wrk CPU % |"
-        print "|---|---|---|---|---|---|---|---|---|---|---|"
+        print "| server | req/s | p50 ms | p99 ms | p99.9 ms | max ms | CPU µs/req (process) | CPU µs/req (cpu0) | req/s ÷ nginx | CPU/req ÷ nginx | p99 ÷ nginx | errors | steal % | wrk CPU % |"
+        print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         for (si = 1; si <= nserv; si++) {
             s = order[si]; k = s SUBSEP LOADK
             if (!(k in cnt)) {
                 why = s in skip ? skip[s] : (s in fail ? fail[s] : "")
                 if (why != "" || s == "moonhttp")
-                    printf "| %s | pending%s | | | | | | | | | |\n", name[s], why != "" ? ": " why : ""
+                    printf "| %s | pending%s | | | | | | | | | | | | |\n", name[s], why != "" ? ": " why : ""
                 continue
             }
             # wrk times a pipelined batch, not each response: no latencies.
             lat50 = LOADK == "pipe16" ? "—" : cell(k, 6, "%.2f")
             lat99 = LOADK == "pipe16" ? "—" : cell(k, 7, "%.2f")
-            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", name[s],
-                cell(k, 4, "%.0f"), lat50, lat99, cell(k, 10, "%.2f"), cell(k, 11, "%.2f"),
-                ratio(k, 4), ratio(k, 10), errs[k], cell(k, 12, "%.0f"),
+            lat999 = LOADK == "pipe16" || notail ? "—" : cell(k, 14, "%.2f")
+            latmax = LOADK == "pipe16" || notail ? "—" : cell(k, 15, "%.1f")
+            r99 = LOADK == "pipe16" ? "—" : ratio(k, 7)
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", name[s],
+                cell(k, 4, "%.0f"), lat50, lat99, lat999, latmax, cell(k, 10, "%.2f"), cell(k, 11, "%.2f"),
+                ratio(k, 4), ratio(k, 10), r99, errs[k], cell(k, 12, "%.0f"),
                 noclient ? "—" : cell(k, 13, "%.0f")
         }
         print ""

@@ -6,14 +6,21 @@
 local http = require "moonhttp"
 local json = http.json
 
+-- The list lives in this Lua state, and each worker process has its own:
+-- with several workers (the default is one per core) each would keep its own
+-- list and hand out the same ids. So this example runs one worker. State
+-- shared by workers belongs in a shared dict, Redis or a database.
+http.server{ workers = 1 }
+
 local todos, next_id = {}, 1
 
--- Logs every request with its duration; composed once at startup.
+-- Logs every request with its duration; composed once at startup. http.clock()
+-- is read fresh; http.now() is the loop's cached time and would show 0 ms.
 http.use(function(next)
   return function(req, res)
-    local t0 = http.now()
+    local t0 = http.clock()
     next(req, res)
-    http.log("debug", req.method, req.path, string.format("%.3f ms", (http.now() - t0) * 1000))
+    http.log("debug", req.method, req.path, string.format("%.3f ms", (http.clock() - t0) * 1000))
   end
 end)
 
@@ -49,12 +56,7 @@ api:handle("GET /todos", function(req, res)
     list = filtered
   end
   res:header("X-Total", tostring(#list))
-  if #list == 0 then
-    res:header("Content-Type", "application/json")
-    res:write("[]") -- lua-cjson encodes an empty table as {}
-  else
-    res:json(list)
-  end
+  res:json(json.array(list)) -- marked as a list: [] when empty, not {}
 end)
 
 api:handle("POST /todos", function(req, res)

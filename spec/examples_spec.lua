@@ -67,3 +67,23 @@ describe("examples/todo.lua", function()
     assert.equal("no route for /nowhere", cjson.decode(res.body).error)
   end)
 end)
+
+describe("examples/todo.lua with its own workers setting", function()
+  -- Without --workers the example's http.server{ workers = 1 } applies. With a
+  -- worker per core each would keep its own list and hand out the same ids.
+  it("hands out unique ids and keeps every item", function()
+    local srv = H.start("examples/todo.lua", { script_workers = true })
+    local ids = {}
+    for i = 1, 20 do
+      local res = assert(srv:request("POST", "/api/todos", {}, '{"title":"item ' .. i .. '"}'))
+      assert.equal(201, res.status)
+      local id = cjson.decode(res.body).id
+      assert.is_nil(ids[id], "duplicate id " .. tostring(id))
+      ids[id] = true
+    end
+    local res = assert(srv:get("/api/todos"))
+    assert.equal("20", res.headers["x-total"])
+    assert.equal(20, #cjson.decode(res.body))
+    srv:stop()
+  end)
+end)

@@ -76,12 +76,19 @@ function H.start(script, opts)
   local log, rc = tmpname(".log"), tmpname(".rc")
   -- opts.no_listen: the script's own listen setting applies (it should use port 0).
   local args = opts.no_listen and { "--workers", "1" } or { "--listen", "127.0.0.1:0", "--workers", "1" }
+  -- opts.script_workers: no --workers flag, so the script's own setting (or auto) applies.
+  if opts.script_workers then table.remove(args); table.remove(args) end
   for _, f in ipairs(opts.flags or {}) do args[#args + 1] = f end
   local cmd = H.bin
   for _, a in ipairs(args) do cmd = cmd .. " " .. shell_quote(a) end
   cmd = cmd .. " " .. shell_quote(script)
+  -- opts.after: arguments after the script path
+  for _, a in ipairs(opts.after or {}) do cmd = cmd .. " " .. shell_quote(a) end
   -- The wrapper shell reports the server's pid, then its exit status into rc.
-  local wrapper = string.format("%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s",
+  -- The waiting part runs in a background subshell, so closing the pipe (or its
+  -- garbage collection, when a failed spec drops a server it never stopped)
+  -- returns at once instead of blocking busted until that server exits.
+  local wrapper = string.format("(%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s) &",
     opts.env or "", cmd, log, rc)
   local pipe = assert(io.popen("sh -c " .. shell_quote(wrapper), "r"))
   local pid = tonumber(pipe:read("l"))

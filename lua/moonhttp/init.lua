@@ -12,15 +12,25 @@ local M = {
   sleep = core.sleep,
   now = core.now,
   server = core.server,
-  not_found = core.not_found,
-  method_not_allowed = core.method_not_allowed,
-  json = { encode = cjson.encode, decode = web.json_decode, null = cjson.null },
+  clock = core.clock,
+  -- encode is moonhttp's own (arrays marked with json.array encode as [] even
+  -- when empty; '/' is not escaped); decode answers nil, err on malformed
+  -- input (web.lua, over lua-cjson's decoder).
+  json = {
+    encode = core.json_encode,
+    decode = web.json_decode,
+    null = cjson.null,
+    array = core.json_array,
+    empty_array = core.json_empty_array,
+  },
   crypto = crypto.crypto,
   base64 = crypto.base64,
   hex = crypto.hex,
 }
 
 local routes = {}
+-- http.not_found / http.method_not_allowed / http.on_error handlers, registered at _finalize.
+local special = {}
 
 local function where(level)
   local info = debug.getinfo(level, "Sl")
@@ -48,13 +58,36 @@ local function new_scope(prefix, parent)
   return setmetatable({ prefix = prefix, parent = parent, middleware = {} }, Scope)
 end
 
-local function add_route(scope, pattern, handler, level)
+-- "64k", "10m", "1g" or a number of bytes.
+local function parse_size(v, what, level)
+  if type(v) == "number" and v >= 0 and v == math.floor(v) then return v end
+  if type(v) == "string" then
+    local n, unit = v:match("^(%d+)([kKmMgG]?)[bB]?$")
+    local mult = { [""] = 1, k = 1024, m = 1024 ^ 2, g = 1024 ^ 3 }
+    if n then return math.tointeger(tonumber(n) * mult[unit:lower()]) end
+  end
+  error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
+end
+
+local route_options = { max_body = true }
+
+local function add_route(scope, pattern, handler, opts, level)
   check_open("http.handle")
   if type(pattern) ~= "string" then
     error("http.handle: pattern must be a string", level)
   end
   if type(handler) ~= "function" then
     error("http.handle: handler must be a function", level)
+  end
+  local max_body
+  if opts ~= nil then
+    if type(opts) ~= "table" then error("http.handle: options must be a table", level) end
+    for k in pairs(opts) do
+      if not route_options[k] then
+        error("http.handle: unknown route option \"" .. tostring(k) .. "\" (known: max_body)", level)
+      end
+    end
+    if opts.max_body ~= nil then max_body = parse_size(opts.max_body, "http.handle: max_body", level + 1) end
   end
   local method, path = split_method(pattern)
   local prefix = ""
@@ -71,17 +104,22 @@ local function add_route(scope, pattern, handler, level)
     handler = handler,
     where = where(level + 1),
     scope = scope,
+    max_body = max_body,
   }
 end
 
-function Scope:handle(pattern, handler) add_route(self, pattern, handler, 3) end
+function Scope:handle(pattern, handler, opts) add_route(self, pattern, handler, opts, 3) end
 
-function Scope:use(middleware)
+local function add_middleware(scope, middleware)
   check_open("use")
   if type(middleware) ~= "function" then
-    error("use: middleware must be a function(next) returning a handler", 2)
+    error("use: middleware must be a function(next) returning a handler", 3)
   end
-  self.middleware[#self.middleware + 1] = middleware
+  scope.middleware[#scope.middleware + 1] = { fn = middleware, where = where(4) }
+end
+
+function Scope:use(middleware)
+  add_middleware(self, middleware)
   return self
 end
 
@@ -94,8 +132,21 @@ end
 
 local root = new_scope("", nil)
 
-function M.handle(pattern, handler) add_route(root, pattern, handler, 3) end
-function M.use(middleware) Scope.use(root, middleware); return M end
+function M.handle(pattern, handler, opts) add_route(root, pattern, handler, opts, 3) end
+function M.use(middleware) add_middleware(root, middleware); return M end
+
+local function set_special(name, fn)
+  check_open("http." .. name)
+  if type(fn) ~= "function" then error("http." .. name .. ": expected a function", 3) end
+  special[name] = fn
+end
+
+-- Custom 404 and 405 handlers; like the defaults, they run inside http.use middleware.
+function M.not_found(fn) set_special("not_found", fn) end
+function M.method_not_allowed(fn) set_special("method_not_allowed", fn) end
+-- on_error(function(req, res, err) ... end): answers a handler's uncaught error (the response
+-- was reset to a 500); when it fails too, the plain 500 goes out.
+function M.on_error(fn) set_special("on_error", fn) end
 function M.group(prefix)
   if type(prefix) ~= "string" or prefix:sub(1, 1) ~= "/" then
     error("http.group: prefix must be a path starting with '/'", 2)
@@ -181,9 +232,11 @@ local function compose(h, scope, pattern)
   local s = scope
   while s do
     for i = #s.middleware, 1, -1 do
-      h = s.middleware[i](h)
+      local m = s.middleware[i]
+      h = m.fn(h)
       if type(h) ~= "function" then
-        error("middleware did not return a handler function (for " .. pattern .. ")", 0)
+        error(m.where .. ": middleware registered here returned " .. type(h)
+          .. " instead of a handler function (composing " .. pattern .. ")", 0)
       end
     end
     s = s.parent
@@ -191,12 +244,82 @@ local function compose(h, scope, pattern)
   return h
 end
 
+-- The body limit comes first, so middleware that reads the body sees it too.
+local function with_max_body(h, max_body)
+  if not max_body then return h end
+  return function(req, res, ...)
+    req:set_max_body(max_body)
+    return h(req, res, ...)
+  end
+end
+
+-- With http.on_error set, every handler runs inside a pcall in its own task. An error
+-- before the response started is logged with its traceback as the core would, the
+-- response is reset to an empty 500, and the app's handler answers it; an error after
+-- the response started, or one of the error handler itself, goes on to the core
+-- (which cuts the response, or sends the plain 500).
+local function traced(e)
+  return { value = e, trace = debug.traceback(tostring(e), 2) }
+end
+
+local function with_on_error(h, on_error)
+  if not on_error then return h end
+  return function(req, res, ...)
+    local ok, err = xpcall(h, traced, req, res, ...)
+    if ok then return end
+    -- Started: the core cuts the response; its log gets the original traceback.
+    if not core.reset_for_error(res) then error(err.trace, 0) end
+    local q = req.query
+    core.log("error", string.format("handler error (%s %s%s from %s): %s", req.method,
+      req.raw_path, q ~= "" and "?" .. q or "", req.remote_addr, err.trace))
+    return on_error(req, res, err.value)
+  end
+end
+
+local function default_not_found(req, res)
+  res:status(404)
+  res:write("404 page not found\n")
+end
+
+local function default_method_not_allowed(req, res)
+  res:status(405)
+  res:write("Method Not Allowed\n")
+end
+
+-- The 405 handler's third argument (the Allow list) must get past middleware that calls
+-- next(req, res) only: it waits here, keyed by the request, until the inner handler runs.
+local allow_of = setmetatable({}, { __mode = "k" })
+
+local function compose_method_not_allowed(h)
+  local inner = compose(function(req, res)
+    local allow = allow_of[req]
+    allow_of[req] = nil
+    return h(req, res, allow)
+  end, root, "405 answers")
+  return function(req, res, allow)
+    allow_of[req] = allow
+    return inner(req, res)
+  end
+end
+
 -- Called by the C core once the script has run.
 function M._finalize()
+  local on_error = special.on_error
   for _, r in ipairs(routes) do
-    core.register(r.pattern, compose(r.handler, r.scope, r.pattern), r.where)
+    local h = with_max_body(compose(r.handler, r.scope, r.pattern), r.max_body)
+    core.register(r.pattern, with_on_error(h, on_error), r.where)
   end
   routes = {}
+  -- Without middleware or on_error the core answers 404 and 405 itself, with no Lua call.
+  local wrap = #root.middleware > 0 or on_error
+  if special.not_found or wrap then
+    local h = compose(special.not_found or default_not_found, root, "404 answers")
+    core.not_found(with_on_error(h, on_error))
+  end
+  if special.method_not_allowed or wrap then
+    local h = compose_method_not_allowed(special.method_not_allowed or default_method_not_allowed)
+    core.method_not_allowed(with_on_error(h, on_error))
+  end
 end
 
 return M

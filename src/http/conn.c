@@ -60,26 +60,6 @@ static void set_idle_list(struct mh_conn *c, bool idle)
     c->on_idle_list = idle;
 }
 
-/*
- * One timer per connection. Moving a deadline later only stores it; the
- * timer, when it fires early, re-arms for the rest ("be smart about
- * timeouts" in libev's manual), so per-request timer work is a store.
- */
-static void set_deadline(struct mh_conn *c, ev_tstamp at)
-{
-    struct ev_loop *loop = c->worker->loop;
-    c->deadline = at;
-    if (at == 0)
-        return;
-    if (!ev_is_active(&c->timer) || c->timer_at > at) {
-        ev_tstamp in = at - ev_now(loop);
-        ev_timer_stop(loop, &c->timer);
-        ev_timer_set(&c->timer, in > 0 ? in : 0., 0.);
-        ev_timer_start(loop, &c->timer);
-        c->timer_at = at;
-    }
-}
-
 /* `seconds` from now as a deadline; 0 (off) stays 0. */
 static ev_tstamp after(struct mh_conn *c, double seconds)
 {
@@ -93,6 +73,34 @@ static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
     if (b == 0)
         return a;
     return a < b ? a : b;
+}
+
+/*
+ * One timer per connection. Moving a deadline later only stores it; the
+ * timer, when it fires early, re-arms for the rest ("be smart about
+ * timeouts" in libev's manual), so per-request timer work is a store. It
+ * serves two deadlines: the state's (c->deadline) and, while output waits
+ * for a client that does not read, the send deadline (c->send_deadline).
+ */
+static void arm_timer(struct mh_conn *c)
+{
+    struct ev_loop *loop = c->worker->loop;
+    ev_tstamp at = earliest(c->deadline, c->send_deadline);
+    if (at == 0)
+        return;
+    if (!ev_is_active(&c->timer) || c->timer_at > at) {
+        ev_tstamp in = at - ev_now(loop);
+        ev_timer_stop(loop, &c->timer);
+        ev_timer_set(&c->timer, in > 0 ? in : 0., 0.);
+        ev_timer_start(loop, &c->timer);
+        c->timer_at = at;
+    }
+}
+
+static void set_deadline(struct mh_conn *c, ev_tstamp at)
+{
+    c->deadline = at;
+    arm_timer(c);
 }
 
 static void set_timeout(struct mh_conn *c, double seconds)
@@ -121,17 +129,43 @@ void mh_conn_set_write_timeout(struct mh_conn *c, double seconds)
         set_handler_deadline(c);
 }
 
+/*
+ * Output is waiting for the client: it must take some of it within
+ * send_timeout, counted again from each write that made progress (nginx's
+ * send_timeout). A slow but steady reader is never cut, however long the
+ * response; one that stops reading is.
+ */
+static void note_send_progress(struct mh_conn *c, bool progressed, bool blocked)
+{
+    double limit = c->worker->config->send_timeout;
+    if (!blocked || limit <= 0) {
+        c->send_deadline = 0;
+        return;
+    }
+    if (progressed || c->send_deadline == 0) {
+        c->send_deadline = after(c, limit);
+        arm_timer(c);
+    }
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_conn *c = t->data;
     (void)revents;
-    if (c->deadline == 0 || c->closed)
+    ev_tstamp due = earliest(c->deadline, c->send_deadline);
+    if (due == 0 || c->closed)
         return;
     ev_tstamp now = ev_now(loop);
-    if (now < c->deadline) {
-        ev_timer_set(&c->timer, c->deadline - now, 0.);
+    if (now < due) {
+        ev_timer_set(&c->timer, due - now, 0.);
         ev_timer_start(loop, &c->timer);
-        c->timer_at = c->deadline;
+        c->timer_at = due;
+        return;
+    }
+    if (c->send_deadline && now >= c->send_deadline) {
+        mh_log(MH_LOG_WARN, "fd %d: send timeout: the client read nothing for %g s; closing", c->fd,
+               c->worker->config->send_timeout);
+        mh_conn_close(c);
         return;
     }
     switch (c->state) {
@@ -208,16 +242,19 @@ void mh_conn_schedule_write(struct mh_conn *c)
 void mh_conn_flush(struct mh_conn *c)
 {
     struct mh_worker *w = c->worker;
+    bool progressed = false;
     while (!c->closed && c->out_sent < c->out.len) {
         ssize_t n = mh_transport_write(&c->tp, c->out.data + c->out_sent, c->out.len - c->out_sent);
         if (n > 0) {
             c->out_sent += (size_t)n;
+            progressed = true;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             c->want_write = true;
+            note_send_progress(c, progressed, true);
             update_io(c);
             return;
         }
@@ -229,6 +266,7 @@ void mh_conn_flush(struct mh_conn *c)
         return;
     c->out.len = c->out_sent = 0;
     c->want_write = false;
+    note_send_progress(c, true, false);
     if (c->state == MH_CONN_LINGER) {
         /*
          * Half-close and read what the client still sends: closing with
@@ -415,12 +453,17 @@ void mh_conn_flush_response(struct mh_conn *c)
     mh_conn_schedule_write(c);
 }
 
-/* Switches to closing once the output is written. */
+/*
+ * Switches to closing once the output is written. What is still queued may
+ * be a long download: send_timeout guards it (and write_timeout, when set),
+ * not a fixed deadline; LINGER_SECONDS starts once it is out.
+ */
 static void start_linger(struct mh_conn *c)
 {
+    const struct mh_config *cfg = c->worker->config;
     c->state = MH_CONN_LINGER;
     set_idle_list(c, false);
-    set_timeout(c, c->worker->config->write_timeout > 0 ? c->worker->config->write_timeout : 30);
+    set_timeout(c, cfg->write_timeout > 0 ? cfg->write_timeout : cfg->send_timeout > 0 ? 0 : 30);
     if (c->out_sent == c->out.len)
         mh_conn_flush(c); /* nothing queued: shut the write side now */
     else
@@ -563,6 +606,8 @@ static void start_request(struct mh_conn *c)
     c->state = MH_CONN_HANDLER;
     c->requests++;
     c->started = ev_now(w->loop);
+    c->max_body = (uint64_t)w->config->max_body_bytes;
+    c->body_asked = false;
     c->write_deadline = after(c, w->config->write_timeout);
     if (c->req.has_body) {
         c->body_state = MH_BODY_MORE;
@@ -602,10 +647,27 @@ static bool pump_body(struct mh_conn *c)
     return c->body_state != MH_BODY_MORE || (!c->body_want_all && c->body.len > 0);
 }
 
+int mh_conn_set_max_body(struct mh_conn *c, uint64_t bytes)
+{
+    if (c->body_asked)
+        return -1;
+    c->max_body = bytes;
+    return 0;
+}
+
 int mh_conn_want_body(struct mh_conn *c, bool all)
 {
     if (c->closed)
         return 1;
+    if (!c->body_asked) {
+        c->body_asked = true;
+        /* Refused before a byte is read, and before "100 Continue" invites it. */
+        if (c->body_state == MH_BODY_MORE && !(c->parser.flags & F_CHUNKED) &&
+            c->req.content_length > c->max_body) {
+            c->body_state = MH_BODY_TOO_LARGE;
+            return 1;
+        }
+    }
     if (c->req.expect_continue && !c->continue_sent && c->body_state == MH_BODY_MORE &&
         c->body_received == 0 && !c->res.head_sent) {
         if (mh_buf_acquire(&c->out, &c->worker->bufs) == 0 &&

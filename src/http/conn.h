@@ -55,6 +55,7 @@ struct mh_conn {
     ev_tstamp deadline;       /* when the current state times out (0 = never) */
     ev_tstamp read_deadline;  /* whole request incl. body (read_timeout; 0 = none) */
     ev_tstamp write_deadline; /* end of head to end of response (write_timeout; 0 = none) */
+    ev_tstamp send_deadline;  /* output blocked: progress due by then (send_timeout; 0 = none) */
     ev_tstamp timer_at;       /* when the armed timer fires */
     int io_events;            /* events the io watcher is armed for */
 
@@ -80,6 +81,8 @@ struct mh_conn {
     enum mh_body_state body_state;
     struct mh_buf body; /* decoded body bytes not yet read by the handler */
     uint64_t body_received;
+    uint64_t max_body;  /* this request's body limit: max_body_bytes or req:set_max_body */
+    bool body_asked;    /* the handler asked for body bytes: the limit is fixed */
     bool body_wanted;   /* a handler waits for body bytes */
     bool body_want_all; /* ...for all of them (req:body) rather than some */
     bool continue_sent; /* "100 Continue" went out */
@@ -146,6 +149,14 @@ void mh_conn_respond_simple(struct mh_conn *c, int status, const char *extra, co
  * reads and calls mh_task_on_body when satisfied.
  */
 int mh_conn_want_body(struct mh_conn *c, bool all);
+
+/*
+ * Sets this request's body limit (over it: "body too large", and 413 when
+ * the response has not started). Only before the handler first asks for the
+ * body: returns -1 after that. A declared Content-Length is checked against
+ * the limit when the body is first asked for, so a route may raise it.
+ */
+int mh_conn_set_max_body(struct mh_conn *c, uint64_t bytes);
 
 /*
  * Moves the read or write deadline of the current request to `seconds` from

@@ -25,8 +25,22 @@ static void redirect(struct mh_conn *c, const struct mh_route_match *m)
     mh_conn_respond_simple(c, (int)c->worker->config->redirect_code, NULL, NULL);
 }
 
+void mh_dispatch_dev_headers(struct mh_conn *c)
+{
+    const struct mh_reload_stats *st = c->worker->reload_stats;
+    if (!c->worker->config->dev || !st || !st->last_failed)
+        return;
+    /* The first line of the load error, made a valid header value. */
+    char v[sizeof st->last_error];
+    size_t n = 0;
+    for (const char *p = st->last_error; *p && n < 400; p++)
+        v[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    mh_response_header(&c->res, "X-Moonhttp-Reload-Error", 23, v, n, true);
+}
+
 void mh_dispatch(struct mh_conn *c)
 {
+    mh_dispatch_dev_headers(c);
     struct mh_gen *g = c->gen;
     struct mh_request *r = &c->req;
     const char *base = mh_conn_head(c);

@@ -9,4 +9,12 @@ struct mh_conn;
 
 void mh_dispatch(struct mh_conn *c);
 
+/*
+ * --dev: while the last reload failed (the previous code keeps serving),
+ * every response carries the error's first line in X-Moonhttp-Reload-Error,
+ * so the developer sees it in the browser. Called again after a response is
+ * reset (a handler error).
+ */
+void mh_dispatch_dev_headers(struct mh_conn *c);
+
 #endif

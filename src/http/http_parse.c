@@ -140,9 +140,8 @@ static int check_head(struct mh_conn *c)
             return 417;
         r->expect_continue = r->http_minor >= 1;
     }
-    if (r->has_body && !(c->parser.flags & F_CHUNKED) &&
-        r->content_length > (uint64_t)c->worker->config->max_body_bytes)
-        return 413;
+    /* A declared length over the body limit is refused when the handler asks for the body
+     * (mh_conn_want_body): the route may set its own limit first. */
     return 0;
 }
 
@@ -166,7 +165,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     c->body_received += len;
     if (c->draining)
         return 0;
-    if (c->body_received > (uint64_t)c->worker->config->max_body_bytes) {
+    if (c->body_received > c->max_body) {
         c->body_state = MH_BODY_TOO_LARGE;
         return -1;
     }

@@ -347,6 +347,19 @@ static int req_set_read_timeout(lua_State *L)
     return 1;
 }
 
+/* req:set_max_body(bytes): this request's body limit, before its first read. */
+static int req_set_max_body(lua_State *L)
+{
+    struct mh_conn *c = check_req(L);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, n >= 0, 2, "must be >= 0");
+    if (mh_conn_set_max_body(c, (uint64_t)n) < 0)
+        return luaL_error(L, "req:set_max_body: the body is being read already; set the limit "
+                             "before the first req:body() or req:read()");
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int req_tostring(lua_State *L)
 {
     struct mh_lua_req *r = to_req(L);
@@ -373,6 +386,7 @@ void mh_lua_request_open(lua_State *L)
         {"body", req_body},
         {"read", req_read},
         {"set_read_timeout", req_set_read_timeout},
+        {"set_max_body", req_set_max_body},
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);

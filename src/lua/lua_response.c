@@ -1,6 +1,7 @@
 #include "lua_response.h"
 
 #include "conn.h"
+#include "lua_json.h"
 #include "lua_sched.h"
 
 #include <lauxlib.h>
@@ -100,6 +101,11 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
         lua_pushliteral(L, "connection closed");
         return 2;
     }
+    if (mh_task_stream_stopping(r->task)) { /* nothing written: the stream should end */
+        lua_pushnil(L);
+        lua_pushliteral(L, "stopping");
+        return 2;
+    }
     c->res.written = true;
     for (int i = first; i <= top; i++) {
         size_t len;
@@ -132,7 +138,7 @@ static int res_flush(lua_State *L)
     return 1;
 }
 
-/* res:json(value [, status]) with lua-cjson's encoder (upvalue 2). */
+/* res:json(value [, status]) with http.json.encode (upvalue 2). */
 static int res_json(lua_State *L)
 {
     struct mh_lua_res *r = check_res(L);
@@ -212,12 +218,8 @@ void mh_lua_response_open(lua_State *L)
     lua_pushvalue(L, -1);
     lua_setfield(L, mt, "__methods"); /* for mh_lua_web_open to extend */
     lua_pushvalue(L, mt);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "cjson");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "encode");
-    lua_remove(L, -2);
-    lua_pushcclosure(L, res_json, 2); /* upvalues: metatable, cjson.encode */
+    lua_pushcfunction(L, mh_json_encode_l);
+    lua_pushcclosure(L, res_json, 2); /* upvalues: metatable, http.json.encode */
     lua_setfield(L, -2, "json");
     lua_setfield(L, mt, "__index");
     lua_pushvalue(L, mt);

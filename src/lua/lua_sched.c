@@ -3,6 +3,7 @@
 #include "conn.h"
 #include "log.h"
 #include "lua_client.h"
+#include "lua_errors.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
@@ -11,6 +12,7 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Output queued beyond this makes res:write wait for the client. */
 #define HIGH_WATER (256 * 1024)
@@ -101,14 +103,7 @@ static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *tra
         mh_conn_close(c);
         return;
     }
-    mh_response_reset(&c->res);
-    c->res.status = 500;
-    if (t->gen->config->dev) {
-        mh_buf_append_str(&c->res.body, trace);
-        mh_buf_append(&c->res.body, "\n", 1);
-    } else {
-        mh_buf_append_str(&c->res.body, "500 Internal Server Error\n");
-    }
+    mh_lua_answer_error(t, c, trace);
 }
 
 /*
@@ -255,17 +250,54 @@ void mh_task_on_conn_closed(struct mh_task *t)
         resume_soon(t);
 }
 
-/* ---- http.sleep, http.now ------------------------------------------------ */
+bool mh_task_stream_stopping(const struct mh_task *t)
+{
+    return t->conn && t->conn->res.head_sent && t->gen->worker && t->gen->worker->shutting_down;
+}
 
+static int resume_stopping(struct mh_task *t, lua_State *co)
+{
+    (void)t;
+    lua_pushnil(co);
+    lua_pushliteral(co, "stopping");
+    return 2;
+}
+
+/*
+ * The graceful stop began: a streaming handler waiting on a timer or on a
+ * slow client hears nil, "stopping" from a fresh loop iteration. Its wait
+ * becomes a timer wait, so a later writable event cannot resume it twice.
+ */
+void mh_task_on_stopping(struct mh_task *t)
+{
+    if ((t->wait != MH_WAIT_SLEEP && t->wait != MH_WAIT_WRITABLE) || !mh_task_stream_stopping(t))
+        return;
+    t->wait = MH_WAIT_SLEEP;
+    t->on_resume = resume_stopping;
+    resume_soon(t);
+}
+
+/* ---- http.sleep, http.now, http.clock ------------------------------------------------ */
+
+static int resume_slept(struct mh_task *t, lua_State *co)
+{
+    (void)t;
+    lua_pushboolean(co, 1);
+    return 1;
+}
+
+/* http.sleep(s): true after s seconds; nil, "stopping" in a streaming handler once a stop began. */
 static int l_sleep(lua_State *L)
 {
     double s = luaL_checknumber(L, 1);
     luaL_argcheck(L, s >= 0, 1, "negative duration");
     struct mh_task *t = mh_task_check(L, "http.sleep");
+    if (mh_task_stream_stopping(t))
+        return resume_stopping(t, L);
     ev_timer_stop(loop_of(t), &t->timer);
     ev_timer_set(&t->timer, s, 0.);
     ev_timer_start(loop_of(t), &t->timer);
-    return mh_task_yield(L, t, MH_WAIT_SLEEP, NULL);
+    return mh_task_yield(L, t, MH_WAIT_SLEEP, resume_slept);
 }
 
 static int l_now(lua_State *L)
@@ -273,6 +305,15 @@ static int l_now(lua_State *L)
     struct mh_gen *g = mh_gen_of(L);
     struct ev_loop *loop = g->worker ? g->worker->loop : EV_DEFAULT;
     lua_pushnumber(L, ev_now(loop));
+    return 1;
+}
+
+/* http.clock(): a fresh monotonic reading (arbitrary origin), for measuring durations. */
+static int l_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
     return 1;
 }
 
@@ -287,4 +328,6 @@ void mh_sched_open(lua_State *L)
     lua_setfield(L, -2, "sleep");
     lua_pushcfunction(L, l_now);
     lua_setfield(L, -2, "now");
+    lua_pushcfunction(L, l_clock);
+    lua_setfield(L, -2, "clock");
 }

@@ -85,10 +85,20 @@ void mh_task_on_body(struct mh_task *t);
 void mh_task_on_writable(struct mh_task *t);
 void mh_task_on_conn_closed(struct mh_task *t);
 
+/*
+ * Streams and a graceful stop: once the worker stops serving (after
+ * shutdown_delay), a handler whose response is streaming (head sent) gets
+ * nil, "stopping" from http.sleep and res:write, so its loop ends instead of
+ * holding the stop for the whole shutdown_timeout. mh_task_on_stopping wakes
+ * one already waiting; mh_task_stream_stopping tells a call about to wait.
+ */
+void mh_task_on_stopping(struct mh_task *t);
+bool mh_task_stream_stopping(const struct mh_task *t);
+
 /* Frees the pooled coroutines of a generation (before lua_close). */
 void mh_task_pool_free(struct mh_gen *g);
 
-/* Registers http.sleep and http.now into the table on top of L. */
+/* Registers http.sleep, http.now and http.clock into the table on top of L. */
 void mh_sched_open(lua_State *L);
 
 #endif

@@ -3,6 +3,8 @@
 #include "log.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
+#include "lua_errors.h"
+#include "lua_json.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -64,16 +66,42 @@ static int l_register(lua_State *L)
     char err[512];
     if (mh_router_add(g->_builder, pattern, plen, ref, where, err, sizeof err) < 0) {
         luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        return luaL_error(L, "%s: %s", where, err);
+        /* `where` is the user's line already: no position of ours in front of it. */
+        lua_pushfstring(L, "%s: %s", where, err);
+        return lua_error(L);
     }
     return 0;
 }
 
-/* core.server{...}: settings, merged with the command line after the script ran. */
+/*
+ * core.server{...}: settings, merged with the command line after the script
+ * ran. Names are checked here, so a typo is reported at the user's line with
+ * the name it probably meant; values are checked at the merge, and their
+ * errors name this line too.
+ */
 static int l_server(lua_State *L)
 {
     struct mh_gen *g = check_loading(L, "http.server");
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        lua_pop(L, 1);
+        size_t len;
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        if (!k)
+            return luaL_error(L, "http.server: setting names must be strings");
+        if (!mh_config_is_setting(k, len)) {
+            const char *near = mh_config_suggest(k, len);
+            if (near)
+                return luaL_error(L, "http.server: unknown setting \"%s\" (did you mean \"%s\"?)",
+                                  k, near);
+            return luaL_error(L, "http.server: unknown setting \"%s\" (moonhttp --help lists them)",
+                              k);
+        }
+    }
+    luaL_where(L, 1);
+    snprintf(g->settings_where, sizeof g->settings_where, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
     if (g->settings_ref != LUA_NOREF)
         luaL_unref(L, LUA_REGISTRYINDEX, g->settings_ref);
     lua_pushvalue(L, 1);
@@ -115,9 +143,10 @@ static int l_log(lua_State *L)
     int level = luaL_checkoption(L, 1, NULL, levels);
     if (!mh_log_enabled((enum mh_log_level)level))
         return 0;
+    /* Counted before luaL_buffinit, which may push a placeholder of its own. */
+    int n = lua_gettop(L);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    int n = lua_gettop(L);
     for (int i = 2; i <= n; i++) {
         luaL_tolstring(L, i, NULL);
         luaL_addvalue(&b);
@@ -177,6 +206,8 @@ static int open_core(lua_State *L)
     luaL_newlib(L, fns);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_json_open(L);
+    mh_lua_errors_open(L);
     return 1;
 }
 
@@ -237,10 +268,15 @@ static int msgh_traceback(lua_State *L)
     return 1;
 }
 
-/* Runs moonhttp._finalize() if the script loaded the module: composes middleware, registers. */
+/*
+ * Runs moonhttp._finalize() if the script loaded the module: composes
+ * middleware, registers. Its errors name the user's file:line themselves
+ * (where the route or middleware was registered), so they get no traceback
+ * through moonhttp's own frames.
+ */
 static int finalize_routes(lua_State *L, char *err, size_t errlen)
 {
-    lua_pushcfunction(L, msgh_traceback);
+    lua_pushnil(L); /* stands where a message handler would */
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "loaded");
     lua_getfield(L, -1, "moonhttp");
@@ -252,7 +288,7 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
     }
     lua_getfield(L, -1, "_finalize");
     lua_remove(L, -2);
-    if (lua_pcall(L, 0, 0, -2) != LUA_OK) {
+    if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
         snprintf(err, errlen, "%s", lua_tostring(L, -1));
         lua_pop(L, 2);
         return -1;
@@ -460,6 +496,24 @@ static void collect_deps(lua_State *L, struct mh_deps *d)
     lua_pop(L, 1);
 }
 
+/* A reload keeps the settings: say which of the script's changed, so none is ignored silently. */
+static void warn_restart_settings(struct mh_gen *g)
+{
+    char names[512];
+    lua_rawgeti(g->L, LUA_REGISTRYINDEX, g->settings_ref);
+    int n = mh_config_changed(g->config, g->L, -1, names, sizeof names);
+    lua_pop(g->L, 1);
+    /* settings_where is "file:line: " as luaL_where gives it */
+    int wlen = (int)strlen(g->settings_where);
+    while (wlen > 0 && (g->settings_where[wlen - 1] == ' ' || g->settings_where[wlen - 1] == ':'))
+        wlen--;
+    if (n > 0)
+        mh_log(MH_LOG_WARN,
+               "reload: http.server{} setting%s %s changed (%.*s); settings take effect on a "
+               "restart, not a reload: the server keeps the old value%s",
+               n > 1 ? "s" : "", names, wlen, g->settings_where, n > 1 ? "s" : "");
+}
+
 struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen)
 {
     return mh_gen_load(config, reload, NULL, err, errlen);
@@ -511,11 +565,16 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
     g->started = true;
     if (g->settings_ref != LUA_NOREF && !reload) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, g->settings_ref);
-        int rc = mh_config_apply_lua(config, L, -1, err, errlen);
+        char why[512];
+        int rc = mh_config_apply_lua(config, L, -1, why, sizeof why);
         lua_pop(L, 1);
-        if (rc < 0)
+        if (rc < 0) {
+            snprintf(err, errlen, "%s%s", g->settings_where, why);
             goto fail;
+        }
     }
+    if (g->settings_ref != LUA_NOREF && reload)
+        warn_restart_settings(g);
     if (!(g->router = mh_router_build(g->_builder, err, errlen)))
         goto fail;
     mh_router_builder_free(g->_builder);

@@ -34,6 +34,7 @@ struct mh_gen {
     int not_found_ref; /* LUA_NOREF when not set */
     int method_not_allowed_ref;
     int settings_ref;           /* http.server{} table */
+    char settings_where[256];   /* "file:line:" of that http.server{} call */
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;

@@ -78,9 +78,14 @@ static int open_socket(struct sockaddr_storage *ss, socklen_t len, int backlog)
     if (fd < 0)
         return -1;
     int one = 1, zero = 0;
+    /*
+     * SO_REUSEADDR only lets us bind over connections of a previous run still
+     * in TIME_WAIT. No SO_REUSEPORT: with it any process of the same user
+     * could bind the port too and silently take half the connections. Our
+     * own workers share the one socket the master bound (they inherit it),
+     * and a reload keeps it, so nothing of ours needs a second bind.
+     */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    /* Workers each bind their own socket; the kernel balances between them. */
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
     if (ss->ss_family == AF_INET6) {
         struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
         if (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr))
@@ -117,6 +122,11 @@ const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlo
         a4->sin_addr.s_addr = htonl(INADDR_ANY);
         a4->sin_port = port;
         fd = open_socket(&ss, sizeof *a4, backlog);
+    }
+    if (fd < 0 && errno == EADDRINUSE) {
+        snprintf(err, errlen,
+                 "listen \"%s\": address already in use (another process listens there)", addr);
+        return "address in use";
     }
     if (fd < 0) {
         snprintf(err, errlen, "listen \"%s\": %s", addr, strerror(errno));

@@ -1,8 +1,9 @@
 #ifndef MH_LISTENER_H
 #define MH_LISTENER_H
 /*
- * Listening sockets: address parsing, bind/listen with SO_REUSEPORT (so
- * several workers can share a port), batched non-blocking accept, and the
+ * Listening sockets: address parsing, bind/listen (without SO_REUSEPORT: a
+ * port another process listens on is an error, and our workers share the
+ * master's socket instead), batched non-blocking accept, and the
  * reserve descriptor that lets us shed a connection when the process runs
  * out of file descriptors instead of spinning on a readable listen socket.
  */

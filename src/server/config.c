@@ -37,7 +37,7 @@ static const struct setting settings[] = {
     {"read_timeout", T_DURATION, OFF(read_timeout), 0, 86400,
      "seconds to read a whole request incl. body (0 = off)"},
     {"write_timeout", T_DURATION, OFF(write_timeout), 0, 86400,
-     "seconds from end of request head to end of response (0 = off)"},
+     "seconds from end of request head to end of response, a total deadline (0 = off)"},
     {"idle_timeout", T_DURATION, OFF(idle_timeout), 0, 86400,
      "seconds a keep-alive connection may wait for its next request"},
     {"shutdown_timeout", T_DURATION, OFF(shutdown_timeout), 0, 86400,
@@ -65,8 +65,12 @@ static const struct setting settings[] = {
     {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
     {"metrics", T_STRING, OFF(metrics), 0, 0,
      "address of a Prometheus metrics listener (host:port), or off"},
+    {"send_timeout", T_DURATION, OFF(send_timeout), 0, 86400,
+     "seconds a response may make no progress (client reads nothing) before it is cut (0 = off)"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
+_Static_assert(NSETTINGS <= sizeof((struct mh_config *)0)->_from_cli,
+               "mh_config._from_cli needs a slot per setting");
 
 static char *xstrdup(const char *s)
 {
@@ -83,7 +87,8 @@ void mh_config_init(struct mh_config *c)
     memset(c, 0, sizeof *c);
     c->read_header_timeout = 5;
     c->read_timeout = 0;
-    c->write_timeout = 30;
+    c->write_timeout = 0;
+    c->send_timeout = 30;
     c->idle_timeout = 60;
     c->shutdown_timeout = 10;
     c->max_header_bytes = 64 * 1024;
@@ -300,6 +305,61 @@ static const struct setting *find_setting(const char *name, size_t len, bool fla
     return NULL;
 }
 
+/* Edit distance (insert, delete, substitute, swap neighbours) between a and b, capped at 9. */
+static int edit_distance(const char *a, size_t alen, const char *b, bool flag_form)
+{
+    size_t blen = strlen(b);
+    if (alen > 40 || blen > 40)
+        return 9;
+    int d[42][42];
+    for (size_t i = 0; i <= alen; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= blen; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= alen; i++) {
+        for (size_t j = 1; j <= blen; j++) {
+            char ca = flag_form && a[i - 1] == '-' ? '_' : a[i - 1];
+            int best = d[i - 1][j - 1] + (ca != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1) { /* two neighbours swapped */
+                char cp = flag_form && a[i - 2] == '-' ? '_' : a[i - 2];
+                if (ca == b[j - 2] && cp == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                    best = d[i - 2][j - 2] + 1;
+            }
+            d[i][j] = best;
+        }
+    }
+    return d[alen][blen] > 9 ? 9 : d[alen][blen];
+}
+
+/* The known setting closest to a misspelt name, or NULL when none is close. */
+static const char *closest_setting(const char *name, size_t len, bool flag_form)
+{
+    const char *best = NULL;
+    int best_d = len < 6 ? 1 : 2; /* more than this is a different word, not a typo */
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        int d = edit_distance(name, len, settings[i].name, flag_form);
+        if (d <= best_d) {
+            best = settings[i].name;
+            best_d = d - 1;
+        }
+    }
+    return best;
+}
+
+bool mh_config_is_setting(const char *name, size_t len)
+{
+    return find_setting(name, len, false) != NULL;
+}
+
+const char *mh_config_suggest(const char *name, size_t len)
+{
+    return closest_setting(name, len, false);
+}
+
 void mh_config_print_help(const char *argv0)
 {
     struct mh_config d;
@@ -348,24 +408,37 @@ void mh_config_print_help(const char *argv0)
     mh_config_free(&d);
 }
 
+/*
+ * Flags may come before or after the script (`moonhttp app.lua --listen :9000`),
+ * and `--` ends them. `moonhttp run script.lua args...` is the exception: what
+ * follows the script belongs to the script, untouched.
+ */
 int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, size_t errlen)
 {
     int i = 1;
+    bool flags_done = false;
     if (argc > 1 && strcmp(argv[1], "run") == 0) {
         c->mode = MH_MODE_RUN;
         i = 2;
     }
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
+        if (!flags_done && !strcmp(a, "--")) {
+            flags_done = true;
+            continue;
+        }
+        if (flags_done || a[0] != '-' || a[1] != '-') {
+            if (c->script) {
+                snprintf(err, errlen, "unexpected argument after script: %s", a);
+                return -1;
+            }
             c->script = a;
             c->script_argc = argc - i;
             c->script_argv = argv + i;
-            if (c->mode != MH_MODE_RUN && i + 1 < argc) {
-                snprintf(err, errlen, "unexpected argument after script: %s", argv[i + 1]);
-                return -1;
-            }
-            break;
+            if (c->mode == MH_MODE_RUN)
+                break;
+            c->script_argc = 1;
+            continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             mh_config_print_help(argv[0]);
@@ -387,7 +460,17 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
         const struct setting *s = find_setting(name, nlen, true);
         if (!s) {
-            snprintf(err, errlen, "unknown flag %s (see --help)", a);
+            char hint[96] = "";
+            const char *near = closest_setting(name, nlen, true);
+            if (near) {
+                char flag[64];
+                snprintf(flag, sizeof flag, "%s", near);
+                for (char *p = flag; *p; p++)
+                    if (*p == '_')
+                        *p = '-';
+                snprintf(hint, sizeof hint, "did you mean --%s? ", flag);
+            }
+            snprintf(err, errlen, "unknown flag %s (%ssee --help)", a, hint);
             return -1;
         }
         const char *val = eq ? eq + 1 : NULL;
@@ -563,6 +646,83 @@ int mh_config_apply_lua(struct mh_config *c, lua_State *L, int idx, char *err, s
     return 0;
 }
 
+static bool same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static bool same_certs(const struct mh_tls_certs *a, const struct mh_tls_certs *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (!same_str(a->cert[i], b->cert[i]) || !same_str(a->key[i], b->key[i]))
+            return false;
+    return true;
+}
+
+/* Whether setting s has the same value in a and b. */
+static bool same_setting(const struct setting *s, const struct mh_config *a,
+                         const struct mh_config *b)
+{
+    const char *fa = (const char *)a + s->offset, *fb = (const char *)b + s->offset;
+    switch (s->type) {
+    case T_DURATION:
+        return *(const double *)fa == *(const double *)fb;
+    case T_BYTES:
+    case T_INT:
+        return *(const long *)fa == *(const long *)fb;
+    case T_BOOL:
+        return *(const bool *)fa == *(const bool *)fb;
+    case T_STRING:
+        return same_str(*(char *const *)fa, *(char *const *)fb);
+    case T_LISTEN:
+        if (a->nlisten != b->nlisten)
+            return false;
+        for (size_t i = 0; i < a->nlisten; i++)
+            if (strcmp(a->listen[i], b->listen[i]) || a->listen_tls[i] != b->listen_tls[i] ||
+                !same_certs(a->listen_certs[i], b->listen_certs[i]))
+                return false;
+        return true;
+    case T_TLS:
+        return same_certs(&a->tls, &b->tls);
+    }
+    return false;
+}
+
+int mh_config_changed(const struct mh_config *c, lua_State *L, int idx, char *out, size_t outlen)
+{
+    idx = lua_absindex(L, idx);
+    size_t used = 0;
+    int n = 0;
+    out[0] = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        size_t klen;
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
+        const struct setting *s = k ? find_setting(k, klen, false) : NULL;
+        if (s && !c->_from_cli[s - settings]) {
+            struct mh_config fresh;
+            char err[256];
+            mh_config_init(&fresh);
+            /* A value that does not even parse differs too: a restart would fail on it. */
+            bool same = apply_lua_value(&fresh, s, L, -1, err, sizeof err) == 0 &&
+                        same_setting(s, &fresh, c);
+            mh_config_free(&fresh);
+            if (!same) {
+                int w = snprintf(out + used, outlen - used, "%s%s", n ? ", " : "", s->name);
+                if (w > 0 && (size_t)w < outlen - used)
+                    used += (size_t)w;
+                n++;
+            }
+        }
+        lua_pop(L, 1);
+    }
+    return n;
+}
+
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
 {
     if (strcmp(c->clean_path, "redirect") && strcmp(c->clean_path, "rewrite")) {
@@ -598,6 +758,15 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
     }
     if (c->nlisten == 0 && c->mode != MH_MODE_RUN)
         c->listen[c->nlisten++] = xstrdup(":8080");
+    for (size_t i = 0; i < c->nlisten; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        const char *e = mh_listen_addr_parse(c->listen[i], &ss, &len);
+        if (e) {
+            snprintf(err, errlen, "listen: \"%s\": %s", c->listen[i], e);
+            return -1;
+        }
+    }
     if (!c->tls_cert != !c->tls_key) {
         snprintf(err, errlen, "--tls-cert and --tls-key go together");
         return -1;

@@ -35,7 +35,8 @@ struct mh_config {
     /* settings (seconds as double, sizes in bytes) */
     double read_header_timeout;
     double read_timeout;
-    double write_timeout;
+    double write_timeout; /* total: end of head to end of response (opt-in) */
+    double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;
     double shutdown_timeout;
     long max_header_bytes;
@@ -68,7 +69,7 @@ struct mh_config {
     char **script_argv;
 
     /* which settings came from the command line: they beat the script's */
-    unsigned char _from_cli[32];
+    unsigned char _from_cli[64]; /* indexed like the settings table (checked in config.c) */
 };
 
 /* Fills in the defaults. */
@@ -89,6 +90,15 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
 int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char *err,
                         size_t errlen);
 
+/*
+ * For a reload, which keeps the running settings: the names of the settings
+ * in the table at `idx` whose value differs from c's (comma-separated into
+ * out; those set on the command line are skipped, they win anyway). Returns
+ * how many differ.
+ */
+int mh_config_changed(const struct mh_config *c, struct lua_State *L, int idx, char *out,
+                      size_t outlen);
+
 /* Cross-field checks after everything is merged. 0 or -1 with err. */
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
 
@@ -99,6 +109,11 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
  * top-level certificates are configured.
  */
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i);
+
+/* Whether `name` is a setting http.server{} knows. */
+bool mh_config_is_setting(const char *name, size_t len);
+/* The known setting a misspelt name most likely meant (`idle_timout`), or NULL. */
+const char *mh_config_suggest(const char *name, size_t len);
 
 /* Number of workers to run ("auto" = online CPUs). */
 int mh_config_workers(const struct mh_config *c);

@@ -4,6 +4,7 @@
 #include "conn.h"
 #include "devwatch.h"
 #include "log.h"
+#include "lua_sched.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "tls.h"
@@ -98,6 +99,10 @@ void mh_worker_shutdown(struct mh_worker *w)
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->nconns);
+    /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
+    for (struct mh_conn *c = w->active.head; c; c = c->next)
+        if (c->task)
+            mh_task_on_stopping(c->task);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;

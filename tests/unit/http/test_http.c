@@ -160,9 +160,25 @@ static void test_config(void)
     CHECK(mh_listen_addr_parse("[::1:80", &ss, &len) != NULL);
 }
 
+/* The full list is checked through the binary in spec/status_text_spec.lua; here the edges. */
+static void test_status_texts(void)
+{
+    int known = 0;
+    for (int code = -1; code < 1000; code++)
+        known += strcmp(mh_status_text(code), "Unknown") != 0;
+    CHECKF(known == 62, "%d codes have a phrase, Go's StatusText knows 62", known);
+    CHECK_STR(mh_status_text(416), "Range Not Satisfiable");
+    CHECK_STR(mh_status_text(103), "Early Hints");
+    CHECK_STR(mh_status_text(511), "Network Authentication Required");
+    CHECK_STR(mh_status_text(418), "I'm a teapot");
+    CHECK_STR(mh_status_text(599), "Unknown");
+    CHECK_STR(mh_status_text(600), "Unknown");
+}
+
 int main(void)
 {
     test_heads();
+    test_status_texts();
     test_targets();
     test_config();
     return unit_report();

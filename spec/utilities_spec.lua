@@ -1,0 +1,111 @@
+-- JSON that round-trips, http.clock() beside the cached http.now(), and
+-- http.log lines without stray values.
+local H = require "helper"
+local cjson = require "cjson"
+
+local APP = [[
+local http = require "moonhttp"
+local json = http.json
+http.handle("GET /json/{case}", function(req, res)
+  local cases = {
+    empty_marked = json.array({}),
+    empty_shared = json.empty_array,
+    empty_plain = {},
+    list = { 1, 2, 3 },
+    marked_list = json.array({ "a", "b" }),
+    nested = { items = json.array({}) },
+    slash = { url = "http://example.com/a/b" },
+    escapes = { s = "q\"\\\n\t\1\127é" },
+    null = { v = json.null },
+    float = { 0.1 },
+    third = { 1 / 3 },
+    big = { 2 ^ 53 },
+    int = { math.maxinteger },
+  }
+  res:json(cases[req:pathvalue("case")])
+end)
+http.handle("GET /encode-error/{case}", function(req, res)
+  local t = {}
+  t.self = t
+  local cases = { fn = { f = print }, cycle = t, nan = { 0 / 0 }, key = { [true] = 1 } }
+  local ok, err = pcall(json.encode, cases[req:pathvalue("case")])
+  res:write(tostring(ok), " ", err)
+end)
+http.handle("GET /roundtrip", function(req, res)
+  local v = { b = { 1.5, -2, 1e300, 0.30000000000000004, 1 / 3, -1e-300 }, c = "x/y\1" }
+  local d = json.decode(json.encode(v))
+  local same = d.c == v.c and #d.b == #v.b
+  for i = 1, #v.b do same = same and d.b[i] == v.b[i] end
+  res:write(same and "same" or "differs")
+end)
+http.handle("GET /clock", function(req, res)
+  local now0, clock0 = http.now(), http.clock()
+  local x = 0
+  while http.clock() - clock0 < 0.02 do x = x + 1 end -- busy, no wait
+  res:json({ now = http.now() - now0, clock = http.clock() - clock0 })
+end)
+http.handle("GET /log", function(req, res)
+  http.log("info", "plain text line")
+  http.log("warn", "several", 1, nil, true)
+  res:write("logged")
+end)
+]]
+
+describe("http.json.encode", function()
+  local srv
+  setup(function() srv = H.start(APP) end)
+  teardown(function() srv:stop() end)
+
+  for _, row in ipairs({
+    { "empty_marked", "[]" },
+    { "empty_shared", "[]" },
+    { "empty_plain", "{}" },
+    { "list", "[1,2,3]" },
+    { "marked_list", '["a","b"]' },
+    { "nested", '{"items":[]}' },
+    { "slash", '{"url":"http://example.com/a/b"}' },
+    { "escapes", '{"s":"q\\"\\\\\\n\\t\\u0001\\u007fé"}' },
+    { "null", '{"v":null}' },
+    { "float", "[0.1]" },
+    { "third", "[0.33333333333333331]" },
+    { "big", "[9007199254740992]" },
+    { "int", "[9223372036854775807]" },
+  }) do
+    it("encodes " .. row[1] .. " as " .. row[2], function()
+      local res = assert(srv:get("/json/" .. row[1]))
+      assert.equal(200, res.status)
+      assert.equal("application/json", res.headers["content-type"])
+      assert.equal(row[2], res.body)
+    end)
+  end
+
+  for _, row in ipairs({
+    { "fn", "cannot encode a function" },
+    { "cycle", "nesting deeper than 1000" },
+    { "nan", "cannot encode NaN or infinity" },
+    { "key", "table keys must be strings or numbers" },
+  }) do
+    it("refuses " .. row[1], function()
+      local body = assert(srv:get("/encode-error/" .. row[1])).body
+      assert.truthy(body:find("^false .*json.encode: " .. row[2]:gsub("%p", "%%%0")), body)
+    end)
+  end
+
+  it("round-trips through decode", function()
+    assert.equal("same", srv:get("/roundtrip").body)
+  end)
+
+  it("http.now() is the loop's cached time; http.clock() is fresh", function()
+    local t = cjson.decode(srv:get("/clock").body)
+    assert.equal(0, t.now)
+    assert.is_true(t.clock >= 0.02, tostring(t.clock))
+  end)
+
+  it("http.log writes the text and nothing more", function()
+    assert.equal("logged", srv:get("/log").body)
+    local log = srv:logtext()
+    assert.truthy(log:find(": plain text line\n", 1, true), log)
+    assert.truthy(log:find(": several\t1\tnil\ttrue\n", 1, true), log)
+    assert.falsy(log:find("userdata:", 1, true), log)
+  end)
+end)

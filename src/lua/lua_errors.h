@@ -1,0 +1,25 @@
+#ifndef MH_LUA_ERRORS_H
+#define MH_LUA_ERRORS_H
+/*
+ * What a client gets when a handler raised an error before its response
+ * started: a 500, plain, or in --dev with the traceback (an HTML page,
+ * escaped, for a browser that accepts text/html; text otherwise).
+ *
+ * http.on_error is Lua (lua/moonhttp/init.lua): it runs the route inside a
+ * pcall, in the handler's own task (so it may wait and sees the same req and
+ * res), resets the response with core.reset_for_error and calls the app's
+ * error handler. Only when that fails too does the error reach the C core
+ * and the plain 500 above.
+ */
+#include <lua.h>
+
+struct mh_conn;
+struct mh_task;
+
+/* Resets c's response to the plain 500 for a handler error; trace goes to --dev pages. */
+void mh_lua_answer_error(struct mh_task *t, struct mh_conn *c, const char *trace);
+
+/* Adds reset_for_error(res) to the table on top of L (moonhttp.core). */
+void mh_lua_errors_open(lua_State *L);
+
+#endif
