@@ -17,7 +17,7 @@ struct mp_transcript {
     size_t len, cap;
 };
 
-static void mp_put(struct mp_transcript *t, const char *p, size_t n)
+static inline void mp_put(struct mp_transcript *t, const char *p, size_t n)
 {
     if (t->len + n + 1 > t->cap) {
         t->cap = (t->len + n + 1) * 2;
@@ -31,7 +31,7 @@ static void mp_put(struct mp_transcript *t, const char *p, size_t n)
 }
 
 /* Feeds body in pieces of `step` bytes (0: all at once). The caller frees t->s. */
-static void mp_run(const char *boundary, const char *body, size_t len, size_t step,
+static inline void mp_run(const char *boundary, const char *body, size_t len, size_t step,
                    struct mp_transcript *t)
 {
     struct mh_multipart p;
