@@ -1,5 +1,7 @@
 #include "codec.h"
 
+#include "path.h" /* mh_path_hexval */
+
 static const char B64_STD[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static const char B64_URL[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -102,23 +104,13 @@ void mh_hex_encode(const unsigned char *in, size_t n, char *out)
     }
 }
 
-static int hex_val(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 long mh_hex_decode(const char *in, size_t len, unsigned char *out)
 {
     if (len % 2)
         return -1;
     for (size_t i = 0; i < len; i += 2) {
-        int hi = hex_val((unsigned char)in[i]), lo = hex_val((unsigned char)in[i + 1]);
+        int hi = mh_path_hexval((unsigned char)in[i]),
+            lo = mh_path_hexval((unsigned char)in[i + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[i / 2] = (unsigned char)(hi << 4 | lo);
