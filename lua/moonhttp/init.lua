@@ -12,6 +12,7 @@ local M = {
   sleep = core.sleep,
   now = core.now,
   server = core.server,
+  shared = core.shared,
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
   -- when empty; '/' is not escaped); decode answers nil, err on malformed

@@ -8,6 +8,7 @@
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
+#include "lua_shared.h"
 #include "lua_web.h"
 #include "metrics.h"
 #include "worker.h"
@@ -101,6 +102,21 @@ static int l_server(lua_State *L)
     }
     luaL_where(L, 1);
     snprintf(g->settings_where, sizeof g->settings_where, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "shared") != LUA_TNIL) {
+        /* Checked now, not after the script ran, so the error names this line. */
+        struct mh_shared_decl d[MH_MAX_SHARED];
+        size_t n = 0;
+        char err[256];
+        int rc = mh_config_shared_from_lua(d, &n, L, -1, err, sizeof err);
+        mh_config_shared_clear(d, &n);
+        if (rc < 0) {
+            luaL_where(L, 1);
+            lua_pushfstring(L, "http.server: %s", err);
+            lua_concat(L, 2);
+            return lua_error(L);
+        }
+    }
     lua_pop(L, 1);
     if (g->settings_ref != LUA_NOREF)
         luaL_unref(L, LUA_REGISTRYINDEX, g->settings_ref);
@@ -208,6 +224,7 @@ static int open_core(lua_State *L)
     mh_client_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
+    mh_lua_shared_open(L);
     return 1;
 }
 

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "router.h"
+#include "shm_dict.h"
 
 struct mh_worker;
 struct mh_task;
@@ -38,7 +39,8 @@ struct mh_gen {
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
-    bool wants_metrics; /* the script called http.metrics_handler() */
+    bool wants_metrics;                /* the script called http.metrics_handler() */
+    const struct mh_shm_dicts *shared; /* the server's shared dicts; NULL until serving */
 };
 
 /*

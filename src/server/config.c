@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN, T_TLS };
+enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN, T_TLS, T_SHARED };
 
 struct setting {
     const char *name; /* Lua key; the flag is --name with '_' as '-' */
@@ -67,10 +67,15 @@ static const struct setting settings[] = {
      "address of a Prometheus metrics listener (host:port), or off"},
     {"send_timeout", T_DURATION, OFF(send_timeout), 0, 86400,
      "seconds a response may make no progress (client reads nothing) before it is cut (0 = off)"},
+    {"shared", T_SHARED, OFF(shared), MH_SHARED_MIN_SIZE, 32.0 * (1L << 30),
+     "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
+     "(e.g. cache=16m,limits=1m)"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 _Static_assert(NSETTINGS <= sizeof((struct mh_config *)0)->_from_cli,
                "mh_config._from_cli needs a slot per setting");
+
+static const struct setting *find_setting(const char *name, size_t len, bool flag_form);
 
 static char *xstrdup(const char *s)
 {
@@ -144,6 +149,7 @@ void mh_config_free(struct mh_config *c)
     free(c->access_log_format);
     free(c->pid_file);
     free(c->metrics);
+    mh_config_shared_clear(c->shared, &c->nshared);
 }
 
 /* Parses "1.5", "500ms", "2s", "1m" into seconds. */
@@ -200,6 +206,112 @@ static int parse_bytes(const char *s, double *out)
     if (*end)
         return -1;
     *out = v;
+    return 0;
+}
+
+void mh_config_shared_clear(struct mh_shared_decl *d, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free(d[i].name);
+    *n = 0;
+}
+
+/* Adds name = size (a string like "16m" or bytes) to d[], kept sorted by name. */
+static int shared_add(struct mh_shared_decl *d, size_t *n, const char *name, size_t nlen,
+                      const char *size, double bytes, char *err, size_t errlen)
+{
+    bool ok = nlen > 0 && nlen < 64;
+    for (size_t i = 0; ok && i < nlen; i++)
+        ok = name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
+             ((name[i] | 0x20) >= 'a' && (name[i] | 0x20) <= 'z');
+    if (!ok) {
+        snprintf(err, errlen, "shared: \"%.*s\" is not a name (1 to 63 letters, digits or _)",
+                 (int)nlen, name);
+        return -1;
+    }
+    if (size && parse_bytes(size, &bytes) < 0) {
+        snprintf(err, errlen, "shared.%.*s: \"%s\" is not a size (e.g. 65536, 64k, 16m)", (int)nlen,
+                 name, size);
+        return -1;
+    }
+    const struct setting *s = find_setting("shared", 6, false);
+    if (bytes < s->min || bytes > s->max || bytes != floor(bytes)) {
+        snprintf(err, errlen, "shared.%.*s: %g bytes is out of range (%gk..%gg)", (int)nlen, name,
+                 bytes, s->min / 1024, s->max / (1L << 30));
+        return -1;
+    }
+    size_t at = 0;
+    while (at < *n && strncmp(d[at].name, name, nlen) < 0)
+        at++;
+    if (at < *n && strlen(d[at].name) == nlen && !strncmp(d[at].name, name, nlen)) {
+        snprintf(err, errlen, "shared: %.*s is declared twice", (int)nlen, name);
+        return -1;
+    }
+    if (*n == MH_MAX_SHARED) {
+        snprintf(err, errlen, "shared: at most %d dicts", MH_MAX_SHARED);
+        return -1;
+    }
+    memmove(&d[at + 1], &d[at], (*n - at) * sizeof *d);
+    d[at].name = strndup(name, nlen);
+    d[at].size = (long)bytes;
+    (*n)++;
+    return d[at].name ? 0 : -1;
+}
+
+/* --shared cache=16m,limits=1m */
+static int shared_from_flag(struct mh_config *c, const struct setting *s, const char *v, char *err,
+                            size_t errlen)
+{
+    (void)s;
+    mh_config_shared_clear(c->shared, &c->nshared);
+    while (*v) {
+        const char *comma = strchr(v, ','), *end = comma ? comma : v + strlen(v);
+        const char *eq = memchr(v, '=', (size_t)(end - v));
+        if (!eq) {
+            snprintf(err, errlen, "shared: expected name=size, got \"%.*s\"", (int)(end - v), v);
+            return -1;
+        }
+        char size[64];
+        snprintf(size, sizeof size, "%.*s", (int)(end - eq - 1), eq + 1);
+        if (shared_add(c->shared, &c->nshared, v, (size_t)(eq - v), size, 0, err, errlen) < 0)
+            return -1;
+        v = comma ? comma + 1 : end;
+    }
+    return 0;
+}
+
+int mh_config_shared_from_lua(struct mh_shared_decl *out, size_t *n, lua_State *L, int idx,
+                              char *err, size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    mh_config_shared_clear(out, n);
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        snprintf(err, errlen, "shared: expected a table { name = size }, got %s",
+                 luaL_typename(L, idx));
+        return -1;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        int rc = -1;
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            snprintf(err, errlen, "shared: names must be strings");
+        } else {
+            size_t nlen;
+            const char *name = lua_tolstring(L, -2, &nlen);
+            if (lua_type(L, -1) == LUA_TNUMBER)
+                rc = shared_add(out, n, name, nlen, NULL, lua_tonumber(L, -1), err, errlen);
+            else if (lua_type(L, -1) == LUA_TSTRING)
+                rc = shared_add(out, n, name, nlen, lua_tostring(L, -1), 0, err, errlen);
+            else
+                snprintf(err, errlen, "shared.%s: expected a size like \"16m\", got %s", name,
+                         luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+        if (rc < 0) {
+            lua_pop(L, 1);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -281,6 +393,8 @@ static int set_string_value(struct mh_config *c, const struct setting *s, const 
     case T_TLS:
         snprintf(err, errlen, "tls: set it in the script, or use --tls-cert and --tls-key");
         return -1;
+    case T_SHARED:
+        return shared_from_flag(c, s, v, err, errlen);
     }
     return -1;
 }
@@ -400,6 +514,7 @@ void mh_config_print_help(const char *argv0)
             snprintf(def, sizeof def, ":8080");
             break;
         case T_TLS:
+        case T_SHARED:
             snprintf(def, sizeof def, "none");
             break;
         }
@@ -585,6 +700,8 @@ static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_Sta
     }
     if (s->type == T_TLS)
         return lua_certs(&c->tls, L, vidx, "tls", err, errlen);
+    if (s->type == T_SHARED)
+        return mh_config_shared_from_lua(c->shared, &c->nshared, L, vidx, err, errlen);
     if (s->type == T_LISTEN) {
         clear_listen(c);
         if (t == LUA_TSTRING)
@@ -688,6 +805,14 @@ static bool same_setting(const struct setting *s, const struct mh_config *a,
         return true;
     case T_TLS:
         return same_certs(&a->tls, &b->tls);
+    case T_SHARED:
+        if (a->nshared != b->nshared)
+            return false;
+        for (size_t i = 0; i < a->nshared; i++)
+            if (strcmp(a->shared[i].name, b->shared[i].name) ||
+                a->shared[i].size != b->shared[i].size)
+                return false;
+        return true;
     }
     return false;
 }
@@ -703,7 +828,9 @@ int mh_config_changed(const struct mh_config *c, lua_State *L, int idx, char *ou
         size_t klen;
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &klen) : NULL;
         const struct setting *s = k ? find_setting(k, klen, false) : NULL;
-        if (s && !c->_from_cli[s - settings]) {
+        /* A reload does apply shared dicts it adds, and says itself which size needs a restart
+         * (server/shared_zones.c). */
+        if (s && !c->_from_cli[s - settings] && s->type != T_SHARED) {
             struct mh_config fresh;
             char err[256];
             mh_config_init(&fresh);

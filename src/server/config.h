@@ -31,6 +31,14 @@ enum mh_listen_tls {
 
 enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
 
+/* A shared dict of http.server{ shared = { name = size } } (or --shared name=size,...). */
+#define MH_MAX_SHARED      16
+#define MH_SHARED_MIN_SIZE (8 * 1024)
+struct mh_shared_decl {
+    char *name; /* 1..63 of [A-Za-z0-9_] */
+    long size;  /* bytes: the zone is exactly this big */
+};
+
 struct mh_config {
     /* settings (seconds as double, sizes in bytes) */
     double read_header_timeout;
@@ -60,6 +68,8 @@ struct mh_config {
     struct mh_tls_certs *listen_certs[MH_MAX_LISTEN]; /* for MH_LISTEN_TLS_OWN, owned */
     struct mh_tls_certs tls;  /* top-level tls = {...} (or --tls-cert/--tls-key) */
     char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
+    size_t nshared;
+    struct mh_shared_decl shared[MH_MAX_SHARED]; /* sorted by name */
 
     /* command line only */
     enum mh_run_mode mode;
@@ -98,6 +108,16 @@ int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char 
  */
 int mh_config_changed(const struct mh_config *c, struct lua_State *L, int idx, char *out,
                       size_t outlen);
+
+/*
+ * Parses a `shared` value (a table { name = size } at idx, sizes as numbers
+ * of bytes or strings like "16m") into out[], sorted by name. Used by
+ * http.server{} (to raise at the script's line), by the settings and by
+ * reload (to compare). Returns 0, or -1 with err; *n is what was parsed.
+ */
+int mh_config_shared_from_lua(struct mh_shared_decl *out, size_t *n, struct lua_State *L, int idx,
+                              char *err, size_t errlen);
+void mh_config_shared_clear(struct mh_shared_decl *d, size_t *n);
 
 /* Cross-field checks after everything is merged. 0 or -1 with err. */
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen);

@@ -8,6 +8,7 @@
 #include "access_log.h"
 #include "master.h"
 #include "metrics.h"
+#include "shared_zones.h"
 
 #include <errno.h>
 #include <lua.h>
@@ -34,6 +35,15 @@ static int run_script(struct mh_config *config, struct mh_gen *g)
         fprintf(stderr, "moonhttp: %s\n", err);
         return 1;
     }
+    struct mh_shm_dicts shared;
+    if (mh_shared_zones_open(&shared, config, err, sizeof err) < 0) {
+        fprintf(stderr, "moonhttp: %s\n", err);
+        mh_shared_zones_close(&shared);
+        mh_worker_destroy(&w);
+        return 1;
+    }
+    w.shared = &shared;
+    g->shared = &shared;
     if (!mh_task_spawn(g, 0, on_script_done)) {
         fprintf(stderr, "moonhttp: out of memory\n");
         return 1;
@@ -41,12 +51,14 @@ static int run_script(struct mh_config *config, struct mh_gen *g)
     if (!run_script_done)
         ev_run(w.loop, 0);
     mh_worker_destroy(&w);
+    mh_shared_zones_close(&shared);
     return run_script_status;
 }
 
 /* Opens what every worker shares: access log, metrics table and listener. */
 static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *ops,
-                     struct mh_listener *metrics_listener, char *err, size_t errlen)
+                     struct mh_listener *metrics_listener, struct mh_shm_dicts *shared, char *err,
+                     size_t errlen)
 {
     memset(ops, 0, sizeof *ops);
     ops->access_log_fd = ops->metrics_fd = -1;
@@ -64,6 +76,9 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
         return -1;
     }
     ops->metrics_on = g->wants_metrics;
+    ops->shared = shared;
+    if (mh_shared_zones_open(shared, config, err, errlen) < 0)
+        return -1;
     if (strcmp(config->metrics, "off")) {
         if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
             return -1;
@@ -77,6 +92,8 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
 
 static void teardown_ops(struct mh_ops *ops, struct mh_listener *metrics_listener)
 {
+    if (ops->shared)
+        mh_shared_zones_close(ops->shared);
     if (ops->access_log_fd > STDERR_FILENO)
         close(ops->access_log_fd);
     if (metrics_listener->fd >= 0 || metrics_listener->addr)
@@ -104,8 +121,9 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
     struct mh_ops ops;
     struct mh_listener metrics_listener;
     memset(&metrics_listener, 0, sizeof metrics_listener);
+    struct mh_shm_dicts shared = {0};
     int rc = 1;
-    if (setup_ops(config, g, &ops, &metrics_listener, err, sizeof err) < 0) {
+    if (setup_ops(config, g, &ops, &metrics_listener, &shared, err, sizeof err) < 0) {
         fprintf(stderr, "moonhttp: %s\n", err);
         mh_gen_unref(g);
         goto out;

@@ -4,6 +4,7 @@
 #include "log.h"
 #include "lua_vm.h"
 #include "metrics.h"
+#include "shared_zones.h"
 #include "worker.h"
 
 #include <errno.h>
@@ -317,6 +318,8 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
         mh_log(MH_LOG_ERROR, "reload (SIGHUP) failed; the workers keep the previous code: %s", err);
         return;
     }
+    if (m->ops->shared)
+        mh_shared_zones_reload(m->ops->shared, g); /* before the new workers fork */
     mh_gen_unref(m->gen);
     m->gen = g;
     st->reloads++;

@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include "shared_zones.h"
+
 #include "access_log.h"
 #include "conn.h"
 #include "devwatch.h"
@@ -182,6 +184,8 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
         return -1;
     }
     g->worker = w;
+    if (w->shared)
+        mh_shared_zones_reload(w->shared, g);
     if (g->wants_metrics && w->metrics && !w->record_metrics)
         w->record_metrics = w->observe = true;
     struct mh_gen *old = w->gen;
@@ -233,6 +237,8 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
                                           (enum mh_access_format)ops->access_log_format);
     w->metrics = ops->metrics;
+    w->shared = ops->shared;
+    w->gen->shared = ops->shared;
     if (!w->metrics)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);

@@ -72,8 +72,9 @@ struct mh_worker {
     bool log_requests; /* --dev: one info line per request */
     bool inherited;    /* serves sockets of a master */
     struct mh_access_log *access_log;
-    struct mh_metrics *metrics; /* shared counters; NULL until ops are set */
-    bool record_metrics;        /* a metrics listener or http.metrics_handler() exists */
+    struct mh_metrics *metrics;  /* shared counters; NULL until ops are set */
+    struct mh_shm_dicts *shared; /* shared dicts; NULL until ops are set */
+    bool record_metrics;         /* a metrics listener or http.metrics_handler() exists */
     struct mh_metrics_server *metrics_server;
     ev_timer metrics_timer; /* publishes this worker's connection gauges */
     /*
@@ -89,11 +90,12 @@ struct mh_worker {
 
 /* What main sets up once per process tree (before any fork) for every worker. */
 struct mh_ops {
-    int access_log_fd;          /* -1: no access log */
-    int access_log_format;      /* enum mh_access_format */
-    struct mh_metrics *metrics; /* shared counters and reload stats */
-    int metrics_fd;             /* listening socket for http.server{metrics=...}, or -1 */
-    bool metrics_on;            /* record per-request metrics */
+    int access_log_fd;           /* -1: no access log */
+    int access_log_format;       /* enum mh_access_format */
+    struct mh_metrics *metrics;  /* shared counters and reload stats */
+    int metrics_fd;              /* listening socket for http.server{metrics=...}, or -1 */
+    bool metrics_on;             /* record per-request metrics */
+    struct mh_shm_dicts *shared; /* http.server{ shared = ... } zones, mapped before any fork */
 };
 
 /* Failed reload: counts it and keeps the first line of err for metrics. */
