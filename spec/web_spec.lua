@@ -207,10 +207,13 @@ describe("req:form and req:args", function()
       assert.equal("malformed form", cjson.decode(r.body).error)
     end)
   end
-  it("a body that is not a form is nil, err", function()
-    local r = post("/form", "text/plain", "a=1")
-    assert.equal("not a form", cjson.decode(r.body).error)
-  end)
+  for _, ctype in ipairs({ "text/plain", ";", "", " ; x" }) do
+    it("a body that is not a form is nil, err (Content-Type: " .. ctype .. ")", function()
+      local r = post("/form", ctype, "a=1")
+      assert.equal(400, r.status)
+      assert.equal("not a form", cjson.decode(r.body).error)
+    end)
+  end
   it("the form is bounded by max_body_bytes", function()
     local r = post("/form", "application/x-www-form-urlencoded", "a=" .. string.rep("x", 70000))
     assert.is_true(r.status == 413 or r.status == 400)
@@ -281,6 +284,8 @@ describe("req:multipart", function()
   end
   for _, row in ipairs({
     { "not multipart", "text/plain", "not multipart/form-data" },
+    { "only a semicolon", ";", "not multipart/form-data" },
+    { "empty", "", "not multipart/form-data" },
     { "no boundary", "multipart/form-data", "no multipart boundary" },
     { "empty boundary", "multipart/form-data; boundary=\"\"", "bad multipart boundary" },
     { "boundary over 70 bytes", "multipart/form-data; boundary=" .. string.rep("b", 71), "bad multipart boundary" },

@@ -186,7 +186,8 @@ end
 
 local function media_type(self)
   local ct = self:header("content-type")
-  return ct and ct:match("^[ \t]*([^; \t]+)"):lower(), ct
+  local mt = ct and ct:match("^[ \t]*([^; \t]+)")
+  return mt and mt:lower(), ct
 end
 
 -- req:form() -> name -> first value, name -> list of values: the urlencoded
