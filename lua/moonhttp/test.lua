@@ -63,7 +63,7 @@ function App:alive()
 end
 
 --- The server's log so far.
-function App:logtext() return slurp(self.log) end
+function App:logtext() return self.final_log or slurp(self.log) end
 
 function App:fail(msg, level)
   error("moonhttp.test: " .. msg .. "\n--- server log (" .. self.script .. ") ---\n" .. self:logtext(), level or 3)
@@ -127,7 +127,8 @@ end
 function App:get(path, opts) return self:request("GET", path, nil, opts) end
 function App:post(path, body, opts) return self:request("POST", path, body or "", opts) end
 
---- Stops the server (SIGTERM, then SIGKILL after 10 s); returns true once it is gone.
+--- Stops the server (SIGTERM, then SIGKILL after 10 s) and removes its log
+--- file (app:logtext() still answers); returns true once it is gone.
 function App:stop()
   if self.stopped then return true end
   self.stopped = true
@@ -135,6 +136,8 @@ function App:stop()
   local deadline = socket.gettime() + 10
   while self:alive() and socket.gettime() < deadline do socket.sleep(0.02) end
   if self:alive() then os.execute("kill -KILL " .. self.pid .. " 2>/dev/null") end
+  self.final_log = self:logtext()
+  os.remove(self.log)
   return true
 end
 
