@@ -1,18 +1,30 @@
--- A small JSON API: an in-memory todo list with groups, middleware, path
--- values, request bodies and custom 404/405 responses.
+-- A small JSON API: a todo list in a shared dict, with groups, middleware,
+-- path values, request bodies and custom 404/405 responses.
 --   moonhttp examples/todo.lua
 --   curl -X POST localhost:8080/api/todos -d '{"title":"write docs"}'
 --   curl localhost:8080/api/todos/1
 local http = require "moonhttp"
 local json = http.json
 
--- The list lives in this Lua state, and each worker process has its own:
--- with several workers (the default is one per core) each would keep its own
--- list and hand out the same ids. So this example runs one worker. State
--- shared by workers belongs in a shared dict, Redis or a database.
-http.server{ workers = 1 }
+-- The list lives in a shared dict, which every worker process sees (by
+-- default there is one worker per core, each with its own Lua state: a Lua
+-- table here would be one list per worker, handing out the same ids). One
+-- entry per item, "todo:<id>" -> JSON; "next" counts ids up atomically.
+http.server{ shared = { todos = "1m" } }
 
-local todos, next_id = {}, 1
+local function store() return http.shared.todos end
+
+local function load(id)
+  local text = store():get("todo:" .. id)
+  local todo = text and json.decode(text)
+  if todo then todo.id = id end -- an integer again (JSON numbers decode as floats)
+  return todo
+end
+
+local function save(todo)
+  local ok, err = store():set("todo:" .. todo.id, json.encode(todo))
+  return ok, err
+end
 
 -- Logs every request with its duration; composed once at startup. http.clock()
 -- is read fresh; http.now() is the loop's cached time and would show 0 ms.
@@ -42,9 +54,15 @@ local function read_todo(req, res)
 end
 
 api:handle("GET /todos", function(req, res)
+  local ids = {}
+  for _, key in ipairs(store():keys(0)) do
+    local id = tonumber(key:match("^todo:(%d+)$"))
+    if id then ids[#ids + 1] = id end
+  end
+  table.sort(ids)
   local list = {}
-  for id = 1, next_id - 1 do
-    if todos[id] then list[#list + 1] = todos[id] end
+  for _, id in ipairs(ids) do
+    list[#list + 1] = load(id) -- nil if deleted meanwhile
   end
   local done = req:arg("done")
   if done then
@@ -62,16 +80,16 @@ end)
 api:handle("POST /todos", function(req, res)
   local value = read_todo(req, res)
   if not value then return end
-  local todo = { id = next_id, title = value.title, done = value.done == true }
-  todos[next_id] = todo
-  next_id = next_id + 1
+  local todo = { id = store():incr("next", 1, 0), title = value.title, done = value.done == true }
+  local ok, err = save(todo)
+  if not ok then return fail(res, 507, "cannot store the todo: " .. err) end
   res:header("Location", "/api/todos/" .. todo.id)
   res:json(todo, 201)
 end)
 
 local function find(req, res)
   local id = tonumber(req:pathvalue("id"))
-  local todo = id and todos[id]
+  local todo = id and math.type(id) == "integer" and load(id)
   if not todo then fail(res, 404, "no todo " .. req:pathvalue("id")) end
   return todo
 end
@@ -87,13 +105,15 @@ api:handle("PUT /todos/{id}", function(req, res)
   local value = read_todo(req, res)
   if not value then return end
   todo.title, todo.done = value.title, value.done == true
+  local ok, err = save(todo)
+  if not ok then return fail(res, 507, "cannot store the todo: " .. err) end
   res:json(todo)
 end)
 
 api:handle("DELETE /todos/{id}", function(req, res)
   local todo = find(req, res)
   if not todo then return end
-  todos[todo.id] = nil
+  store():delete("todo:" .. todo.id)
   res:status(204)
 end)
 

@@ -71,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     a->sin_family = AF_INET;
     a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a->sin_port = htons(1234);
-    struct mh_conn *c = mh_conn_accept(&worker, NULL, sv[0], &peer, sizeof *a);
+    struct mh_conn *c =
+        mh_http_accept(&worker.http, &worker.app.base, NULL, sv[0], &peer, sizeof *a);
     if (!c)
         abort();
     size_t step = size ? (size_t)data[0] % 64 + 1 : 1;
@@ -90,10 +91,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         ev_run(worker.loop, EVRUN_NOWAIT);
         drain(sv[1]);
-        if (c->closed)
+        if (mh_conn_closed(c))
             break;
     }
-    if (!c->closed)
+    if (!mh_conn_closed(c))
         mh_conn_close(c);
     ev_run(worker.loop, EVRUN_NOWAIT); /* frees the connection */
     close(sv[1]);

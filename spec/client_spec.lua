@@ -37,13 +37,7 @@ function Upstream:count() return tonumber(assert(H.request(self.port, "GET", "/_
 -- Runs `source` with `moonhttp run`; arg[1] is the upstream base URL. Returns
 -- a table of the printed `key value` lines and the whole output.
 local function run(up, source, ...)
-  local path = H.script("local http = require 'moonhttp'\nlocal BASE = arg[1]\n" .. source)
-  local code, out = H.run({ "run", path, up.base, ... })
-  os.remove(path)
-  assert.equal(0, code, out)
-  local kv = {}
-  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
-  return kv, out
+  return H.run_kv("local http = require 'moonhttp'\nlocal BASE = arg[1]\n", source, up.base, ...)
 end
 
 -- Fetches BASE..path n times without reading the body, then prints the stats.

@@ -27,13 +27,7 @@ local function spawn(cmd, log)
 end
 
 local function run(source, ...)
-  local path = H.script("local http = require 'moonhttp'\n" .. source)
-  local code, out = H.run({ "run", path, ... })
-  os.remove(path)
-  assert.equal(0, code, out)
-  local kv = {}
-  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
-  return kv, out
+  return H.run_kv(nil, source, ...)
 end
 
 describe("http client over TLS", function()

@@ -68,11 +68,12 @@ describe("examples/todo.lua", function()
   end)
 end)
 
-describe("examples/todo.lua with its own workers setting", function()
-  -- Without --workers the example's http.server{ workers = 1 } applies. With a
-  -- worker per core each would keep its own list and hand out the same ids.
+describe("examples/todo.lua with two workers", function()
+  -- The list is in a shared dict: with a Lua table per worker, the two workers
+  -- would hand out the same ids and each list only its own items. Every
+  -- request is a new connection, so both workers take some of them.
   it("hands out unique ids and keeps every item", function()
-    local srv = H.start("examples/todo.lua", { script_workers = true })
+    local srv = H.start("examples/todo.lua", { flags = { "--workers", "2" } })
     local ids = {}
     for i = 1, 20 do
       local res = assert(srv:request("POST", "/api/todos", {}, '{"title":"item ' .. i .. '"}'))

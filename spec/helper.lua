@@ -316,4 +316,95 @@ end
 H.sleep = socket.sleep
 H.now = socket.gettime
 
+-- Services the data specs talk to ------------------------------------------
+
+local Service = {}
+Service.__index = Service
+
+--- Starts `cmd` in the background and waits until `ready(log text)` returns
+-- a port (or true). Returns a service with :stop(); raises if it never gets ready.
+function H.service(cmd, ready, timeout)
+  local log = tmpname(".svc")
+  local pipe = assert(io.popen(string.format("sh -c %s", shell_quote(cmd .. " >" .. log
+    .. " 2>&1 </dev/null & echo $!")), "r"))
+  local pid = tonumber(pipe:read("l"))
+  pipe:close()
+  assert(pid, "could not start " .. cmd)
+  local self = setmetatable({ pid = pid, log = log }, Service)
+  local deadline = socket.gettime() + (timeout or 10)
+  while socket.gettime() < deadline do
+    local got = ready(read_file(log) or "")
+    if got then
+      self.port = tonumber(got)
+      return self
+    end
+    socket.sleep(0.02)
+  end
+  local text = read_file(log) or ""
+  self:stop()
+  error("service did not start: " .. cmd .. "\n" .. text)
+end
+
+function Service:stop()
+  if self.stopped then return end
+  self.stopped = true
+  os.execute(string.format("kill %d 2>/dev/null", self.pid))
+  for _ = 1, 100 do
+    if os.execute(string.format("kill -0 %d 2>/dev/null", self.pid)) ~= true then break end
+    socket.sleep(0.02)
+  end
+  os.execute(string.format("kill -9 %d 2>/dev/null", self.pid))
+  os.remove(self.log)
+end
+
+--- The line peer of spec/servers/echo.py (Debian python3), with a unix socket at `unix_path`.
+function H.echo_server(unix_path)
+  return H.service("/usr/bin/python3 spec/servers/echo.py " .. (unix_path or ""), function(text)
+    return text:match("port (%d+)")
+  end)
+end
+
+--- A fresh redis-server on a free loopback port, no persistence. `extra`: more arguments.
+function H.redis(extra)
+  local probe = assert(socket.bind("127.0.0.1", 0))
+  local _, port = probe:getsockname()
+  probe:close()
+  local svc = H.service(string.format("redis-server --port %d --bind 127.0.0.1 --save '' "
+    .. "--appendonly no --daemonize no %s", port, extra or ""), function(text)
+    if text:find("Ready to accept connections", 1, true) then return port end
+  end)
+  return svc
+end
+
+--- Runs a `moonhttp run` script (source with `http` bound) and returns exit code and output.
+function H.run_lua(source, ...)
+  local path = H.script("local http = require 'moonhttp'\n" .. source)
+  local code, out = H.run({ "run", path, ... })
+  os.remove(path)
+  return code, out
+end
+
+--- Runs `source` (moonhttp already required as `http` unless `prelude` says
+-- otherwise) with `moonhttp run` and the given args; fails unless it exits 0.
+-- Returns a table of its printed `key value` lines (numbers converted) and
+-- the whole output.
+function H.run_kv(prelude, source, ...)
+  local path = H.script((prelude or "local http = require 'moonhttp'\n") .. source)
+  local code, out = H.run({ "run", path, ... })
+  os.remove(path)
+  if code ~= 0 then error(string.format("moonhttp run exited %s:\n%s", tostring(code), out), 2) end
+  local kv = {}
+  for k, v in out:gmatch("(%S+)[ \t]([^\n]*)") do kv[k] = tonumber(v) or v end
+  return kv, out
+end
+
+--- Runs a shell command; returns its combined output and whether it succeeded.
+function H.sh(cmd)
+  local out = tmpname(".sh")
+  local ok = os.execute(cmd .. " >" .. out .. " 2>&1")
+  local text = read_file(out) or ""
+  os.remove(out)
+  return text, ok == true
+end
+
 return H

@@ -117,7 +117,9 @@ describe("metrics", function()
     assert.equal(3, metric(text, 'moonhttp_request_duration_seconds_count{pattern="GET /users/{id}"}'))
     assert.equal(3, metric(text, 'moonhttp_request_duration_seconds_bucket{pattern="GET /users/{id}",le="+Inf"}'))
     assert.truthy(text:find("# TYPE moonhttp_request_duration_seconds histogram", 1, true))
-    assert.equal(1, metric(text, 'moonhttp_connections{state="open"}'))
+    -- the idle one, and the scrape's own: the metrics listener is served by the ordinary
+    -- connection code now, so its connection counts like any other
+    assert.equal(2, metric(text, 'moonhttp_connections{state="open"}'))
     assert.equal(1, metric(text, 'moonhttp_connections{state="idle"}'))
     assert.equal(0, metric(text, "moonhttp_reloads_total"))
     idle:close()
@@ -154,6 +156,74 @@ describe("metrics", function()
     local text = scrape(srv.port)
     assert.equal(1, metric(text, 'moonhttp_requests_total{pattern="GET /hello",status="2xx"}'), text)
     assert.equal(0, srv:stop())
+  end)
+end)
+
+-- The metrics listener and http.metrics_handler() are C handlers served by the ordinary
+-- connection code (there is no second HTTP server): keep-alive, pipelining, HEAD, 405 with
+-- Allow, the request limits and the middleware of a route all apply to them.
+describe("metrics on the main stack", function()
+  local function metrics_port(srv)
+    return tonumber(srv:logtext():match("metrics on [^\n]* %(port (%d+)%)"))
+  end
+
+  it("keep a scrape connection alive and answer pipelined scrapes in order", function()
+    local srv = H.start(H.script(APP), { flags = { "--metrics", "127.0.0.1:0" } })
+    srv:get("/hello")
+    local c = H.connect(metrics_port(srv))
+    assert(c:send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+    for _ = 1, 2 do
+      local res = assert(c:read_response())
+      assert.equal(200, res.status)
+      assert.is_nil(res.headers["connection"])
+      assert.equal(1, metric(res.body, 'moonhttp_requests_total{pattern="GET /hello",status="2xx"}'), res.body)
+    end
+    assert(c:send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")) -- a third, on the same connection
+    assert.equal(200, assert(c:read_response()).status)
+    c:close()
+    assert.equal(0, srv:stop())
+  end)
+
+  it("answer HEAD without a body, other methods with 405 and Allow, bad requests with 400", function()
+    local srv = H.start(H.script(APP), { flags = { "--metrics", "127.0.0.1:0" } })
+    local port = metrics_port(srv)
+    local head = assert(H.request(port, "HEAD", "/metrics"))
+    assert.equal(200, head.status)
+    assert.equal("", head.body)
+    assert.truthy(tonumber(head.headers["content-length"]) > 0)
+    local post = assert(H.request(port, "POST", "/metrics", { ["Content-Length"] = "0" }))
+    assert.equal(405, post.status)
+    assert.equal("GET, HEAD", post.headers["allow"])
+    local c = H.connect(port)
+    assert(c:send("GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"))
+    assert.equal(400, assert(c:read_response()).status) -- the ordinary parser's rules
+    c:close()
+    assert.equal(0, srv:stop())
+  end)
+
+  it("run behind a route's middleware: http.metrics_handler() is the `next` of a Lua function", function()
+    local srv = H.start(H.script(APP .. [[
+local admin = http.group("/admin")
+admin:use(function(next)
+  return function(req, res)
+    if req:header("authorization") ~= "secret" then res:status(401) res:write("no") return end
+    return next(req, res)
+  end
+end)
+admin:handle("GET /metrics", http.metrics_handler())
+]]))
+    assert.equal(401, srv:get("/admin/metrics").status)
+    local res = srv:get("/admin/metrics", { Authorization = "secret" })
+    assert.equal(200, res.status)
+    assert.truthy(res.headers["content-type"]:find("text/plain; version=0.0.4", 1, true))
+    assert.truthy(res.body:find("# TYPE moonhttp_requests_total counter", 1, true), res.body)
+    assert.equal(0, srv:stop())
+  end)
+
+  it("http.handle refuses what is neither a function nor a C handler", function()
+    local code, out = H.run({ "--check", H.script('local http = require "moonhttp"\nhttp.handle("/x", {})\n') })
+    assert.equal(1, code)
+    assert.truthy(out:find("handler must be a function or a C handler", 1, true), out)
   end)
 end)
 

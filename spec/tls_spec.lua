@@ -5,13 +5,7 @@ local socket = require "socket"
 
 local q = H.shell_quote
 
-local function sh(cmd)
-  local out = H.tmpname(".sh")
-  local ok = os.execute(cmd .. " >" .. out .. " 2>&1")
-  local text = H.read_file(out) or ""
-  os.remove(out)
-  return text, ok == true
-end
+local sh = H.sh
 
 local dir
 local function path(name) return dir .. "/" .. name end

@@ -11,6 +11,11 @@ web.install()
 local M = {
   sleep = core.sleep,
   now = core.now,
+  tcp = core.tcp,
+  spawn = core.spawn,
+  timer = core.timer,
+  every = core.every,
+  on_start = core.on_start,
   server = core.server,
   shared = core.shared,
   clock = core.clock,
@@ -77,8 +82,8 @@ local function add_route(scope, pattern, handler, opts, level)
   if type(pattern) ~= "string" then
     error("http.handle: pattern must be a string", level)
   end
-  if type(handler) ~= "function" then
-    error("http.handle: handler must be a function", level)
+  if type(handler) ~= "function" and not core.is_handler(handler) then
+    error("http.handle: handler must be a function or a C handler", level)
   end
   local max_body
   if opts ~= nil then
@@ -161,13 +166,9 @@ function M.log(level, ...) core.log(level, ...) end
 -- still serves, so a health check answering 503 lets a balancer drain it.
 function M.stopping() return core.stopping() end
 
--- A handler that serves the metrics (Prometheus text format) on a route.
+-- A C handler that serves the metrics (Prometheus text format) on a route.
 function M.metrics_handler()
-  core.enable_metrics()
-  return function(req, res)
-    res:header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-    res:write(core.metrics_text())
-  end
+  return core.metrics_handler()
 end
 
 -- Outbound HTTP. The C core fetches one URL; following redirects (opt-in,
@@ -235,7 +236,7 @@ local function compose(h, scope, pattern)
     for i = #s.middleware, 1, -1 do
       local m = s.middleware[i]
       h = m.fn(h)
-      if type(h) ~= "function" then
+      if type(h) ~= "function" and not core.is_handler(h) then
         error(m.where .. ": middleware registered here returned " .. type(h)
           .. " instead of a handler function (composing " .. pattern .. ")", 0)
       end

@@ -1,4 +1,5 @@
 #include "client.h"
+#include "client_err.h"
 
 #include "client_tls.h"
 
@@ -176,33 +177,41 @@ static const llhttp_settings_t *parser_settings(void)
 
 /* ---- reading ------------------------------------------------------------- */
 
-/* recv or TLS read: >0 bytes, 0 EOF, MH_TLS_WANT_* or MH_TLS_ERROR (errno kept). */
+/* The readiness a transport that got EAGAIN waits for. */
+static int wait_event(const struct mh_transport *tp, bool reading)
+{
+    if (reading)
+        return tp->wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
+    return tp->wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
+}
+
+/* A read from the transport: >0 bytes, 0 EOF, MH_TLS_WANT_* or MH_TLS_ERROR (errno kept). */
 static ssize_t conn_recv(struct mh_client_conn *c, char *buf, size_t n)
 {
-    if (c->tls)
-        return mh_client_tls_read(c->tls, buf, n);
     for (;;) {
-        ssize_t got = recv(c->fd, buf, n, 0);
+        ssize_t got = mh_transport_read(&c->tp, buf, n);
         if (got >= 0)
             return got;
         if (errno == EINTR)
             continue;
-        return (errno == EAGAIN || errno == EWOULDBLOCK) ? MH_TLS_WANT_READ : MH_TLS_ERROR;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return wait_event(&c->tp, true) == EV_READ ? MH_TLS_WANT_READ : MH_TLS_WANT_WRITE;
+        return MH_TLS_ERROR;
     }
 }
 
 static const char *parse_error(struct mh_client_conn *c, llhttp_errno_t e)
 {
     if (e == HPE_USER)
-        return c->head_overflow ? "malformed response: head too large" : "out of memory";
+        return c->head_overflow ? mh_client_err_head_too_large : mh_client_err_nomem;
     if (!c->req || !c->req->head_done) {
         if (e == HPE_INVALID_CONSTANT || e == HPE_INVALID_VERSION || e == HPE_INVALID_STATUS)
-            return "malformed response: bad status line";
-        return "malformed response: bad head";
+            return mh_client_err_bad_status;
+        return mh_client_err_bad_head;
     }
     if (e == HPE_INVALID_CHUNK_SIZE || e == HPE_STRICT)
-        return "malformed response: bad chunked encoding";
-    return "malformed response: bad body";
+        return mh_client_err_bad_chunked;
+    return mh_client_err_bad_body;
 }
 
 /* Feeds bytes to the parser. Returns NULL or an error. */
@@ -231,10 +240,10 @@ static const char *eof_error(struct mh_client_conn *c)
         if ((e == HPE_OK || e == HPE_PAUSED) && c->msg_done)
             return NULL;
         if (!c->got_byte)
-            return "connection closed before the response";
+            return mh_client_err_closed_before;
         if (!c->req || !c->req->head_done)
-            return "malformed response: connection closed in the head";
-        return "connection closed in the middle of the body";
+            return mh_client_err_closed_head;
+        return mh_client_err_closed_body;
     }
     return NULL;
 }
@@ -256,8 +265,7 @@ int mh_client_conn_pump(struct mh_client_conn *c)
         if (n == MH_TLS_WANT_READ || n == MH_TLS_WANT_WRITE)
             return progress;
         if (n == MH_TLS_ERROR) {
-            conn_fail(c, c->got_byte ? "connection reset in the middle of the response"
-                                     : "connection reset before the response");
+            conn_fail(c, c->got_byte ? mh_client_err_reset_middle : mh_client_err_reset_before);
             return -1;
         }
         if (n == 0) {
@@ -375,6 +383,8 @@ static void on_handshake(struct mh_client_conn *c)
     if (mh_client_tls_resumed(c->tls))
         c->pool->stats.tls_resumed++;
     mh_client_tls_save_session(c->tls, &c->host->tls_session);
+    mh_client_tls_transport(c->tls, &c->tp, c->fd); /* the transport owns the session now */
+    c->tls = NULL;
     start_exchange(c);
 }
 
@@ -413,16 +423,18 @@ static void on_connected(struct mh_client_conn *c)
             conn_connect_next(c);
             return;
         }
-        conn_fail(c, soerr == ECONNREFUSED ? "connection refused"
-                     : soerr == ETIMEDOUT  ? "connect timeout"
-                                           : "connect failed");
+        conn_fail(c, soerr == ECONNREFUSED ? mh_client_err_refused
+                     : soerr == ETIMEDOUT  ? mh_client_err_connect_timeout
+                                           : mh_client_err_connect_failed);
         return;
     }
     mh_client_conn_set_io(c, 0);
-    if (c->req->tls)
+    if (c->req->tls) {
         start_tls(c);
-    else
+    } else {
+        mh_transport_plain_init(&c->tp, c->fd);
         start_exchange(c);
+    }
 }
 
 static void conn_connect_next(struct mh_client_conn *c)
@@ -430,7 +442,7 @@ static void conn_connect_next(struct mh_client_conn *c)
     const struct sockaddr_storage *sa = &c->addrs.a[c->addr_i];
     c->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0) {
-        conn_fail(c, "cannot create a socket");
+        conn_fail(c, mh_client_err_socket);
         return;
     }
     int one = 1;
@@ -452,7 +464,7 @@ static void conn_connect_next(struct mh_client_conn *c)
         conn_connect_next(c);
         return;
     }
-    conn_fail(c, errno == ECONNREFUSED ? "connection refused" : "connect failed");
+    conn_fail(c, errno == ECONNREFUSED ? mh_client_err_refused : mh_client_err_connect_failed);
 }
 
 static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
@@ -474,26 +486,17 @@ static void conn_write(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
     while (c->out_off < r->len) {
-        ssize_t n;
         const char *p = r->data + c->out_off;
         size_t left = r->len - c->out_off;
-        if (c->tls) {
-            n = mh_client_tls_write(c->tls, p, left);
-            if (n == MH_TLS_WANT_READ || n == MH_TLS_WANT_WRITE) {
-                mh_client_conn_set_io(c, n == MH_TLS_WANT_READ ? EV_READ : EV_WRITE);
-                return;
-            }
-        } else {
-            n = send(c->fd, p, left, MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                mh_client_conn_set_io(c, EV_WRITE);
-                return;
-            }
+        ssize_t n = mh_transport_write(&c->tp, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            mh_client_conn_set_io(c, wait_event(&c->tp, false));
+            return;
         }
         if (n <= 0) {
-            conn_fail(c, "connection reset while sending the request");
+            conn_fail(c, mh_client_err_reset_sending);
             return;
         }
         c->out_off += (size_t)n;
@@ -552,21 +555,21 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
         break;
     case MH_CC_RESOLVING:
         mh_dns_cancel(&c->dns);
-        conn_fail(c, "timeout resolving the host");
+        conn_fail(c, mh_client_err_timeout_dns);
         break;
     case MH_CC_CONNECTING:
-        conn_fail(c, "connect timeout");
+        conn_fail(c, mh_client_err_connect_timeout);
         break;
     case MH_CC_HANDSHAKE:
-        conn_fail(c, "tls handshake timeout");
+        conn_fail(c, mh_client_err_timeout_tls);
         break;
     case MH_CC_WRITING:
     case MH_CC_HEAD:
         c->reused = false; /* a slow server is not a stale connection: no retry */
-        conn_fail(c, "timeout waiting for the response");
+        conn_fail(c, mh_client_err_timeout_response);
         break;
     case MH_CC_BODY:
-        conn_fail(c, "timeout reading the body");
+        conn_fail(c, mh_client_err_timeout_body);
         break;
     case MH_CC_DRAINING:
         c->pool->stats.drains_abandoned++;
@@ -590,7 +593,7 @@ void mh_client_start(struct mh_client_req *r)
         r->_deadline = ev_now(p->loop) + r->timeout;
     struct mh_client_host *h = mh_client_pool_host(p, r);
     if (!h) {
-        r->err = "out of memory";
+        r->err = mh_client_err_nomem;
         notify(r, MH_CLIENT_HEAD);
         return;
     }
@@ -600,7 +603,7 @@ void mh_client_start(struct mh_client_req *r)
         return;
     }
     if (!(c = mh_client_conn_alloc(p, h))) {
-        r->err = "out of memory";
+        r->err = mh_client_err_nomem;
         notify(r, MH_CLIENT_HEAD);
         return;
     }
@@ -716,9 +719,14 @@ void mh_client_conn_close(struct mh_client_conn *c)
         mh_client_pool_unlink_idle(p, c);
     io_stop(c);
     timer_stop(c);
-    if (c->tls) {
+    if (c->tls) { /* still in the handshake */
         mh_client_tls_free(c->tls);
         c->tls = NULL;
+    }
+    if (c->tp.ops) { /* closes the socket (and frees a TLS session) */
+        mh_transport_close(&c->tp);
+        c->tp.ops = NULL;
+        c->fd = -1;
     }
     if (c->fd >= 0) {
         close(c->fd);

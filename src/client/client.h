@@ -9,7 +9,7 @@
  * nothing calls into Lua: an exchange reports through its on_event callback,
  * which must not re-enter this module (lua_client.c only arms a timer).
  *
- * Errors are static strings (compare by identity or print them).
+ * Errors are the constants of client_err.h (compare by identity or print them).
  */
 #include <ev.h>
 #include <llhttp.h>
@@ -20,6 +20,8 @@
 
 #include "buf.h"
 #include "client_dns.h"
+#include "client_err.h"
+#include "transport.h"
 
 struct mh_client_pool;
 struct mh_client_host;
@@ -155,7 +157,8 @@ struct mh_client_conn {
     int io_events;
     ev_io io;
     ev_timer timer;
-    struct mh_client_tls *tls;
+    struct mh_client_tls *tls; /* during the handshake; then the transport owns it */
+    struct mh_transport tp;    /* the byte stream once connected: plain TCP or TLS */
     llhttp_t parser;
     struct mh_buf head; /* "name\0value\0" pairs */
     struct mh_buf body; /* parsed body bytes not consumed */

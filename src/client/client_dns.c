@@ -1,4 +1,5 @@
 #include "client_dns.h"
+#include "client_err.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -135,7 +136,7 @@ static void on_async(struct ev_loop *loop, ev_async *w, int revents)
                 set_port(&j->addrs, j->port);
                 q->cb(q, NULL, &j->addrs);
             } else {
-                q->cb(q, "dns: no such host", NULL);
+                q->cb(q, mh_client_err_dns_no_host, NULL);
             }
         }
         free(j);
@@ -214,7 +215,7 @@ int mh_dns_resolve(struct mh_dns *d, const char *host, uint16_t port, struct mh_
     size_t hl = strlen(host);
     struct mh_dns_job *j = hl < sizeof j->host ? calloc(1, sizeof *j) : NULL;
     if (!j) {
-        *err = "dns: out of memory";
+        *err = mh_client_err_dns_nomem;
         return -1;
     }
     memcpy(j->host, host, hl + 1);
@@ -241,7 +242,7 @@ int mh_dns_resolve(struct mh_dns *d, const char *host, uint16_t port, struct mh_
         shared_unref(d->sh);
         if (--d->pending == 0)
             ev_async_stop(d->loop, &d->async);
-        *err = "dns: cannot start a lookup thread";
+        *err = mh_client_err_dns_thread;
         return -1;
     }
     return 0;

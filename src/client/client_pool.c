@@ -1,4 +1,5 @@
 #include "client.h"
+#include "client_err.h"
 
 #include "client_tls.h"
 
@@ -174,6 +175,7 @@ struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_
     c->fd = -1;
     c->io_events = 0;
     c->tls = NULL;
+    c->tp.ops = NULL;
     c->dns._job = NULL;
     c->hprev = c->hnext = c->lprev = c->lnext = NULL;
     c->aprev = NULL;

@@ -1,4 +1,7 @@
 #include "client_tls.h"
+#include "client_err.h"
+
+#include "transport.h"
 
 #include <errno.h>
 #include <mbedtls/ctr_drbg.h>
@@ -9,6 +12,8 @@
 #include <mbedtls/x509_crt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 struct mh_client_tls_cfg {
     mbedtls_ssl_config conf;
@@ -28,7 +33,7 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
 {
     struct mh_client_tls_cfg *c = calloc(1, sizeof *c);
     if (!c) {
-        *err = "tls: out of memory";
+        *err = mh_client_err_tls_nomem;
         return NULL;
     }
     mbedtls_ssl_config_init(&c->conf);
@@ -38,12 +43,12 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
     static const unsigned char pers[] = "moonhttp client";
     if (mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy, pers, sizeof pers - 1) !=
         0) {
-        *err = "tls: cannot seed the random generator";
+        *err = mh_client_err_tls_seed;
         goto fail;
     }
     if (mbedtls_ssl_config_defaults(&c->conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
                                     MBEDTLS_SSL_PRESET_DEFAULT) != 0) {
-        *err = "tls: cannot set up a configuration";
+        *err = mh_client_err_tls_config;
         goto fail;
     }
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
@@ -82,14 +87,14 @@ struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, c
 {
     struct mh_client_tls *t = calloc(1, sizeof *t);
     if (!t) {
-        *err = "tls: out of memory";
+        *err = mh_client_err_tls_nomem;
         return NULL;
     }
     mbedtls_ssl_init(&t->ssl);
     t->net.fd = fd;
     if (mbedtls_ssl_setup(&t->ssl, &cfg->conf) != 0 ||
         mbedtls_ssl_set_hostname(&t->ssl, hostname) != 0) {
-        *err = "tls: cannot set up a session";
+        *err = mh_client_err_tls_session;
         mbedtls_ssl_free(&t->ssl);
         free(t);
         return NULL;
@@ -116,16 +121,16 @@ void mh_client_tls_free(struct mh_client_tls *t)
 static const char *verify_reason(uint32_t flags)
 {
     if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
-        return "tls: certificate expired";
+        return mh_client_err_tls_expired;
     if (flags & MBEDTLS_X509_BADCERT_FUTURE)
-        return "tls: certificate not yet valid";
+        return mh_client_err_tls_not_yet_valid;
     if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
-        return "tls: certificate hostname mismatch";
+        return mh_client_err_tls_hostname;
     if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
-        return "tls: certificate signed by unknown authority";
+        return mh_client_err_tls_unknown_ca;
     if (flags & MBEDTLS_X509_BADCERT_REVOKED)
-        return "tls: certificate revoked";
-    return "tls: certificate verification failed";
+        return mh_client_err_tls_revoked;
+    return mh_client_err_tls_verify;
 }
 
 int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
@@ -144,11 +149,11 @@ int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
     if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED)
         *err = verify_reason(mbedtls_ssl_get_verify_result(&t->ssl));
     else if (rc == MBEDTLS_ERR_NET_CONN_RESET || rc == MBEDTLS_ERR_SSL_CONN_EOF)
-        *err = "tls: connection closed during the handshake";
+        *err = mh_client_err_tls_closed;
     else if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE)
-        *err = "tls: the server sent a fatal alert";
+        *err = mh_client_err_tls_alert;
     else
-        *err = "tls: handshake failed";
+        *err = mh_client_err_tls_handshake;
     return MH_TLS_ERROR;
 }
 
@@ -157,27 +162,78 @@ bool mh_client_tls_resumed(const struct mh_client_tls *t)
     return t->resumed;
 }
 
-/* mbedTLS's result of a read or write as our transport's: bytes or MH_TLS_*. */
-static ssize_t io_result(int rc)
+/* ---- the transport ------------------------------------------------------- */
+
+/* mbedTLS's result as read(2)/send(2)'s: bytes, or -1 with errno and the readiness it waits for. */
+static ssize_t io_result(struct mh_transport *tp, int rc, unsigned other_way)
 {
+    tp->wants = 0;
     if (rc >= 0)
         return rc;
-    if (rc == MBEDTLS_ERR_SSL_WANT_READ)
-        return MH_TLS_WANT_READ;
-    if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-        return MH_TLS_WANT_WRITE;
-    return MH_TLS_ERROR;
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
+        bool wants_write = rc == MBEDTLS_ERR_SSL_WANT_WRITE;
+        /* the operation's own direction is the default; say when it is the other one */
+        if (wants_write == (other_way == MH_TRANSPORT_READ_WANTS_WRITE))
+            tp->wants = other_way;
+        errno = EAGAIN;
+        return -1;
+    }
+    errno = rc == MBEDTLS_ERR_NET_CONN_RESET ? ECONNRESET : EIO;
+    return -1;
 }
 
-ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n)
+static ssize_t tp_read(struct mh_transport *tp, void *buf, size_t len)
 {
-    int rc = mbedtls_ssl_read(&t->ssl, buf, n);
-    return rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY ? 0 : io_result(rc); /* clean close: EOF */
+    struct mh_client_tls *t = tp->_impl;
+    int rc = mbedtls_ssl_read(&t->ssl, buf, len);
+    if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+        return 0; /* clean close: EOF */
+    return io_result(tp, rc, MH_TRANSPORT_READ_WANTS_WRITE);
 }
 
-ssize_t mh_client_tls_write(struct mh_client_tls *t, const void *buf, size_t n)
+static ssize_t tp_write(struct mh_transport *tp, const void *buf, size_t len)
 {
-    return io_result(mbedtls_ssl_write(&t->ssl, buf, n));
+    struct mh_client_tls *t = tp->_impl;
+    return io_result(tp, mbedtls_ssl_write(&t->ssl, buf, len), MH_TRANSPORT_WRITE_WANTS_READ);
+}
+
+static void tp_shutdown(struct mh_transport *tp)
+{
+    struct mh_client_tls *t = tp->_impl;
+    mbedtls_ssl_close_notify(&t->ssl); /* best effort: the socket is non-blocking */
+    shutdown(tp->fd, SHUT_WR);
+}
+
+static void tp_close(struct mh_transport *tp)
+{
+    mh_client_tls_free(tp->_impl);
+    tp->_impl = NULL;
+    if (tp->fd >= 0)
+        close(tp->fd);
+    tp->fd = -1;
+}
+
+static bool tp_pending(const struct mh_transport *tp)
+{
+    const struct mh_client_tls *t = tp->_impl;
+    return mbedtls_ssl_get_bytes_avail(&t->ssl) > 0;
+}
+
+static const struct mh_transport_ops client_tls_ops = {
+    .name = "tls-client",
+    .read = tp_read,
+    .write = tp_write,
+    .shutdown = tp_shutdown,
+    .close = tp_close,
+    .pending = tp_pending,
+};
+
+void mh_client_tls_transport(struct mh_client_tls *t, struct mh_transport *tp, int fd)
+{
+    tp->ops = &client_tls_ops;
+    tp->fd = fd;
+    tp->wants = 0;
+    tp->_impl = t;
 }
 
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot)

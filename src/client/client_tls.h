@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "transport.h"
+
 #define MH_TLS_WANT_READ  (-1)
 #define MH_TLS_WANT_WRITE (-2)
 #define MH_TLS_ERROR      (-3)
@@ -33,10 +35,14 @@ void mh_client_tls_free(struct mh_client_tls *t);
 int mh_client_tls_handshake(struct mh_client_tls *t, const char **err);
 /* Whether the finished handshake resumed the offered session. */
 bool mh_client_tls_resumed(const struct mh_client_tls *t);
-/* Bytes read (0 = the peer closed), or MH_TLS_WANT_* / MH_TLS_ERROR. */
-ssize_t mh_client_tls_read(struct mh_client_tls *t, void *buf, size_t n);
-/* Bytes written, or MH_TLS_WANT_* / MH_TLS_ERROR. */
-ssize_t mh_client_tls_write(struct mh_client_tls *t, const void *buf, size_t n);
+/*
+ * After the handshake: makes the session the byte stream under tp, the
+ * third implementation of net/transport.h (after plain TCP and the server's
+ * TLS). The transport owns t from here: mh_transport_close frees it and
+ * closes the socket. Errors are -1 with errno EIO (ECONNRESET for a reset).
+ */
+void mh_client_tls_transport(struct mh_client_tls *t, struct mh_transport *tp, int fd);
+
 
 /* Saves the session for resumption into *slot (allocated once, reused). */
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot);

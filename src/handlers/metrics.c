@@ -1,8 +1,10 @@
-#define _GNU_SOURCE /* accept4 */
 #include "metrics.h"
 
+#include "conn.h"
 #include "log.h"
-#include "worker.h"
+#include "req.h"
+
+#include <llhttp.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -41,6 +43,7 @@ struct worker_slot {
 
 struct mh_metrics {
     struct mh_reload_stats reload;
+    unsigned long task_errors[MH_METRICS_TASK_KINDS];
     struct worker_slot workers[NWORKER_SLOTS];
     struct route_slot other;     /* when the table is full */
     struct route_slot unmatched; /* 404, 405, redirects: no route */
@@ -66,6 +69,11 @@ void mh_metrics_free(struct mh_metrics *m)
 {
     if (m)
         munmap(m, sizeof *m);
+}
+
+void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind)
+{
+    ADD(&m->task_errors[kind], 1);
 }
 
 struct mh_reload_stats *mh_metrics_reload_stats(struct mh_metrics *m)
@@ -245,10 +253,10 @@ static void render_routes(struct mh_metrics *m, struct mh_buf *out, int part)
     render_route(&m->other, out, part);
 }
 
-int mh_metrics_render(struct mh_metrics *m, struct mh_worker *w, struct mh_buf *out)
+int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, struct mh_buf *out)
 {
     size_t start = out->len;
-    mh_metrics_publish_conns(m, getpid(), w->nconns, w->idle.n);
+    mh_metrics_publish_conns(m, getpid(), own_open, own_idle);
     mh_buf_append_str(out, "# HELP moonhttp_requests_total Requests answered, by route pattern "
                            "and status class.\n# TYPE moonhttp_requests_total counter\n");
     render_routes(m, out, 0);
@@ -291,180 +299,62 @@ int mh_metrics_render(struct mh_metrics *m, struct mh_worker *w, struct mh_buf *
         append_label(out, r->last_error);
         mh_buf_append_str(out, "\"} 1\n");
     }
-    if (w->client_metrics_hook)
-        w->client_metrics_hook(w, out);
+    static const char *const task_kinds[MH_METRICS_TASK_KINDS] = {"timer", "on_start", "thread"};
+    mh_buf_append_str(out, "# HELP moonhttp_task_errors_total Timer callbacks, on_start functions "
+                           "and light threads that failed.\n"
+                           "# TYPE moonhttp_task_errors_total counter\n");
+    for (int k = 0; k < MH_METRICS_TASK_KINDS; k++)
+        appendf(out, "moonhttp_task_errors_total{kind=\"%s\"} %lu\n", task_kinds[k],
+                LOAD(&m->task_errors[k]));
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */
     return out->len > start ? 0 : -1;
 }
 
-/* ---- the metrics listener ------------------------------------------------ */
-
-struct scrape {
-    struct mh_metrics_server *srv;
-    int fd;
-    ev_io io;
-    ev_timer timer;
-    char in[2048];
-    size_t inlen;
-    struct mh_buf out;
-    size_t sent;
-    struct scrape *next, *prev;
-};
-
-struct mh_metrics_server {
-    struct mh_worker *w;
-    int fd;
-    ev_io io;
-    struct scrape *scrapes;
-};
-
-#define SCRAPE_TIMEOUT 5.0
-
-static void scrape_free(struct scrape *s)
+void mh_reload_stats_failed(struct mh_reload_stats *st, const char *err)
 {
-    struct ev_loop *loop = s->srv->w->loop;
-    ev_io_stop(loop, &s->io);
-    ev_timer_stop(loop, &s->timer);
-    close(s->fd);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        s->srv->scrapes = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    mh_buf_free(&s->out);
-    free(s);
+    st->failures++;
+    st->last_failed = true;
+    /* The first line of a load error (file:line: message) labels the metric; logs get it all. */
+    size_t n = strcspn(err, "\n");
+    if (n >= sizeof st->last_error)
+        n = sizeof st->last_error - 1;
+    memcpy(st->last_error, err, n);
+    st->last_error[n] = 0;
 }
 
-static void scrape_write(struct scrape *s)
-{
-    while (s->sent < s->out.len) {
-        ssize_t n = send(s->fd, s->out.data + s->sent, s->out.len - s->sent, MSG_NOSIGNAL);
-        if (n > 0) {
-            s->sent += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            ev_io_stop(s->srv->w->loop, &s->io);
-            ev_io_set(&s->io, s->fd, EV_WRITE);
-            ev_io_start(s->srv->w->loop, &s->io);
-            return;
-        }
-        break;
-    }
-    scrape_free(s);
-}
+/* ---- the endpoint: an ordinary C handler --------------------------------- */
 
-static void scrape_respond(struct scrape *s)
+static void metrics_start(const struct mh_handler *base, struct mh_req *r)
 {
-    struct mh_buf body = {0};
-    int status = 200;
-    if (strncmp(s->in, "GET ", 4) != 0 && strncmp(s->in, "HEAD ", 5) != 0)
-        status = 405, mh_buf_append_str(&body, "only GET\n");
-    else if (mh_metrics_render(s->srv->w->metrics, s->srv->w, &body) < 0)
-        status = 500;
-    char head[256];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                     status, status == 200 ? "OK" : "Error", body.len);
-    mh_buf_append(&s->out, head, (size_t)n);
-    if (strncmp(s->in, "HEAD ", 5) != 0)
-        mh_buf_append(&s->out, body.data, body.len);
-    mh_buf_free(&body);
-    scrape_write(s);
-}
-
-static void on_scrape_io(struct ev_loop *loop, ev_io *io, int revents)
-{
-    struct scrape *s = io->data;
-    (void)loop;
-    if (revents & EV_WRITE) {
-        scrape_write(s);
+    const struct mh_metrics_handler *h = (const struct mh_metrics_handler *)base;
+    uint8_t method = r->head.method;
+    if (method != HTTP_GET && method != HTTP_HEAD) {
+        r->res.status = 405;
+        mh_req_set_header(r, "Allow", 5, "GET, HEAD", 9, true);
+        mh_req_write(r, "only GET\n", 9);
+        mh_req_finish(r);
         return;
     }
-    ssize_t n = read(s->fd, s->in + s->inlen, sizeof s->in - 1 - s->inlen);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    /* The text is rendered into the response's own queue: no copy, no allocation per scrape. */
+    struct mh_buf text = {0};
+    size_t open = h->http ? h->http->nconns : 0, idle = h->http ? h->http->idle.n : 0;
+    if (mh_metrics_render(h->m, open, idle, &text) < 0) {
+        mh_buf_free(&text);
+        mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
-    if (n <= 0) {
-        scrape_free(s);
-        return;
     }
-    s->inlen += (size_t)n;
-    s->in[s->inlen] = 0;
-    if (strstr(s->in, "\r\n\r\n") || strstr(s->in, "\n\n")) {
-        ev_io_stop(loop, &s->io);
-        scrape_respond(s);
-    } else if (s->inlen == sizeof s->in - 1) {
-        scrape_free(s);
-    }
+    mh_req_set_header(r, "Content-Type", 12, "text/plain; version=0.0.4; charset=utf-8", 40, true);
+    mh_req_write(r, text.data, text.len);
+    mh_buf_free(&text);
+    mh_req_finish(r);
 }
 
-static void on_scrape_timeout(struct ev_loop *loop, ev_timer *t, int revents)
-{
-    (void)loop;
-    (void)revents;
-    scrape_free(t->data);
-}
+static const struct mh_handler_ops metrics_ops = {.name = "metrics", .start = metrics_start};
 
-static void on_metrics_accept(struct ev_loop *loop, ev_io *io, int revents)
+void mh_metrics_handler_init(struct mh_metrics_handler *h, struct mh_metrics *m,
+                             const struct mh_http_ctx *http)
 {
-    struct mh_metrics_server *srv = io->data;
-    (void)revents;
-    for (int i = 0; i < 16; i++) {
-        int fd = accept4(srv->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return;
-        struct scrape *s = calloc(1, sizeof *s);
-        if (!s) {
-            close(fd);
-            return;
-        }
-        s->srv = srv;
-        s->fd = fd;
-        s->next = srv->scrapes;
-        if (s->next)
-            s->next->prev = s;
-        srv->scrapes = s;
-        ev_io_init(&s->io, on_scrape_io, fd, EV_READ);
-        s->io.data = s;
-        ev_io_start(loop, &s->io);
-        ev_timer_init(&s->timer, on_scrape_timeout, SCRAPE_TIMEOUT, 0.);
-        s->timer.data = s;
-        ev_timer_start(loop, &s->timer);
-    }
-}
-
-struct mh_metrics_server *mh_metrics_server_start(struct mh_worker *w, int fd)
-{
-    struct mh_metrics_server *srv = calloc(1, sizeof *srv);
-    if (!srv)
-        return NULL;
-    srv->w = w;
-    srv->fd = fd;
-    ev_io_init(&srv->io, on_metrics_accept, fd, EV_READ);
-    srv->io.data = srv;
-    ev_io_start(w->loop, &srv->io);
-    return srv;
-}
-
-void mh_metrics_server_close_listener(struct mh_metrics_server *srv)
-{
-    if (srv && srv->fd >= 0) {
-        ev_io_stop(srv->w->loop, &srv->io);
-        close(srv->fd);
-        srv->fd = -1;
-    }
-}
-
-void mh_metrics_server_free(struct mh_metrics_server *srv)
-{
-    if (!srv)
-        return;
-    mh_metrics_server_close_listener(srv);
-    while (srv->scrapes)
-        scrape_free(srv->scrapes);
-    free(srv);
+    h->base.ops = &metrics_ops;
+    h->m = m;
+    h->http = http;
 }

@@ -19,9 +19,21 @@
 #include <sys/types.h>
 
 #include "buf.h"
+#include "handler.h"
 
-struct mh_worker;
-struct mh_reload_stats;
+struct mh_http_ctx;
+
+/* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy
+ * of the master's. */
+struct mh_reload_stats {
+    unsigned long reloads;  /* successful */
+    unsigned long failures; /* failed: the previous code kept serving */
+    bool last_failed;
+    char last_error[512]; /* first line of the last failure, "" if none */
+};
+
+/* Failed reload: counts it and keeps the first line of err for metrics. */
+void mh_reload_stats_failed(struct mh_reload_stats *st, const char *err);
 
 struct mh_metrics;
 
@@ -32,6 +44,15 @@ void mh_metrics_free(struct mh_metrics *m);
 /* Reload counters, kept in the shared mapping so workers forked later see the master's. */
 struct mh_reload_stats *mh_metrics_reload_stats(struct mh_metrics *m);
 
+/* Tasks other than handlers whose function failed (lua_sched.c), by kind. */
+enum mh_metrics_task {
+    MH_METRICS_TIMER,
+    MH_METRICS_ON_START,
+    MH_METRICS_THREAD,
+    MH_METRICS_TASK_KINDS
+};
+void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind);
+
 /* Counts one finished request. pattern NULL: no route matched. */
 void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, double seconds);
 
@@ -39,16 +60,24 @@ void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, do
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle);
 void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid);
 
-/* Appends the exposition text to out (publishing w's own gauges first). -1 on OOM. */
-int mh_metrics_render(struct mh_metrics *m, struct mh_worker *w, struct mh_buf *out);
+/*
+ * Appends the exposition text to out, publishing the calling worker's own
+ * connection gauges first (so a scrape sees them fresh). -1 on OOM.
+ */
+int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, struct mh_buf *out);
 
 /*
- * Serves the metrics on an extra listening socket of worker w: any GET gets
- * the exposition, then the connection closes. Takes fd (shared by workers).
+ * The metrics endpoint as an ordinary C handler, served by the ordinary
+ * connection code: the metrics listener's root handler, and what
+ * http.metrics_handler() mounts on a route. GET and HEAD get the exposition,
+ * other methods 405. http (may be NULL) gives this worker's gauges.
  */
-struct mh_metrics_server *mh_metrics_server_start(struct mh_worker *w, int fd);
-/* Stops accepting (graceful stop); scrapes in progress finish. */
-void mh_metrics_server_close_listener(struct mh_metrics_server *s);
-void mh_metrics_server_free(struct mh_metrics_server *s);
+struct mh_metrics_handler {
+    struct mh_handler base;
+    struct mh_metrics *m;
+    const struct mh_http_ctx *http;
+};
+void mh_metrics_handler_init(struct mh_metrics_handler *h, struct mh_metrics *m,
+                             const struct mh_http_ctx *http);
 
 #endif

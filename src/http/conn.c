@@ -1,12 +1,8 @@
-#include "conn.h"
+#include "conn_impl.h"
 
-#include "dispatch.h"
 #include "http_parse.h"
 #include "log.h"
-#include "lua_sched.h"
-#include "lua_vm.h"
 #include "tls.h"
-#include "worker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,15 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define LINGER_SECONDS 2.0
+/* iovecs gathered per writev: enough for a pipelined burst of small responses. */
+#define MAX_IOV 64
 /* A request body left unread is discarded up to this much to keep the connection. */
 #define DRAIN_MAX (256 * 1024)
 
 static void conn_process(struct mh_conn *c);
 static void next_request(struct mh_conn *c);
 static void update_io(struct mh_conn *c);
+static void end_request(struct mh_conn *c);
+static const struct mh_req_ops http1_ops;
 
 /* ---- lists and timers ---------------------------------------------------- */
 
@@ -52,7 +53,7 @@ static void list_push(struct mh_conn_list *l, struct mh_conn *c)
 /* Idle connections are the first to go on graceful stop and reload. */
 static void set_idle_list(struct mh_conn *c, bool idle)
 {
-    struct mh_worker *w = c->worker;
+    struct mh_http_ctx *w = c->h;
     if (c->on_idle_list == idle)
         return;
     list_remove(c->on_idle_list ? &w->idle : &w->active, c);
@@ -60,31 +61,16 @@ static void set_idle_list(struct mh_conn *c, bool idle)
     c->on_idle_list = idle;
 }
 
-/* `seconds` from now as a deadline; 0 (off) stays 0. */
-static ev_tstamp after(struct mh_conn *c, double seconds)
-{
-    return seconds > 0 ? ev_now(c->worker->loop) + seconds : 0;
-}
-
-static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
-{
-    if (a == 0)
-        return b;
-    if (b == 0)
-        return a;
-    return a < b ? a : b;
-}
-
 /*
  * One timer per connection. Moving a deadline later only stores it; the
  * timer, when it fires early, re-arms for the rest ("be smart about
- * timeouts" in libev's manual), so per-request timer work is a store. It
- * serves two deadlines: the state's (c->deadline) and, while output waits
- * for a client that does not read, the send deadline (c->send_deadline).
+ * timeouts" in libev's manual), so per-request timer work is a store.
  */
+static ev_tstamp earliest(ev_tstamp a, ev_tstamp b);
+
 static void arm_timer(struct mh_conn *c)
 {
-    struct ev_loop *loop = c->worker->loop;
+    struct ev_loop *loop = c->h->loop;
     ev_tstamp at = earliest(c->deadline, c->send_deadline);
     if (at == 0)
         return;
@@ -103,6 +89,21 @@ static void set_deadline(struct mh_conn *c, ev_tstamp at)
     arm_timer(c);
 }
 
+/* `seconds` from now as a deadline; 0 (off) stays 0. */
+static ev_tstamp after(struct mh_conn *c, double seconds)
+{
+    return seconds > 0 ? ev_now(c->h->loop) + seconds : 0;
+}
+
+static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
 static void set_timeout(struct mh_conn *c, double seconds)
 {
     set_deadline(c, after(c, seconds));
@@ -111,22 +112,36 @@ static void set_timeout(struct mh_conn *c, double seconds)
 /* While a handler runs: the write deadline, and the read deadline while body bytes are due. */
 static void set_handler_deadline(struct mh_conn *c)
 {
-    set_deadline(c,
-                 earliest(c->write_deadline, c->body_state == MH_BODY_MORE ? c->read_deadline : 0));
+    set_deadline(
+        c, earliest(c->write_deadline, c->req.body_state == MH_BODY_MORE ? c->read_deadline : 0));
 }
 
-void mh_conn_set_read_timeout(struct mh_conn *c, double seconds)
+static struct mh_conn *conn_of(const struct mh_req *r)
 {
+    return (struct mh_conn *)r; /* req is the first field */
+}
+
+static void conn_set_read_timeout(struct mh_req *r, double seconds)
+{
+    struct mh_conn *c = conn_of(r);
     c->read_deadline = after(c, seconds);
     if (c->state == MH_CONN_HANDLER)
         set_handler_deadline(c);
 }
 
-void mh_conn_set_write_timeout(struct mh_conn *c, double seconds)
+static void conn_set_write_timeout(struct mh_req *r, double seconds)
 {
+    struct mh_conn *c = conn_of(r);
     c->write_deadline = after(c, seconds);
     if (c->state == MH_CONN_HANDLER)
         set_handler_deadline(c);
+}
+
+/* Calls a handler callback (when it has one) for the request in progress. */
+static void notify(struct mh_conn *c, void (*fn)(struct mh_req *r))
+{
+    if (fn)
+        fn(&c->req);
 }
 
 /*
@@ -137,7 +152,7 @@ void mh_conn_set_write_timeout(struct mh_conn *c, double seconds)
  */
 static void note_send_progress(struct mh_conn *c, bool progressed, bool blocked)
 {
-    double limit = c->worker->config->send_timeout;
+    double limit = c->h->limits->send_timeout;
     if (!blocked || limit <= 0) {
         c->send_deadline = 0;
         return;
@@ -164,7 +179,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     }
     if (c->send_deadline && now >= c->send_deadline) {
         mh_log(MH_LOG_WARN, "fd %d: send timeout: the client read nothing for %g s; closing", c->fd,
-               c->worker->config->send_timeout);
+               c->h->limits->send_timeout);
         mh_conn_close(c);
         return;
     }
@@ -173,15 +188,15 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         mh_log(MH_LOG_DEBUG, "fd %d: request head timed out", c->fd);
         break;
     case MH_CONN_HANDLER:
-        if (c->body_state == MH_BODY_MORE && c->read_deadline && now >= c->read_deadline &&
+        if (c->req.body_state == MH_BODY_MORE && c->read_deadline && now >= c->read_deadline &&
             (!c->write_deadline || now < c->write_deadline)) {
             /* The body is late: the handler hears "timeout" and may still answer. */
-            c->body_state = MH_BODY_TIMEOUT;
+            c->req.body_state = MH_BODY_TIMEOUT;
             c->close_after = true;
             set_deadline(c, c->write_deadline);
-            if (c->body_wanted && c->task) {
+            if (c->body_wanted && c->in_handler) {
                 c->body_wanted = false;
-                mh_task_on_body(c->task);
+                notify(c, c->req.handler->ops->on_body);
             }
             update_io(c);
             return;
@@ -210,11 +225,11 @@ static void update_io(struct mh_conn *c)
     }
     /* A transport may need the other direction to make progress (TLS handshake). */
     int ev = 0;
-    if (want_read && !c->peer_closed)
+    if (want_read && !c->req.peer_closed)
         ev |= c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     if (c->want_write)
         ev |= c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
-    struct ev_loop *loop = c->worker->loop;
+    struct ev_loop *loop = c->h->loop;
     /* Input the transport already holds produces no socket event. */
     if ((ev & EV_READ) && mh_transport_pending(&c->tp))
         ev_feed_event(loop, &c->io, EV_READ);
@@ -228,25 +243,93 @@ static void update_io(struct mh_conn *c)
     c->io_events = ev;
 }
 
-void mh_conn_schedule_write(struct mh_conn *c)
+static void schedule_write(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
-    if (c->in_pending || c->closed || c->out.len == c->out_sent)
+    struct mh_http_ctx *w = c->h;
+    if (c->in_pending || c->closed || mh_outq_empty(&c->out))
         return;
     c->in_pending = true;
-    c->next_pending = w->pending_writes;
-    w->pending_writes = c;
-    mh_conn_ref(c);
+    c->next_pending = w->_pending;
+    w->_pending = c;
+    c->refs++;
 }
 
-void mh_conn_flush(struct mh_conn *c)
+/*
+ * One write attempt from the front of the wire queue: writev over memory
+ * and referenced chunks, sendfile for a file range; a transport without
+ * those (TLS) gets the bytes copied into a pooled buffer first. Returns
+ * bytes written (consumed from the queue), or -1 with errno.
+ */
+static ssize_t write_some(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
-    bool progressed = false;
-    while (!c->closed && c->out_sent < c->out.len) {
-        ssize_t n = mh_transport_write(&c->tp, c->out.data + c->out_sent, c->out.len - c->out_sent);
+    const struct mh_transport_ops *ops = c->tp.ops;
+    if (ops->writev) {
+        struct iovec iov[MAX_IOV];
+        size_t bytes;
+        int n = mh_outq_iov(&c->out, iov, MAX_IOV, &bytes);
         if (n > 0) {
-            c->out_sent += (size_t)n;
+            ssize_t w = n == 1 ? ops->write(&c->tp, iov[0].iov_base, iov[0].iov_len)
+                               : ops->writev(&c->tp, iov, n);
+            if (w > 0)
+                mh_outq_consume(&c->out, (uint64_t)w);
+            return w;
+        }
+        int fd;
+        off_t off;
+        uint64_t flen;
+        if (ops->sendfile && mh_outq_front_file(&c->out, &fd, &off, &flen)) {
+            size_t chunk = flen > (1u << 30) ? (1u << 30) : (size_t)flen;
+            ssize_t sent = ops->sendfile(&c->tp, fd, &off, chunk);
+            if (sent == 0) { /* the file is shorter than the range promised */
+                errno = EIO;
+                return -1;
+            }
+            if (sent > 0)
+                mh_outq_consume(&c->out, (uint64_t)sent);
+            return sent;
+        }
+    }
+    /* Copy, then write from the copy: after EAGAIN the next write repeats the same bytes. */
+    struct mh_buf *b = &c->wbuf;
+    if (c->wbuf_sent == b->len) {
+        if (mh_buf_acquire(b, c->h->bufs) < 0)
+            return -1;
+        ssize_t n = mh_outq_read_front(&c->out, b->data, b->cap);
+        if (n < 0)
+            return -1;
+        b->len = (size_t)n;
+        c->wbuf_sent = 0;
+    }
+    ssize_t n = ops->write(&c->tp, b->data + c->wbuf_sent, b->len - c->wbuf_sent);
+    if (n > 0) {
+        c->wbuf_sent += (size_t)n;
+        if (c->wbuf_sent == b->len)
+            b->len = c->wbuf_sent = 0;
+    }
+    return n;
+}
+
+static bool out_pending(const struct mh_conn *c)
+{
+    return !mh_outq_empty(&c->out) || c->wbuf_sent < c->wbuf.len;
+}
+
+static void conn_flush(struct mh_conn *c)
+{
+    struct mh_http_ctx *w = c->h;
+    bool progressed = false;
+    while (!c->closed && out_pending(c)) {
+        const char *p;
+        size_t len;
+        ssize_t n;
+        if (c->tp.ops->writev && mh_outq_single(&c->out, &p, &len)) {
+            n = c->tp.ops->write(&c->tp, p, len); /* the common case: one send */
+            if (n > 0)
+                mh_outq_consume(&c->out, (uint64_t)n);
+        } else {
+            n = write_some(c);
+        }
+        if (n > 0) {
             progressed = true;
             continue;
         }
@@ -264,7 +347,6 @@ void mh_conn_flush(struct mh_conn *c)
     }
     if (c->closed)
         return;
-    c->out.len = c->out_sent = 0;
     c->want_write = false;
     note_send_progress(c, true, false);
     if (c->state == MH_CONN_LINGER) {
@@ -274,16 +356,18 @@ void mh_conn_flush(struct mh_conn *c)
          * the response before the client reads it.
          */
         mh_transport_shutdown(&c->tp);
-        if (c->peer_closed) {
+        if (c->req.peer_closed) {
             mh_conn_close(c);
             return;
         }
         set_timeout(c, LINGER_SECONDS);
     } else if (c->state == MH_CONN_IDLE) {
-        mh_buf_release(&c->out, &w->bufs);
+        mh_outq_release(&c->out, w->bufs);
+        if (c->wbuf.data)
+            mh_buf_release(&c->wbuf, w->bufs);
     }
-    if (c->task)
-        mh_task_on_writable(c->task);
+    if (c->in_handler)
+        notify(c, c->req.handler->ops->on_writable);
     update_io(c);
 }
 
@@ -291,32 +375,150 @@ void mh_conn_flush(struct mh_conn *c)
 
 static void on_io(struct ev_loop *loop, ev_io *io, int revents);
 
-struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int fd,
+void mh_http_ctx_init(struct mh_http_ctx *h, struct ev_loop *loop,
+                      const struct mh_http_limits *limits, struct mh_buf_pool *bufs)
+{
+    memset(h, 0, sizeof *h);
+    h->loop = loop;
+    h->limits = limits;
+    h->bufs = bufs;
+    h->_date_sec = -1;
+}
+
+static void conn_free(struct mh_conn *c)
+{
+    mh_req_free(&c->req);
+    mh_outq_free(&c->out);
+    mh_buf_free(&c->wbuf);
+    mh_buf_free(&c->in);
+    free(c);
+}
+
+void mh_http_ctx_destroy(struct mh_http_ctx *h)
+{
+    mh_http_close_all(h);
+    while (h->_closed) {
+        struct mh_conn *c = h->_closed;
+        h->_closed = c->next_closed;
+        conn_free(c);
+    }
+    while (h->_free) {
+        struct mh_conn *c = h->_free;
+        h->_free = c->next;
+        conn_free(c);
+    }
+}
+
+void mh_http_prepare(struct mh_http_ctx *h)
+{
+    while (h->_pending) {
+        struct mh_conn *c = h->_pending;
+        h->_pending = c->next_pending;
+        c->in_pending = false;
+        if (!c->closed)
+            conn_flush(c);
+        c->refs--;
+    }
+    struct mh_conn **pp = &h->_closed;
+    while (*pp) {
+        struct mh_conn *c = *pp;
+        if (c->refs == 1) { /* only the closed list's own */
+            *pp = c->next_closed;
+            struct mh_buf_pool *bufs = h->bufs;
+            mh_buf_release(&c->in, bufs);
+            mh_outq_clear(&c->out);
+            mh_outq_release(&c->out, bufs);
+            mh_buf_release(&c->wbuf, bufs);
+            if (c->req.body.cap > MH_BUF_CHUNK)
+                mh_buf_free(&c->req.body);
+            c->next = h->_free;
+            h->_free = c;
+        } else {
+            pp = &c->next_closed;
+        }
+    }
+}
+
+bool mh_http_drained(const struct mh_http_ctx *h)
+{
+    return h->nconns == 0 && !h->_closed;
+}
+
+static bool close_if_idle(struct mh_conn *c)
+{
+    if (c->state != MH_CONN_IDLE || out_pending(c))
+        return false;
+    mh_conn_close(c);
+    return true;
+}
+
+void mh_http_close_idle(struct mh_http_ctx *h)
+{
+    struct mh_conn *c = h->idle.head;
+    while (c) {
+        struct mh_conn *next = c->next;
+        close_if_idle(c);
+        c = next;
+    }
+}
+
+void mh_http_close_all(struct mh_http_ctx *h)
+{
+    while (h->active.head)
+        mh_conn_close(h->active.head);
+    while (h->idle.head)
+        mh_conn_close(h->idle.head);
+}
+
+void mh_http_each_request(struct mh_http_ctx *h, void (*fn)(struct mh_req *r, void *ud), void *ud)
+{
+    for (struct mh_conn *c = h->active.head; c; c = c->next)
+        if (c->in_handler && !c->closed)
+            fn(&c->req, ud);
+}
+
+const char *mh_http_date(struct mh_http_ctx *h, size_t *len)
+{
+    time_t now = (time_t)ev_now(h->loop);
+    if (now != h->_date_sec) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        h->_date_len = strftime(h->_date_line, sizeof h->_date_line,
+                                "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+        h->_date_sec = now;
+    }
+    *len = h->_date_len;
+    return h->_date_line;
+}
+
+struct mh_conn *mh_http_accept(struct mh_http_ctx *w, const struct mh_handler *root,
+                               struct mh_tls_server *tls, int fd,
                                const struct sockaddr_storage *peer, socklen_t plen)
 {
-    struct mh_conn *c = w->free_conns;
+    struct mh_conn *c = w->_free;
     if (c) {
-        w->free_conns = c->next;
+        w->_free = c->next;
     } else if (!(c = calloc(1, sizeof *c))) {
         return NULL;
     }
-    struct mh_request req = c->req;
-    struct mh_response res = c->res;
-    struct mh_buf body = c->body;
+    /* keep the header array and buffers of a pooled object */
+    struct mh_req req = c->req;
+    struct mh_outq out = c->out;
+    struct mh_buf wbuf = c->wbuf;
     memset(c, 0, sizeof *c);
-    c->req = req; /* keep the header array and buffers of a pooled object */
-    c->res = res;
-    c->body = body;
-    c->body.len = 0;
-    mh_request_reset(&c->req);
-    mh_response_reset(&c->res);
-    c->worker = w;
+    c->req = req;
+    c->out = out;
+    c->wbuf = wbuf;
+    mh_req_reset(&c->req);
+    c->req.ops = &http1_ops;
+    c->h = w;
+    c->root = root;
     c->fd = fd;
     c->state = MH_CONN_IDLE;
-    if (l && l->tls) {
-        if (mh_tls_accept(l->tls, &c->tp, fd) < 0) {
-            c->next = w->free_conns;
-            w->free_conns = c;
+    if (tls) {
+        if (mh_tls_accept(tls, &c->tp, fd) < 0) {
+            c->next = w->_free;
+            w->_free = c;
             return NULL;
         }
     } else {
@@ -333,7 +535,7 @@ struct mh_conn *mh_conn_accept(struct mh_worker *w, struct mh_listener *l, int f
     list_push(&w->idle, c);
     c->on_idle_list = true;
     /* A new connection gets the header timeout: it owes us a request. */
-    set_timeout(c, w->config->read_header_timeout);
+    set_timeout(c, w->limits->read_header_timeout);
     update_io(c);
     return c;
 }
@@ -342,7 +544,7 @@ void mh_conn_close(struct mh_conn *c)
 {
     if (c->closed)
         return;
-    struct mh_worker *w = c->worker;
+    struct mh_http_ctx *w = c->h;
     c->closed = true;
     ev_io_stop(w->loop, &c->io);
     ev_timer_stop(w->loop, &c->timer);
@@ -350,49 +552,26 @@ void mh_conn_close(struct mh_conn *c)
     c->fd = -1;
     list_remove(c->on_idle_list ? &w->idle : &w->active, c);
     w->nconns--;
-    c->next_closed = w->closed;
-    w->closed = c;
-    mh_conn_ref(c); /* the closed list's reference, dropped by mh_conn_destroy */
-    if (c->task)
-        mh_task_on_conn_closed(c->task);
-    mh_worker_maybe_resume_accept(w);
-}
-
-void mh_conn_ref(struct mh_conn *c)
-{
-    c->refs++;
-}
-
-void mh_conn_unref(struct mh_conn *c)
-{
-    c->refs--;
-}
-
-void mh_conn_destroy(struct mh_conn *c)
-{
-    struct mh_worker *w = c->worker;
-    mh_buf_release(&c->in, &w->bufs);
-    mh_buf_release(&c->out, &w->bufs);
-    if (c->body.cap > MH_BUF_CHUNK)
-        mh_buf_free(&c->body);
-    if (c->gen) {
-        mh_gen_unref(c->gen);
-        c->gen = NULL;
+    c->next_closed = w->_closed;
+    w->_closed = c;
+    c->refs++;              /* the closed list's reference, dropped when it is freed */
+    mh_outq_clear(&c->out); /* releases referenced strings and files now */
+    if (c->in_handler) {
+        c->req.closed = true;
+        notify(c, c->req.handler->ops->on_abort);
     }
-    c->next = w->free_conns;
-    w->free_conns = c;
+    if (w->on_close)
+        w->on_close(w->ud);
 }
 
-bool mh_conn_close_if_idle(struct mh_conn *c)
+bool mh_conn_closed(const struct mh_conn *c)
 {
-    if (c->state != MH_CONN_IDLE || c->out_sent < c->out.len)
-        return false;
-    mh_conn_close(c);
-    return true;
+    return c->closed;
 }
 
-const char *mh_conn_remote_addr(const struct mh_conn *c, char *buf, size_t len)
+static const char *conn_remote_addr(const struct mh_req *r, char *buf, size_t len)
 {
+    const struct mh_conn *c = conn_of(r);
     char ip[INET6_ADDRSTRLEN];
     int port = 0;
     if (c->peer.ss_family == AF_INET) {
@@ -400,7 +579,7 @@ const char *mh_conn_remote_addr(const struct mh_conn *c, char *buf, size_t len)
         inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
         port = ntohs(a->sin_port);
         snprintf(buf, len, "%s:%d", ip, port);
-    } else {
+    } else if (c->peer.ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&c->peer;
         if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
             inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], ip, sizeof ip);
@@ -408,25 +587,27 @@ const char *mh_conn_remote_addr(const struct mh_conn *c, char *buf, size_t len)
             inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
         port = ntohs(a->sin6_port);
         snprintf(buf, len, strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip, port);
+    } else {
+        snprintf(buf, len, "-");
     }
     return buf;
 }
 
 /* ---- responses ----------------------------------------------------------- */
 
-void mh_conn_head_ctx(struct mh_conn *c, struct mh_head_ctx *ctx, bool complete)
+static void head_ctx(struct mh_conn *c, struct mh_head_ctx *ctx, bool complete)
 {
-    struct mh_worker *w = c->worker;
-    ctx->date_line = mh_worker_date(w, &ctx->date_len);
-    ctx->http_minor = c->req.http_minor;
-    ctx->head_method = c->req.method == HTTP_HEAD;
-    bool keep = c->req.keep_alive && !c->res.close && !c->close_after && !w->shutting_down &&
-                !c->peer_closed;
-    long max = w->config->keepalive_requests;
+    struct mh_http_ctx *w = c->h;
+    ctx->date_line = mh_http_date(w, &ctx->date_len);
+    ctx->http_minor = c->req.head.http_minor;
+    ctx->head_method = c->req.head.method == HTTP_HEAD;
+    bool keep = c->req.head.keep_alive && !c->req.res.close && !c->close_after &&
+                !w->shutting_down && !c->req.peer_closed;
+    long max = w->limits->keepalive_requests;
     if (max > 0 && c->requests >= (unsigned long)max)
         keep = false;
     /* An HTTP/1.0 body of unknown length ends when we close. */
-    if (!complete && c->req.http_minor == 0 && !c->res.has_length)
+    if (!complete && c->req.head.http_minor == 0 && !c->req.res.has_length)
         keep = false;
     ctx->keep_alive = keep;
 }
@@ -438,19 +619,38 @@ static void out_of_memory(struct mh_conn *c)
     mh_conn_close(c);
 }
 
-void mh_conn_flush_response(struct mh_conn *c)
+static void conn_abort(struct mh_req *r)
 {
-    if (c->closed || (c->res.head_sent && c->res.body.len == 0))
+    mh_conn_close(conn_of(r));
+}
+
+static uint64_t conn_pending(const struct mh_req *r)
+{
+    const struct mh_conn *c = conn_of(r);
+    return c->out.bytes + (c->wbuf.len - c->wbuf_sent);
+}
+
+static const char *conn_head(const struct mh_req *r)
+{
+    return mh_conn_head(conn_of(r));
+}
+
+/* The response streams from here: head and staged body to the wire. */
+static void flush_response(struct mh_conn *c)
+{
+    if (c->closed)
         return;
-    if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0)
+    if (mh_outq_acquire(&c->out, c->h->bufs) < 0)
         return out_of_memory(c);
+    if (mh_req_run_filters(&c->req, false) < 0)
+        return mh_conn_close(c);
     struct mh_head_ctx ctx;
-    mh_conn_head_ctx(c, &ctx, false);
+    head_ctx(c, &ctx, false);
     if (!ctx.keep_alive)
         c->close_after = true;
-    if (mh_response_emit(&c->res, &c->out, &ctx, false) < 0)
+    if (mh_response_emit(&c->req.res, &c->out, &ctx, false) < 0)
         return out_of_memory(c);
-    mh_conn_schedule_write(c);
+    schedule_write(c);
 }
 
 /*
@@ -460,71 +660,84 @@ void mh_conn_flush_response(struct mh_conn *c)
  */
 static void start_linger(struct mh_conn *c)
 {
-    const struct mh_config *cfg = c->worker->config;
+    const struct mh_http_limits *lim = c->h->limits;
     c->state = MH_CONN_LINGER;
     set_idle_list(c, false);
-    set_timeout(c, cfg->write_timeout > 0 ? cfg->write_timeout : cfg->send_timeout > 0 ? 0 : 30);
-    if (c->out_sent == c->out.len)
-        mh_conn_flush(c); /* nothing queued: shut the write side now */
+    set_timeout(c, lim->write_timeout > 0 ? lim->write_timeout : lim->send_timeout > 0 ? 0 : 30);
+    if (!out_pending(c))
+        conn_flush(c); /* nothing queued: shut the write side now */
     else
-        mh_conn_schedule_write(c);
+        schedule_write(c);
     update_io(c);
 }
 
-static void release_gen(struct mh_conn *c)
+/* The request is over for everyone above: observers, then the owner's on_end. */
+static void end_request(struct mh_conn *c)
 {
-    if (c->gen) {
-        mh_gen_unref(c->gen);
-        c->gen = NULL;
-    }
+    struct mh_req *r = &c->req;
+    if (c->h->observe && !c->closed)
+        c->h->observe(c->h->ud, r);
+    if (r->on_end)
+        r->on_end(r);
+    r->on_end = NULL;
+    r->handler = NULL;
+    c->in_handler = false;
+    c->refs--; /* the handler's */
 }
 
-void mh_conn_finish_response(struct mh_conn *c)
+static void finish_response(struct mh_conn *c)
 {
-    c->task = NULL;
+    if (!c->in_handler)
+        return;
     if (c->closed) {
-        release_gen(c);
+        mh_req_run_filters(&c->req, true); /* lets the filters free their state */
+        mh_outq_clear(&c->req.res.body);   /* releases referenced strings and files now */
+        end_request(c);
         return;
     }
-    struct mh_response *res = &c->res;
-    if (c->body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
+    struct mh_response *res = &c->req.res;
+    if (c->req.body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
+        mh_response_reset(res);
         res->status = 413;
-        res->body.len = 0;
-        res->headers.len = 0;
-        res->has_type = res->has_length = false;
-        mh_buf_append_str(&res->body, "request body too large\n");
+        mh_outq_append(&res->body, "request body too large\n", 23);
     }
     bool drainable = true;
-    if (c->body_state == MH_BODY_MORE) {
+    if (c->req.body_state == MH_BODY_MORE) {
         /* A client waiting for "100 Continue" may never send the body. */
-        if (c->req.expect_continue && !c->continue_sent)
+        if (c->req.head.expect_continue && !c->continue_sent)
             drainable = false;
         else if (!(c->parser.flags & F_CHUNKED) &&
-                 c->req.content_length - c->body_received > DRAIN_MAX)
+                 c->req.head.content_length - c->req.body_received > DRAIN_MAX)
             drainable = false;
-    } else if (c->body_state != MH_BODY_NONE) {
+    } else if (c->req.body_state != MH_BODY_NONE) {
         drainable = false;
     }
     if (!drainable)
         c->close_after = true;
+    if (mh_req_run_filters(&c->req, true) < 0) {
+        mh_conn_close(c);
+        end_request(c);
+        return;
+    }
     struct mh_head_ctx ctx;
-    mh_conn_head_ctx(c, &ctx, true);
-    if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0 ||
-        mh_response_emit(res, &c->out, &ctx, true) < 0)
-        return out_of_memory(c);
-    if (c->worker->observe)
-        mh_worker_observe(c->worker, c);
-    release_gen(c); /* after observe: the matched route belongs to the generation */
+    head_ctx(c, &ctx, true);
+    if (mh_outq_acquire(&c->out, c->h->bufs) < 0 ||
+        mh_response_emit(res, &c->out, &ctx, true) < 0) {
+        out_of_memory(c);
+        end_request(c);
+        return;
+    }
+    end_request(c);
     if (!ctx.keep_alive || c->close_after) {
         start_linger(c);
         return;
     }
-    mh_conn_schedule_write(c);
-    if (c->body_state == MH_BODY_MORE) {
+    schedule_write(c);
+    if (c->req.body_state == MH_BODY_MORE) {
         c->state = MH_CONN_DRAIN;
         c->draining = true;
-        c->body.len = 0;
-        set_timeout(c, c->worker->config->read_header_timeout);
+        c->req.body.len = 0;
+        set_timeout(c, c->h->limits->read_header_timeout);
     } else {
         next_request(c);
     }
@@ -532,15 +745,13 @@ void mh_conn_finish_response(struct mh_conn *c)
         conn_process(c);
 }
 
-void mh_conn_respond_simple(struct mh_conn *c, int status, const char *extra, const char *body)
+static void conn_send(struct mh_req *r, bool complete)
 {
-    struct mh_response *res = &c->res;
-    res->status = status;
-    if (extra)
-        mh_buf_append_str(&res->headers, extra);
-    if (body)
-        mh_buf_append_str(&res->body, body);
-    mh_conn_finish_response(c);
+    struct mh_conn *c = conn_of(r);
+    if (complete)
+        finish_response(c);
+    else
+        flush_response(c);
 }
 
 /* A request that cannot be handled: answer `status` (if any) and close. */
@@ -549,13 +760,13 @@ static void fail(struct mh_conn *c, int status)
     if (status) {
         mh_log(MH_LOG_DEBUG, "fd %d: bad request: %d", c->fd, status);
         struct mh_head_ctx ctx;
-        mh_conn_head_ctx(c, &ctx, true);
+        head_ctx(c, &ctx, true);
         ctx.keep_alive = false;
         ctx.http_minor = 1;
         ctx.head_method = false;
         char body[64];
         snprintf(body, sizeof body, "%d %s\n", status, mh_status_text(status));
-        if (mh_buf_acquire(&c->out, &c->worker->bufs) < 0 ||
+        if (mh_outq_acquire(&c->out, c->h->bufs) < 0 ||
             mh_response_simple(&c->out, status, NULL, body, &ctx) < 0)
             return out_of_memory(c);
     }
@@ -568,23 +779,21 @@ static void fail(struct mh_conn *c, int status)
 /* The first bytes of a request head arrived: its header and read clocks start. */
 static void begin_head(struct mh_conn *c)
 {
-    struct mh_config *cfg = c->worker->config;
+    const struct mh_http_limits *lim = c->h->limits;
     c->state = MH_CONN_HEAD;
     set_idle_list(c, false);
-    c->read_deadline = after(c, cfg->read_timeout);
-    set_deadline(c, earliest(after(c, cfg->read_header_timeout), c->read_deadline));
+    c->read_deadline = after(c, lim->read_timeout);
+    set_deadline(c, earliest(after(c, lim->read_header_timeout), c->read_deadline));
 }
 
 static void next_request(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
+    struct mh_http_ctx *w = c->h;
     c->req_start = c->parse_pos;
     c->head_len = 0;
-    mh_request_reset(&c->req);
-    mh_response_reset(&c->res);
-    c->body_state = MH_BODY_NONE;
-    c->body.len = 0;
-    c->body_received = 0;
+    bool peer_closed = c->req.peer_closed;
+    mh_req_reset(&c->req);
+    c->req.peer_closed = peer_closed;
     c->body_wanted = c->continue_sent = c->draining = false;
     c->last_was_value = c->url_done = false;
     if (c->parse_pos < c->in.len) {
@@ -593,86 +802,89 @@ static void next_request(struct mh_conn *c)
     }
     c->state = MH_CONN_IDLE;
     c->in.len = c->parse_pos = c->req_start = 0;
-    mh_buf_release(&c->in, &w->bufs);
+    mh_buf_release(&c->in, w->bufs);
     set_idle_list(c, true);
-    set_timeout(c, w->config->idle_timeout);
+    set_timeout(c, w->limits->idle_timeout);
     if (w->shutting_down)
-        mh_conn_close_if_idle(c);
+        close_if_idle(c);
 }
 
 static void start_request(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
+    struct mh_http_ctx *w = c->h;
     c->state = MH_CONN_HANDLER;
     c->requests++;
-    c->started = ev_now(w->loop);
-    c->max_body = (uint64_t)w->config->max_body_bytes;
+    c->req.started = ev_now(w->loop);
+    c->max_body = (uint64_t)w->limits->max_body_bytes;
     c->body_asked = false;
-    c->write_deadline = after(c, w->config->write_timeout);
-    if (c->req.has_body) {
-        c->body_state = MH_BODY_MORE;
+    c->write_deadline = after(c, w->limits->write_timeout);
+    if (c->req.head.has_body) {
+        c->req.body_state = MH_BODY_MORE;
     } else {
         /* llhttp completes a bodiless message on its next (empty) step: take it now. */
         int status;
         mh_http_parse(c, &status);
-        c->body_state = MH_BODY_NONE;
+        c->req.body_state = MH_BODY_NONE;
     }
     set_handler_deadline(c);
-    c->gen = w->gen;
-    mh_gen_ref(c->gen);
-    mh_dispatch(c);
+    c->in_handler = true;
+    c->refs++; /* the handler's, dropped in end_request */
+    mh_req_start(&c->req, c->root);
 }
 
 /* Parses body bytes for a waiting handler; true once it can go on. */
 static bool pump_body(struct mh_conn *c)
 {
-    while (c->body_state == MH_BODY_MORE && (c->body_want_all || c->body.len == 0) &&
+    struct mh_req *r = &c->req;
+    while (r->body_state == MH_BODY_MORE && (c->body_want_all || r->body.len == 0) &&
            c->parse_pos < c->in.len) {
         int status;
         switch (mh_http_parse(c, &status)) {
         case MH_PARSE_MESSAGE_DONE:
-            c->body_state = MH_BODY_NONE;
+            r->body_state = MH_BODY_NONE;
             set_handler_deadline(c);
             break;
         case MH_PARSE_ERROR:
-            if (c->body_state != MH_BODY_TOO_LARGE)
-                c->body_state = MH_BODY_BAD;
+            if (r->body_state != MH_BODY_TOO_LARGE)
+                r->body_state = MH_BODY_BAD;
             break;
         default:
             break;
         }
     }
-    if (c->body_state == MH_BODY_MORE && c->peer_closed)
-        c->body_state = MH_BODY_BAD;
-    return c->body_state != MH_BODY_MORE || (!c->body_want_all && c->body.len > 0);
+    if (r->body_state == MH_BODY_MORE && r->peer_closed)
+        r->body_state = MH_BODY_CLOSED;
+    return r->body_state != MH_BODY_MORE || (!c->body_want_all && r->body.len > 0);
 }
 
-int mh_conn_set_max_body(struct mh_conn *c, uint64_t bytes)
+static int conn_set_max_body(struct mh_req *r, uint64_t bytes)
 {
+    struct mh_conn *c = conn_of(r);
     if (c->body_asked)
         return -1;
     c->max_body = bytes;
     return 0;
 }
 
-int mh_conn_want_body(struct mh_conn *c, bool all)
+static int conn_want_body(struct mh_req *r, bool all)
 {
+    struct mh_conn *c = conn_of(r);
     if (c->closed)
         return 1;
     if (!c->body_asked) {
         c->body_asked = true;
         /* Refused before a byte is read, and before "100 Continue" invites it. */
-        if (c->body_state == MH_BODY_MORE && !(c->parser.flags & F_CHUNKED) &&
-            c->req.content_length > c->max_body) {
-            c->body_state = MH_BODY_TOO_LARGE;
+        if (r->body_state == MH_BODY_MORE && !(c->parser.flags & F_CHUNKED) &&
+            r->head.content_length > c->max_body) {
+            r->body_state = MH_BODY_TOO_LARGE;
             return 1;
         }
     }
-    if (c->req.expect_continue && !c->continue_sent && c->body_state == MH_BODY_MORE &&
-        c->body_received == 0 && !c->res.head_sent) {
-        if (mh_buf_acquire(&c->out, &c->worker->bufs) == 0 &&
-            mh_buf_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0)
-            mh_conn_schedule_write(c);
+    if (r->head.expect_continue && !c->continue_sent && r->body_state == MH_BODY_MORE &&
+        r->body_received == 0 && !r->res.head_sent) {
+        if (mh_outq_acquire(&c->out, c->h->bufs) == 0 &&
+            mh_outq_append(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0)
+            schedule_write(c);
         c->continue_sent = true;
     }
     c->body_want_all = all;
@@ -690,17 +902,16 @@ int mh_conn_want_body(struct mh_conn *c, bool all)
  */
 static void conn_process(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
+    const struct mh_http_limits *lim = c->h->limits;
     if (c->processing)
         return;
     c->processing = true;
-    mh_conn_ref(c);
+    c->refs++;
     while (!c->closed && c->state != MH_CONN_LINGER) {
         if (c->state == MH_CONN_HANDLER) {
             if (c->body_wanted && pump_body(c)) {
                 c->body_wanted = false;
-                if (c->task)
-                    mh_task_on_body(c->task);
+                notify(c, c->req.handler->ops->on_body);
                 continue;
             }
             break;
@@ -711,12 +922,12 @@ static void conn_process(struct mh_conn *c)
         switch (mh_http_parse(c, &status)) {
         case MH_PARSE_NEED_MORE:
             if (c->state == MH_CONN_HEAD &&
-                c->parse_pos - c->req_start > (size_t)w->config->max_header_bytes)
+                c->parse_pos - c->req_start > (size_t)lim->max_header_bytes)
                 fail(c, c->url_done ? 431 : 414);
             goto out;
         case MH_PARSE_HEAD_DONE:
             set_idle_list(c, false);
-            if (c->head_len > (size_t)w->config->max_header_bytes) {
+            if (c->head_len > (size_t)lim->max_header_bytes) {
                 fail(c, 431);
                 goto out;
             }
@@ -724,7 +935,7 @@ static void conn_process(struct mh_conn *c)
             break;
         case MH_PARSE_MESSAGE_DONE:
             if (c->state == MH_CONN_DRAIN) {
-                c->body_state = MH_BODY_NONE;
+                c->req.body_state = MH_BODY_NONE;
                 next_request(c);
             }
             break;
@@ -739,7 +950,7 @@ static void conn_process(struct mh_conn *c)
 out:
     c->processing = false;
     update_io(c);
-    mh_conn_unref(c);
+    c->refs--;
 }
 
 /*
@@ -749,7 +960,6 @@ out:
  */
 static bool make_room(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
     if (c->in.cap - c->in.len >= 2048)
         return true;
     if (c->state == MH_CONN_HANDLER || c->state == MH_CONN_DRAIN) {
@@ -768,7 +978,7 @@ static bool make_room(struct mh_conn *c)
     }
     if (c->in.cap - c->in.len >= 2048)
         return true;
-    size_t limit = (size_t)w->config->max_header_bytes + MH_BUF_CHUNK;
+    size_t limit = (size_t)c->h->limits->max_header_bytes + MH_BUF_CHUNK;
     if (c->in.cap < limit && mh_buf_reserve(&c->in, c->in.cap) == 0)
         return true;
     return c->in.cap > c->in.len;
@@ -784,7 +994,7 @@ static bool make_room(struct mh_conn *c)
 
 static void conn_read(struct mh_conn *c)
 {
-    struct mh_worker *w = c->worker;
+    struct mh_http_ctx *w = c->h;
     char small[STACK_READ];
     bool borrowed = !c->in.data || c->state == MH_CONN_LINGER;
     char *dst = small;
@@ -807,14 +1017,14 @@ static void conn_read(struct mh_conn *c)
         return;
     }
     if (n == 0) {
-        c->peer_closed = true;
+        c->req.peer_closed = true;
         switch (c->state) {
         case MH_CONN_HANDLER:
             /* The handler finishes; a body it waits for will not come. */
             conn_process(c);
             break;
         case MH_CONN_LINGER:
-            if (c->out_sent == c->out.len)
+            if (!out_pending(c))
                 mh_conn_close(c);
             else
                 update_io(c);
@@ -827,7 +1037,7 @@ static void conn_read(struct mh_conn *c)
     if (c->state == MH_CONN_LINGER)
         return; /* discarded */
     if (borrowed) {
-        if (mh_buf_acquire(&c->in, &w->bufs) < 0)
+        if (mh_buf_acquire(&c->in, w->bufs) < 0)
             return out_of_memory(c);
         memcpy(c->in.data, small, (size_t)n);
         c->in.len = (size_t)n;
@@ -845,10 +1055,23 @@ static void on_io(struct ev_loop *loop, ev_io *io, int revents)
     (void)loop;
     int read_ev = c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     int write_ev = c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
-    mh_conn_ref(c);
+    c->refs++;
     if (c->want_write && (revents & write_ev))
-        mh_conn_flush(c);
+        conn_flush(c);
     if (!c->closed && (revents & read_ev))
         conn_read(c);
-    mh_conn_unref(c);
+    c->refs--;
 }
+
+static const struct mh_req_ops http1_ops = {
+    .proto = "HTTP/1",
+    .head = conn_head,
+    .send = conn_send,
+    .want_body = conn_want_body,
+    .pending = conn_pending,
+    .set_read_timeout = conn_set_read_timeout,
+    .set_write_timeout = conn_set_write_timeout,
+    .set_max_body = conn_set_max_body,
+    .abort = conn_abort,
+    .remote_addr = conn_remote_addr,
+};

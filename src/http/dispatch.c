@@ -1,91 +1,92 @@
 #include "dispatch.h"
 
-#include "conn.h"
-#include "lua_sched.h"
-#include "lua_vm.h"
+#include "req.h"
 
-#include <lauxlib.h>
-#include "router.h"
-#include "worker.h"
-
+#include <llhttp.h>
 #include <stdio.h>
 #include <string.h>
 
-static void redirect(struct mh_conn *c, const struct mh_route_match *m)
+static void redirect(struct mh_req *r, const struct mh_site *site, const struct mh_route_match *m)
 {
-    const char *base = mh_conn_head(c);
-    struct mh_buf *h = &c->res.headers;
-    mh_buf_append(h, "Location: ", 10);
-    mh_buf_append(h, m->location, m->location_len);
-    if (c->req.query.len) {
-        mh_buf_append(h, "?", 1);
-        mh_buf_append(h, base + c->req.query.off, c->req.query.len);
-    }
-    mh_buf_append(h, "\r\n", 2);
-    mh_conn_respond_simple(c, (int)c->worker->config->redirect_code, NULL, NULL);
-}
-
-void mh_dispatch_dev_headers(struct mh_conn *c)
-{
-    const struct mh_reload_stats *st = c->worker->reload_stats;
-    if (!c->worker->config->dev || !st || !st->last_failed)
+    /* Location is the cleaned path plus the query as sent (redirects are rare: a heap copy). */
+    size_t qlen;
+    const char *q = mh_req_slice(r, r->head.query, &qlen);
+    struct mh_buf loc = {0};
+    if (mh_buf_append(&loc, m->location, m->location_len) < 0 ||
+        (qlen && (mh_buf_append(&loc, "?", 1) < 0 || mh_buf_append(&loc, q, qlen) < 0))) {
+        mh_buf_free(&loc);
+        mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
-    /* The first line of the load error, made a valid header value. */
-    char v[sizeof st->last_error];
-    size_t n = 0;
-    for (const char *p = st->last_error; *p && n < 400; p++)
-        v[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
-    mh_response_header(&c->res, "X-Moonhttp-Reload-Error", 23, v, n, true);
+    }
+    r->res.status = site->redirect_code;
+    mh_response_header(&r->res, "Location", 8, loc.data, loc.len, true);
+    mh_buf_free(&loc);
+    mh_req_finish(r);
 }
 
-void mh_dispatch(struct mh_conn *c)
+/* The built-in 404 and 405 answers: status and headers are set, a short text body. */
+static void finish_text(struct mh_req *r, const char *text)
 {
-    mh_dispatch_dev_headers(c);
-    struct mh_gen *g = c->gen;
-    struct mh_request *r = &c->req;
-    const char *base = mh_conn_head(c);
-    const char *method = llhttp_method_name((llhttp_method_t)r->method);
-    enum mh_clean_mode clean = strcmp(c->worker->config->clean_path, "rewrite") == 0
-                                   ? MH_CLEAN_REWRITE
-                                   : MH_CLEAN_REDIRECT;
+    mh_req_write(r, text, strlen(text));
+    mh_req_finish(r);
+}
+
+static void start(struct mh_req *r, const struct mh_site *site, const struct mh_handler *h)
+{
+    if (site->prepare)
+        site->prepare(site->prepare_ud, r);
+    mh_req_start(r, h);
+}
+
+void mh_dispatch(struct mh_req *r, const struct mh_site *site)
+{
+    struct mh_request *q = &r->head;
+    const char *base = mh_req_head(r);
+    const char *method = llhttp_method_name((llhttp_method_t)q->method);
     struct mh_route_match m;
-    if (mh_buf_reserve(&r->cleaned, r->path.len + 2) < 0) {
-        mh_conn_respond_simple(c, 500, NULL, "500 Internal Server Error\n");
+    if (mh_buf_reserve(&q->cleaned, q->path.len + 2) < 0) {
+        mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
     }
     enum mh_route_status st = mh_router_lookup(
-        g->router, method, strlen(method), base + r->host.off, r->host.len, base + r->path.off,
-        r->path.len, clean, r->cleaned.data, r->cleaned.cap, &m);
+        site->router, method, strlen(method), base + q->host.off, q->host.len, base + q->path.off,
+        q->path.len, site->clean, q->cleaned.data, q->cleaned.cap, &m);
     switch (st) {
-    case MH_ROUTE_FOUND:
-        r->route = m.route;
-        r->handler_id = m.handler_id;
-        r->route_path = m.path;
-        r->route_path_len = (uint32_t)m.path_len;
-        r->ncaptures = m.ncaptures;
-        memcpy(r->captures, m.captures, m.ncaptures * sizeof m.captures[0]);
-        mh_task_start_handler(g, c, m.handler_id, NULL, 0);
-        return;
-    case MH_ROUTE_REDIRECT:
-        redirect(c, &m);
-        return;
-    case MH_ROUTE_METHOD_NOT_ALLOWED: {
-        char allow[256];
-        snprintf(allow, sizeof allow, "Allow: %.*s\r\n", (int)m.allow_len, m.allow);
-        mh_buf_append_str(&c->res.headers, allow);
-        c->res.status = 405;
-        if (g->method_not_allowed_ref != LUA_NOREF)
-            mh_task_start_handler(g, c, g->method_not_allowed_ref, m.allow, m.allow_len);
-        else
-            mh_conn_respond_simple(c, 405, NULL, "Method Not Allowed\n");
+    case MH_ROUTE_FOUND: {
+        q->route = m.route;
+        q->handler_id = m.handler_id;
+        q->route_path = m.path;
+        q->route_path_len = (uint32_t)m.path_len;
+        q->ncaptures = m.ncaptures;
+        memcpy(q->captures, m.captures, m.ncaptures * sizeof m.captures[0]);
+        const struct mh_handler *h = mh_handler_table_get(site->handlers, m.handler_id);
+        if (!h) {
+            mh_req_respond(r, 500, "500 Internal Server Error\n");
+            return;
+        }
+        start(r, site, h);
         return;
     }
-    case MH_ROUTE_NOT_FOUND:
-        c->res.status = 404;
-        if (g->not_found_ref != LUA_NOREF)
-            mh_task_start_handler(g, c, g->not_found_ref, NULL, 0);
+    case MH_ROUTE_REDIRECT:
+        redirect(r, site, &m);
+        return;
+    case MH_ROUTE_METHOD_NOT_ALLOWED:
+        memcpy(q->_allow, m.allow, m.allow_len);
+        q->allow = q->_allow;
+        q->allow_len = m.allow_len;
+        r->res.status = 405;
+        mh_response_header(&r->res, "Allow", 5, q->allow, q->allow_len, true);
+        if (site->method_not_allowed)
+            start(r, site, site->method_not_allowed);
         else
-            mh_conn_respond_simple(c, 404, NULL, "404 page not found\n");
+            finish_text(r, "Method Not Allowed\n");
+        return;
+    case MH_ROUTE_NOT_FOUND:
+        r->res.status = 404;
+        if (site->not_found)
+            start(r, site, site->not_found);
+        else
+            finish_text(r, "404 page not found\n");
         return;
     }
 }

@@ -1,20 +1,40 @@
 #ifndef MH_DISPATCH_H
 #define MH_DISPATCH_H
 /*
- * From a parsed request head to an answer: route it, answer redirects and
- * 404/405 (with the script's own handlers when it set them), or start the
- * matched Lua handler.
+ * From a parsed request to its handler, above the protocol: route it
+ * (router.h), answer redirects and 404/405 (with the app's own handlers when
+ * it set them), or start the matched handler, Lua or C alike.
+ *
+ * The app that owns a router describes it as a site. The Lua layer builds one
+ * per generation (lua_app.c) and calls mh_dispatch from its own start, after
+ * pinning the generation; nothing here knows Lua.
  */
-struct mh_conn;
+#include "handler.h"
+#include "router.h"
 
-void mh_dispatch(struct mh_conn *c);
+struct mh_req;
+
+struct mh_site {
+    const struct mh_router *router;
+    const struct mh_handler_table *handlers;     /* the router's handler ids index this */
+    const struct mh_handler *not_found;          /* NULL: "404 page not found" */
+    const struct mh_handler *method_not_allowed; /* NULL: "Method Not Allowed"; Allow is set */
+    enum mh_clean_mode clean;
+    int redirect_code; /* for non-canonical paths: 301 or 307 */
+    /*
+     * Called after routing, before the handler starts (also for 404/405
+     * handlers, not for redirects): the place to install output filters on r
+     * (compression) from route or server settings. NULL: none.
+     */
+    void (*prepare)(void *ud, struct mh_req *r);
+    void *prepare_ud;
+};
 
 /*
- * --dev: while the last reload failed (the previous code keeps serving),
- * every response carries the error's first line in X-Moonhttp-Reload-Error,
- * so the developer sees it in the browser. Called again after a response is
- * reset (a handler error).
+ * Routes r on site and starts its handler (r->head.route, captures, allow
+ * are set). Ends with exactly one handler started, or the request answered
+ * and finished here.
  */
-void mh_dispatch_dev_headers(struct mh_conn *c);
+void mh_dispatch(struct mh_req *r, const struct mh_site *site);
 
 #endif

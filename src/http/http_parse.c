@@ -1,7 +1,6 @@
 #include "http_parse.h"
 
-#include "conn.h"
-#include "worker.h"
+#include "conn_impl.h"
 
 #include <string.h>
 
@@ -20,9 +19,9 @@ static inline uint32_t offset_in_head(struct mh_conn *c, const char *at)
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
     struct mh_conn *c = conn_of(p);
-    if (c->req.target.len == 0)
-        c->req.target.off = offset_in_head(c, at);
-    c->req.target.len += (uint32_t)len;
+    if (c->req.head.target.len == 0)
+        c->req.head.target.off = offset_in_head(c, at);
+    c->req.head.target.len += (uint32_t)len;
     return 0;
 }
 
@@ -35,7 +34,7 @@ static int on_url_complete(llhttp_t *p)
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
     struct mh_conn *c = conn_of(p);
-    struct mh_request *r = &c->req;
+    struct mh_request *r = &c->req.head;
     if (r->nheaders == 0 || c->last_was_value) {
         if (mh_request_add_header(r, offset_in_head(c, at), (uint32_t)len) < 0)
             return -1;
@@ -49,7 +48,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
     struct mh_conn *c = conn_of(p);
-    struct mh_header *h = &c->req.headers[c->req.nheaders - 1];
+    struct mh_header *h = &c->req.head.headers[c->req.head.nheaders - 1];
     if (!c->last_was_value) {
         h->value.off = offset_in_head(c, at);
         h->value.len = (uint32_t)len;
@@ -68,7 +67,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
  */
 static int check_head(struct mh_conn *c)
 {
-    struct mh_request *r = &c->req;
+    struct mh_request *r = &c->req.head;
     const char *base = mh_conn_head(c);
     size_t t_end = (size_t)r->target.off + r->target.len;
     /* method SP target SP version: exactly one space each side of the target */
@@ -78,7 +77,7 @@ static int check_head(struct mh_conn *c)
         return 400; /* no version: an HTTP/0.9 request line */
     if (r->http_major != 1 || r->http_minor > 1)
         return 505;
-    if (t_end > (size_t)c->worker->config->max_header_bytes)
+    if (t_end > (size_t)c->h->limits->max_header_bytes)
         return 414;
     /* One pass over the headers: trim, validate, and note the ones we act on. */
     int host = -1, te = -1, expect = -1;
@@ -141,14 +140,14 @@ static int check_head(struct mh_conn *c)
         r->expect_continue = r->http_minor >= 1;
     }
     /* A declared length over the body limit is refused when the handler asks for the body
-     * (mh_conn_want_body): the route may set its own limit first. */
+     * (conn_want_body): the route may set its own limit first. */
     return 0;
 }
 
 static int on_headers_complete(llhttp_t *p)
 {
     struct mh_conn *c = conn_of(p);
-    struct mh_request *r = &c->req;
+    struct mh_request *r = &c->req.head;
     r->method = (uint8_t)p->method;
     r->http_major = p->http_major;
     r->http_minor = p->http_minor;
@@ -162,14 +161,14 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     struct mh_conn *c = conn_of(p);
-    c->body_received += len;
+    c->req.body_received += len;
     if (c->draining)
         return 0;
-    if (c->body_received > c->max_body) {
-        c->body_state = MH_BODY_TOO_LARGE;
+    if (c->req.body_received > c->max_body) {
+        c->req.body_state = MH_BODY_TOO_LARGE;
         return -1;
     }
-    return mh_buf_append(&c->body, at, len);
+    return mh_buf_append(&c->req.body, at, len);
 }
 
 static int on_message_complete(llhttp_t *p)
@@ -220,7 +219,7 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
     case HPE_CB_HEADERS_COMPLETE:
         return 0; /* set by check_head */
     case HPE_USER:
-        return c->body_state == MH_BODY_TOO_LARGE ? 413 : 500;
+        return c->req.body_state == MH_BODY_TOO_LARGE ? 413 : 500;
     case HPE_INVALID_VERSION:
         return 505;
     case HPE_INVALID_TRANSFER_ENCODING:

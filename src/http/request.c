@@ -1,5 +1,7 @@
 #include "request.h"
 
+#include <stddef.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +11,7 @@ void mh_request_reset(struct mh_request *r)
     uint32_t cap = r->headers_cap;
     struct mh_buf cleaned = r->cleaned;
     cleaned.len = 0;
-    memset(r, 0, sizeof *r);
+    memset(r, 0, offsetof(struct mh_request, _allow)); /* _allow is written before it is read */
     r->headers = h;
     r->headers_cap = cap;
     r->cleaned = cleaned;

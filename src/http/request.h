@@ -44,6 +44,9 @@ struct mh_request {
     uint32_t ncaptures;
     struct mh_route_capture captures[MH_ROUTE_MAX_WILDCARDS];
     struct mh_buf cleaned; /* cleaned path when rerouted (rare) */
+    const char *allow;     /* 405: "GET, HEAD" (for the app's method_not_allowed handler) */
+    size_t allow_len;
+    char _allow[MH_ROUTE_ALLOW_MAX];
 };
 
 /* Clears per-request fields, keeping the header array's memory. */

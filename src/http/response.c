@@ -18,18 +18,23 @@ static inline char *put(char *p, const char *s, size_t n)
 
 void mh_response_reset(struct mh_response *r)
 {
-    struct mh_buf h = r->headers, b = r->body;
-    h.len = b.len = 0;
-    memset(r, 0, sizeof *r);
-    r->headers = h;
-    r->body = b;
+    /* Field by field: a memset of the whole struct costs more than the request it serves. */
+    mh_outq_clear(&r->body);
     r->status = 200;
+    r->declared_length = r->body_sent = 0;
+    r->npairs = r->_npairs = 0;
+    r->_hbytes.len = 0;
+    r->_holes = false;
+    r->has_length = r->has_type = r->has_server = false;
+    r->written = r->head_sent = r->chunked = r->close = false;
 }
 
 void mh_response_free(struct mh_response *r)
 {
-    mh_buf_free(&r->headers);
-    mh_buf_free(&r->body);
+    mh_outq_free(&r->body);
+    mh_buf_free(&r->_hbytes);
+    free(r->_pairs);
+    memset(r, 0, sizeof *r);
 }
 
 bool mh_status_bodyless(int status)
@@ -113,22 +118,90 @@ const char *mh_status_text(int s)
     return t ? t : "Unknown";
 }
 
-/* Removes every serialized header line named `name`. */
-static void remove_header(struct mh_buf *h, const char *name, size_t nlen)
+static bool pair_is(const struct mh_response *r, const struct mh_hpair *p, const char *name,
+                    size_t nlen)
 {
-    size_t i = 0;
-    while (i < h->len) {
-        char *line = h->data + i;
-        char *eol = memchr(line, '\n', h->len - i);
-        size_t llen = (size_t)(eol - line) + 1;
-        char *colon = memchr(line, ':', llen);
-        if (colon && mh_strieq(line, (size_t)(colon - line), name, nlen)) {
-            memmove(line, line + llen, h->len - i - llen);
-            h->len -= llen;
-        } else {
-            i += llen;
+    return p->name_len && mh_strieq(r->_hbytes.data + p->name_off, p->name_len, name, nlen);
+}
+
+void mh_response_unset(struct mh_response *r, const char *name, size_t nlen)
+{
+    if (nlen == 14 && mh_strieq(name, nlen, "Content-Length", 14))
+        r->has_length = false;
+    else if (nlen == 12 && mh_strieq(name, nlen, "Content-Type", 12))
+        r->has_type = false;
+    else if (nlen == 6 && mh_strieq(name, nlen, "Server", 6))
+        r->has_server = false;
+    for (uint32_t i = 0; i < r->_npairs; i++) {
+        if (pair_is(r, &r->_pairs[i], name, nlen)) {
+            r->_pairs[i].name_len = 0;
+            r->npairs--;
+            r->_holes = true;
         }
     }
+}
+
+const char *mh_response_get(const struct mh_response *r, const char *name, size_t nlen,
+                            size_t *vlen)
+{
+    for (uint32_t i = 0; i < r->_npairs; i++) {
+        const struct mh_hpair *p = &r->_pairs[i];
+        if (pair_is(r, p, name, nlen)) {
+            *vlen = p->value_len;
+            return r->_hbytes.data + p->value_off;
+        }
+    }
+    return NULL;
+}
+
+bool mh_response_pair(const struct mh_response *r, uint32_t *i, const char **name, size_t *nlen,
+                      const char **value, size_t *vlen)
+{
+    while (*i < r->_npairs && r->_pairs[*i].name_len == 0)
+        (*i)++;
+    if (*i >= r->_npairs)
+        return false;
+    const struct mh_hpair *p = &r->_pairs[(*i)++];
+    *name = r->_hbytes.data + p->name_off;
+    *nlen = p->name_len;
+    *value = r->_hbytes.data + p->value_off;
+    *vlen = p->value_len;
+    return true;
+}
+
+static const char *add_pair(struct mh_response *r, const char *name, size_t nlen, const char *value,
+                            size_t vlen)
+{
+    if (r->_npairs == r->_pairs_cap) {
+        uint32_t cap = r->_pairs_cap ? r->_pairs_cap * 2 : 8;
+        struct mh_hpair *v = realloc(r->_pairs, cap * sizeof *v);
+        if (!v)
+            return "out of memory";
+        r->_pairs = v;
+        r->_pairs_cap = cap;
+    }
+    if (r->_hbytes.cap - r->_hbytes.len < nlen + vlen + 4 &&
+        mh_buf_reserve(&r->_hbytes, nlen + vlen + 4) < 0)
+        return "out of memory";
+    struct mh_hpair *p = &r->_pairs[r->_npairs++];
+    char *base = r->_hbytes.data, *w = base + r->_hbytes.len;
+    p->name_off = (uint32_t)(w - base);
+    p->name_len = (uint32_t)nlen;
+    w = put(w, name, nlen);
+    w = PUT_LIT(w, ": ");
+    p->value_off = (uint32_t)(w - base);
+    p->value_len = (uint32_t)vlen;
+    w = put(w, value, vlen);
+    w = PUT_LIT(w, "\r\n");
+    r->_hbytes.len = (size_t)(w - base);
+    r->npairs++;
+    return NULL;
+}
+
+const char *mh_response_add_trusted(struct mh_response *r, const char *name, size_t nlen,
+                                    const char *value, size_t vlen)
+{
+    return add_pair(r, name, nlen, value, vlen);
 }
 
 const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
@@ -177,20 +250,19 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
             r->has_server = true;
         break;
     }
-    if (replace && r->headers.len)
-        remove_header(&r->headers, name, nlen);
-    if (mh_buf_reserve(&r->headers, nlen + vlen + 4) < 0)
-        return "out of memory";
-    char *p = r->headers.data + r->headers.len;
-    p = put(p, name, nlen);
-    p = PUT_LIT(p, ": ");
-    p = put(p, value, vlen);
-    p = PUT_LIT(p, "\r\n");
-    r->headers.len = (size_t)(p - r->headers.data);
-    return NULL;
+    if (replace && r->npairs) {
+        for (uint32_t i = 0; i < r->_npairs; i++) {
+            if (pair_is(r, &r->_pairs[i], name, nlen)) {
+                r->_pairs[i].name_len = 0;
+                r->npairs--;
+                r->_holes = true;
+            }
+        }
+    }
+    return add_pair(r, name, nlen, value, vlen);
 }
 
-static char *put_status_line(char *p, int status)
+static inline __attribute__((always_inline)) char *put_status_line(char *p, int status)
 {
     /* The common lines are constants: no formatting on the hot path. */
     switch (status) {
@@ -224,25 +296,39 @@ static char *put_u64(char *p, uint64_t v)
 /* Longest status line plus the fixed headers we may add, with room to spare. */
 #define HEAD_FIXED_MAX 256
 
-static int append_head(struct mh_response *r, struct mh_buf *out, const struct mh_head_ctx *ctx,
-                       bool complete)
+/*
+ * The head, and with it (inline_body) a small body held in one memory
+ * chunk: one reservation for the whole response, the common case.
+ */
+static int append_head(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
+                       bool complete, const char *inline_body, size_t inline_len)
 {
     bool bodyless = mh_status_bodyless(r->status);
-    if (mh_buf_reserve(out, HEAD_FIXED_MAX + r->headers.len + ctx->date_len) < 0)
+    size_t need = HEAD_FIXED_MAX + r->_hbytes.len + ctx->date_len + inline_len;
+    char *p0 = mh_outq_reserve(out, need), *p = p0;
+    if (!p)
         return -1;
-    char *p = out->data + out->len;
     p = put_status_line(p, r->status);
     if (!r->has_server)
         p = PUT_LIT(p, "Server: moonhttp\r\n");
     p = put(p, ctx->date_line, ctx->date_len);
-    if (!r->has_type && !bodyless && (r->body.len > 0 || !complete))
+    if (!r->has_type && !bodyless && (r->body.bytes > 0 || !complete))
         p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
-    if (r->headers.len)
-        p = put(p, r->headers.data, r->headers.len);
+    if (!r->_holes) {
+        if (r->_hbytes.len)
+            p = put(p, r->_hbytes.data, r->_hbytes.len);
+    } else {
+        for (uint32_t i = 0; i < r->_npairs; i++) {
+            const struct mh_hpair *h = &r->_pairs[i];
+            if (h->name_len) /* the line runs from the name to the CRLF after the value */
+                p = put(p, r->_hbytes.data + h->name_off,
+                        h->value_off + h->value_len + 2 - h->name_off);
+        }
+    }
     if (!bodyless) {
         if (r->has_length || complete) {
             p = PUT_LIT(p, "Content-Length: ");
-            p = put_u64(p, r->has_length ? r->declared_length : r->body.len);
+            p = put_u64(p, r->has_length ? r->declared_length : r->body.bytes);
             p = PUT_LIT(p, "\r\n");
         } else if (ctx->http_minor >= 1) {
             r->chunked = true;
@@ -255,46 +341,96 @@ static int append_head(struct mh_response *r, struct mh_buf *out, const struct m
     else if (ctx->http_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     p = PUT_LIT(p, "\r\n");
-    out->len = (size_t)(p - out->data);
+    if (inline_len)
+        p = put(p, inline_body, inline_len);
+    mh_outq_commit(out, (size_t)(p - p0));
     r->head_sent = true;
     return 0;
 }
 
-int mh_response_emit(struct mh_response *r, struct mh_buf *out, const struct mh_head_ctx *ctx,
+static char *put_hex(char *p, uint64_t v)
+{
+    char tmp[20], *t = tmp + sizeof tmp;
+    do {
+        *--t = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    return put(p, t, (size_t)(tmp + sizeof tmp - t));
+}
+
+int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
                      bool complete)
 {
-    if (!r->head_sent && append_head(r, out, ctx, complete) < 0)
-        return -1;
     bool send_body = !ctx->head_method && !mh_status_bodyless(r->status);
-    if (r->body.len && send_body) {
-        if (r->chunked) {
-            char sz[24];
-            int n = snprintf(sz, sizeof sz, "%zx\r\n", r->body.len);
-            if (mh_buf_reserve(out, (size_t)n + r->body.len + 2) < 0)
-                return -1;
-            mh_buf_append(out, sz, (size_t)n);
-            mh_buf_append(out, r->body.data, r->body.len);
-            mh_buf_append(out, "\r\n", 2);
-        } else if (mh_buf_append(out, r->body.data, r->body.len) < 0) {
+    if (!r->head_sent) {
+        const struct mh_chunk *c = mh_outq_chunk(&r->body, 0);
+        bool inline_body = complete && send_body && mh_outq_count(&r->body) == 1 &&
+                           c->kind == MH_CHUNK_MEM && c->len <= MH_BUF_CHUNK;
+        if (append_head(r, out, ctx, complete, inline_body ? mh_outq_chunk_mem(&r->body, c) : NULL,
+                        inline_body ? (size_t)c->len : 0) < 0)
             return -1;
+        if (inline_body) {
+            r->body_sent += c->len;
+            mh_outq_clear(&r->body);
+            return 0;
         }
     }
-    r->body_sent += r->body.len;
-    r->body.len = 0;
-    if (complete && r->chunked && send_body && mh_buf_append(out, "0\r\n\r\n", 5) < 0)
+    uint64_t n = r->body.bytes;
+    if (n && send_body) {
+        if (r->chunked) {
+            /* The chunk-size line, the body's own chunks, then CRLF (and the terminator). */
+            char *p0 = mh_outq_reserve(out, 20), *p = p0;
+            if (!p)
+                return -1;
+            p = put_hex(p, n);
+            p = PUT_LIT(p, "\r\n");
+            mh_outq_commit(out, (size_t)(p - p0));
+            if (mh_outq_move(out, &r->body) < 0)
+                return -1;
+            if (complete ? mh_outq_append(out, "\r\n0\r\n\r\n", 7) < 0
+                         : mh_outq_append(out, "\r\n", 2) < 0)
+                return -1;
+            r->body_sent += n;
+            return 0;
+        }
+        if (mh_outq_move(out, &r->body) < 0)
+            return -1;
+    } else {
+        mh_outq_clear(&r->body);
+    }
+    r->body_sent += n;
+    if (complete && r->chunked && send_body && mh_outq_append(out, "0\r\n\r\n", 5) < 0)
         return -1;
     return 0;
 }
 
-int mh_response_simple(struct mh_buf *out, int status, const char *extra, const char *body,
+int mh_response_simple(struct mh_outq *out, int status, const char *extra, const char *body,
                        const struct mh_head_ctx *ctx)
 {
-    struct mh_response r;
-    memset(&r, 0, sizeof r);
-    r.status = status;
-    if (extra)
-        r.headers.data = (char *)extra, r.headers.len = strlen(extra);
-    if (body)
-        r.body.data = (char *)body, r.body.len = strlen(body);
-    return mh_response_emit(&r, out, ctx, true);
+    /* Without the pairs: errors before any handler are written straight to the wire. */
+    bool bodyless = mh_status_bodyless(status);
+    size_t elen = extra ? strlen(extra) : 0, blen = body && !bodyless ? strlen(body) : 0;
+    char *p0 = mh_outq_reserve(out, HEAD_FIXED_MAX + ctx->date_len + elen + blen), *p = p0;
+    if (!p)
+        return -1;
+    p = put_status_line(p, status);
+    p = PUT_LIT(p, "Server: moonhttp\r\n");
+    p = put(p, ctx->date_line, ctx->date_len);
+    if (blen)
+        p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
+    p = put(p, extra ? extra : "", elen);
+    if (!bodyless) {
+        p = PUT_LIT(p, "Content-Length: ");
+        p = put_u64(p, blen);
+        p = PUT_LIT(p, "\r\n");
+    }
+    if (!ctx->keep_alive)
+        p = PUT_LIT(p, "Connection: close\r\n");
+    else if (ctx->http_minor == 0)
+        p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    p = PUT_LIT(p, "\r\n");
+    if (!ctx->head_method)
+        p = put(p, body ? body : "", blen);
+    mh_outq_commit(out, (size_t)(p - p0));
+    return 0;
 }

@@ -1,36 +1,96 @@
 #ifndef MH_RESPONSE_H
 #define MH_RESPONSE_H
 /*
- * A response being built: status, the handler's headers (kept serialized,
- * "Name: value\r\n", so the head is one copy), and body bytes staged until
- * the head is written. A response whose handler ends before the staged body
- * passes MH_RESPONSE_STREAM_AT is sent with Content-Length; otherwise, or
- * when the handler waits for something after writing, the head goes out
- * first and the body follows chunked (HTTP/1.1) or close-delimited (1.0).
+ * The response model and its HTTP/1 serializer.
+ *
+ * Model (protocol-neutral): a status, the handler's headers as name/value
+ * pairs (kept in one byte buffer, in order, so HTTP/1 writes them in one pass
+ * and HPACK can encode them pair by pair), and the staged body (an output
+ * chunk queue: memory, referenced strings, file ranges). Headers the server
+ * frames itself are interpreted, not stored: Content-Length becomes
+ * declared_length, "Connection: close" becomes `close`; Transfer-Encoding is
+ * refused (framing is the protocol's).
+ *
+ * HTTP/1 serializer (mh_response_emit): head from the model (status line,
+ * Server, Date, default Content-Type, the pairs, framing), then the staged
+ * body moved to the wire queue; chunked encoding is applied here, as an
+ * HTTP/1 output step, never stored in the model. A response whose handler
+ * finishes before its head was sent gets Content-Length; one that was
+ * flushed earlier is chunked (HTTP/1.1) or close-delimited (1.0).
  */
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
+#include "outq.h"
 
+/* Staged body past this size is sent (chunked) by the Lua layer rather than kept. */
 #define MH_RESPONSE_STREAM_AT (64 * 1024)
+
+struct mh_hpair {
+    uint32_t name_off, name_len, value_off, value_len; /* into _hbytes */
+};
 
 struct mh_response {
     int status;
-    struct mh_buf headers; /* serialized handler headers */
-    struct mh_buf body;    /* staged body bytes not yet in the output */
-    uint64_t declared_length;
-    uint64_t body_sent; /* body bytes moved to the output */
-    bool has_length;    /* handler set Content-Length */
-    bool has_type;      /* handler set Content-Type */
-    bool has_server;    /* handler set Server */
-    bool written;       /* res:write was called: head is fixed */
-    bool head_sent;     /* head is in the output */
-    bool chunked;
-    bool close; /* handler asked for Connection: close */
+    struct mh_outq body;      /* staged body not yet handed to the protocol */
+    uint64_t declared_length; /* has_length: the handler's Content-Length */
+    uint64_t body_sent;       /* body bytes handed to the protocol so far */
+    uint32_t npairs;          /* live header pairs */
+    bool has_length;          /* handler set Content-Length */
+    bool has_type;            /* handler set Content-Type */
+    bool has_server;          /* handler set Server */
+    bool written;             /* a body write happened: status and headers are fixed */
+    bool head_sent;           /* head is serialized */
+    bool chunked;             /* HTTP/1: the body goes out chunked */
+    bool close;               /* handler asked for Connection: close */
+    /*
+     * The pairs' bytes, kept as "Name: value\r\n" lines so that HTTP/1 writes
+     * them with one copy; the pairs index names and values inside them
+     * (HPACK encodes pair by pair). A removed pair has name_len 0 and makes
+     * the serializer skip its line (_holes).
+     */
+    struct mh_buf _hbytes;
+    struct mh_hpair *_pairs; /* _pairs[0 .. _npairs) */
+    uint32_t _npairs, _pairs_cap;
+    bool _holes;
 };
 
-/* What the head depends on besides the response itself. */
+/* Clears for the next request, keeping memory. A zeroed struct is valid after reset. */
+void mh_response_reset(struct mh_response *r);
+void mh_response_free(struct mh_response *r);
+
+/*
+ * Sets (replace = true) or adds a header. Returns NULL, or a static error
+ * string when the name is not a token or the value has CR, LF or NUL, or a
+ * framing header has a bad value. Connection and Content-Length are
+ * interpreted, not stored.
+ */
+const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
+                               const char *value, size_t vlen, bool replace);
+/*
+ * Adds a pair the server itself chose (a constant name and value, e.g. the
+ * Content-Type of res:json): no validation and no interpretation, so the
+ * caller guarantees a token name, a value without CR/LF/NUL and no framing
+ * header, and sets has_type itself. NULL, or "out of memory".
+ */
+const char *mh_response_add_trusted(struct mh_response *r, const char *name, size_t nlen,
+                                    const char *value, size_t vlen);
+/* Removes every pair named `name` (Content-Length: clears has_length). */
+void mh_response_unset(struct mh_response *r, const char *name, size_t nlen);
+/* First value of `name`, or NULL. */
+const char *mh_response_get(const struct mh_response *r, const char *name, size_t nlen,
+                            size_t *vlen);
+/* Iterates the pairs: i from 0 while it returns true. */
+bool mh_response_pair(const struct mh_response *r, uint32_t *i, const char **name, size_t *nlen,
+                      const char **value, size_t *vlen);
+
+/* Whether a status forbids a body (1xx, 204, 304). */
+bool mh_status_bodyless(int status);
+/* "OK", "Not Found", ...; "Unknown" for codes without a reason phrase here. */
+const char *mh_status_text(int status);
+
+/* What an HTTP/1 head depends on besides the response itself. */
 struct mh_head_ctx {
     const char *date_line; /* "Date: ...\r\n" */
     size_t date_len;
@@ -39,36 +99,21 @@ struct mh_head_ctx {
     bool keep_alive;  /* the connection stays open after this response */
 };
 
-void mh_response_reset(struct mh_response *r);
-void mh_response_free(struct mh_response *r);
-
 /*
- * Sets (replace = true) or adds a header. Returns NULL, or a static error
- * string when the name is not a token or the value has CR, LF or NUL, or a
- * framing header has a bad value. Connection and Content-Length are
- * interpreted, not copied.
+ * HTTP/1: appends the head (if not sent) and the staged body to out,
+ * chunk-framed when the response streams. With `complete`, the handler is
+ * done: a head not yet sent carries the exact Content-Length, a chunked body
+ * gets its terminator. Body bytes of a HEAD or bodyless response are dropped
+ * (released). -1 on OOM.
  */
-const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
-                               const char *value, size_t vlen, bool replace);
-
-/* Whether a status forbids a body (1xx, 204, 304). */
-bool mh_status_bodyless(int status);
-/* "OK", "Not Found", ...; "Unknown" for codes without a reason phrase here. */
-const char *mh_status_text(int status);
-
-/*
- * Moves the head (if not sent) and the staged body into out. With
- * `complete`, the handler is done: a head not yet sent carries the exact
- * Content-Length and a chunked body gets its terminator. -1 on OOM.
- */
-int mh_response_emit(struct mh_response *r, struct mh_buf *out, const struct mh_head_ctx *ctx,
+int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
                      bool complete);
 
 /*
- * Writes a complete short response (errors, redirects) with the given body
- * and optional extra header lines ("Allow: GET\r\n"). -1 on OOM.
+ * HTTP/1: a complete short response (errors, before any handler) with the
+ * given body and optional extra header lines ("Allow: GET\r\n"). -1 on OOM.
  */
-int mh_response_simple(struct mh_buf *out, int status, const char *extra, const char *body,
+int mh_response_simple(struct mh_outq *out, int status, const char *extra, const char *body,
                        const struct mh_head_ctx *ctx);
 
 #endif

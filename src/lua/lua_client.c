@@ -5,16 +5,14 @@
  * come. Runtime failures are `nil, err`; luaL_error is for misuse only.
  *
  * A response is closed exactly once: by resp:close(), `<close>`, __gc, or
- * the end of the task that opened it (mh_lua_client_task_end), whichever
- * comes first. Its exchange state lives inside the userdata, so a fetch
- * allocates no C memory of its own; connections come from the pool.
+ * the end of the task that opened it (a task link), whichever comes first. Its exchange state lives
+ * inside the userdata, so a fetch allocates no C memory of its own; connections come from the pool.
  */
 #include "lua_client.h"
 
 #include "client.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
-#include "worker.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
@@ -37,10 +35,8 @@ enum wait_kind { WAIT_NONE, WAIT_HEAD, WAIT_READ, WAIT_BODY };
 
 struct lresp {
     struct mh_client_req req;
-    struct mh_task *owner; /* the task that opened it, while on its list */
-    struct lresp *prev, *next;
+    struct mh_task_link owner; /* on the task that opened it until closed */
     struct mh_task *waiter;
-    struct ev_loop *loop;
     int anchor; /* registry reference while a task waits on it */
     enum wait_kind wait;
     size_t want_n;
@@ -50,7 +46,7 @@ struct lresp {
 static struct ev_loop *loop_of_gen(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    return g && g->worker ? g->worker->loop : EV_DEFAULT;
+    return g && g->loop ? g->loop : EV_DEFAULT;
 }
 
 /* ---- closing --------------------------------------------------------------- */
@@ -62,16 +58,7 @@ static void resp_close(lua_State *L, struct lresp *r)
     if (r->closed)
         return;
     r->closed = true;
-    if (r->owner) {
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            r->owner->client_open = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
-        r->owner = NULL;
-        r->prev = r->next = NULL;
-    }
+    mh_task_unlink(&r->owner);
     mh_client_req_finish(&r->req);
     mh_client_pool_unref(r->req.pool);
     if (r->waiter) {
@@ -90,10 +77,21 @@ static void resp_close(lua_State *L, struct lresp *r)
     }
 }
 
-void mh_lua_client_task_end(struct mh_task *t)
+/* The task that opened it ended: no Lua state may be touched for the anchor now. */
+static void on_owner_end(struct mh_task_link *l)
 {
-    while (t->client_open)
-        resp_close(t->co, t->client_open);
+    struct lresp *r = (struct lresp *)((char *)l - offsetof(struct lresp, owner));
+    resp_close(NULL, r);
+}
+
+/* The waiting task ends first (killed): forget it, so the response does not wake it. */
+static void cancel_wait(struct mh_task *t)
+{
+    struct lresp *r = t->wait_data;
+    r->waiter = NULL;
+    r->wait = WAIT_NONE;
+    luaL_unref(t->co, LUA_REGISTRYINDEX, r->anchor);
+    r->anchor = LUA_NOREF;
 }
 
 /* ---- waking the task -------------------------------------------------------- */
@@ -102,13 +100,8 @@ static void on_event(struct mh_client_req *req, enum mh_client_event ev)
 {
     struct lresp *r = req->ud;
     (void)ev;
-    struct mh_task *t = r->waiter;
-    if (!t)
-        return;
-    /* Resume from the next loop iteration, never from inside the connection's callback. */
-    ev_timer_stop(r->loop, &t->timer);
-    ev_timer_set(&t->timer, 0., 0.);
-    ev_timer_start(r->loop, &t->timer);
+    if (r->waiter)
+        mh_task_wake(r->waiter);
 }
 
 static int wait_on(lua_State *L, struct lresp *r, enum wait_kind kind, mh_task_resume_fn fn)
@@ -118,15 +111,13 @@ static int wait_on(lua_State *L, struct lresp *r, enum wait_kind kind, mh_task_r
     r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     r->waiter = t;
     r->wait = kind;
-    t->client_wait = r;
-    return mh_task_yield(L, t, MH_WAIT_FETCH, fn);
+    return mh_task_wait(L, t, fn, cancel_wait, r);
 }
 
 /* Takes the waiting response back from the task; leaves the userdata pushed on co. */
 static struct lresp *unwait(struct mh_task *t, lua_State *co)
 {
-    struct lresp *r = t->client_wait;
-    t->client_wait = NULL;
+    struct lresp *r = t->wait_data;
     r->waiter = NULL;
     r->wait = WAIT_NONE;
     lua_rawgeti(co, LUA_REGISTRYINDEX, r->anchor);
@@ -636,21 +627,17 @@ static int l_fetch(lua_State *L)
     q->timeout = timeout;
     q->on_event = on_event;
     q->ud = r;
-    r->loop = pool->loop;
     r->closed = false;
-    r->owner = t;
-    r->next = t->client_open;
-    if (r->next)
-        r->next->prev = r;
-    t->client_open = r;
+    r->owner.release = on_owner_end;
+    mh_task_adopt(t, &r->owner);
     /* Anchor and register the wait first: a failure may be reported from inside start. */
     lua_pushvalue(L, 1);
     r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     r->waiter = t;
     r->wait = WAIT_HEAD;
-    t->client_wait = r;
+    t->wait_data = r; /* set before start: a failure may be reported from inside it */
     mh_client_start(q);
-    return mh_task_yield(L, t, MH_WAIT_FETCH, resume_fetch);
+    return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
 }
 
 /* ---- clients ----------------------------------------------------------------------- */

@@ -13,7 +13,4 @@ struct mh_task;
 /* Registers the client functions into the table on top of L (moonhttp.core). */
 void mh_client_open(lua_State *L);
 
-/* Closes every response the task opened and has not closed (its end, error or not). */
-void mh_lua_client_task_end(struct mh_task *t);
-
 #endif

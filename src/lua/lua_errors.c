@@ -1,19 +1,19 @@
 #define _GNU_SOURCE /* memmem */
 #include "lua_errors.h"
 
-#include "conn.h"
-#include "dispatch.h"
+#include "lua_handler.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "req.h"
 
 #include <lauxlib.h>
 #include <string.h>
 
-static void reset_to_500(struct mh_conn *c)
+static void reset_to_500(struct mh_gen *g, struct mh_req *r)
 {
-    mh_response_reset(&c->res);
-    c->res.status = 500;
-    mh_dispatch_dev_headers(c);
+    mh_response_reset(&r->res);
+    r->res.status = 500;
+    mh_lua_dev_headers(g, r);
 }
 
 /* Appends s to b with &, <, >, " and ' as entities. */
@@ -45,36 +45,41 @@ static void append_escaped(struct mh_buf *b, const char *s)
     }
 }
 
-static bool accepts_html(const struct mh_conn *c)
+static bool accepts_html(const struct mh_req *r)
 {
-    int i = mh_request_find_header(&c->req, mh_conn_head(c), "accept", 6, 0);
-    if (i < 0)
-        return false;
-    struct mh_slice v = c->req.headers[i].value;
-    return memmem(mh_conn_head(c) + v.off, v.len, "text/html", 9) != NULL;
+    size_t len;
+    const char *v = mh_req_header(r, "accept", 6, &len);
+    return v && memmem(v, len, "text/html", 9) != NULL;
 }
 
-void mh_lua_answer_error(struct mh_task *t, struct mh_conn *c, const char *trace)
+static void write_str(struct mh_req *r, const char *s)
 {
-    struct mh_buf *body = &c->res.body;
-    reset_to_500(c);
+    mh_req_write(r, s, strlen(s));
+}
+
+void mh_lua_answer_error(struct mh_task *t, struct mh_req *r, const char *trace)
+{
+    reset_to_500(t->gen, r);
     if (!t->gen->config->dev) {
-        mh_buf_append_str(body, "500 Internal Server Error\n");
+        write_str(r, "500 Internal Server Error\n");
         return;
     }
-    if (!accepts_html(c)) {
-        mh_buf_append_str(body, trace);
-        mh_buf_append(body, "\n", 1);
+    if (!accepts_html(r)) {
+        write_str(r, trace);
+        write_str(r, "\n");
         return;
     }
     static const char type[] = "text/html; charset=utf-8";
-    mh_response_header(&c->res, "Content-Type", 12, type, sizeof type - 1, true);
-    mh_buf_append_str(body, "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
-                            "<title>500 Internal Server Error</title></head>\n<body>\n"
-                            "<h1>500 Internal Server Error</h1>\n<p>A handler raised an error "
-                            "(moonhttp --dev; the log has it too):</p>\n<pre>");
-    append_escaped(body, trace);
-    mh_buf_append_str(body, "</pre>\n</body></html>\n");
+    mh_response_header(&r->res, "Content-Type", 12, type, sizeof type - 1, true);
+    struct mh_buf page = {0};
+    mh_buf_append_str(&page, "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+                             "<title>500 Internal Server Error</title></head>\n<body>\n"
+                             "<h1>500 Internal Server Error</h1>\n<p>A handler raised an error "
+                             "(moonhttp --dev; the log has it too):</p>\n<pre>");
+    append_escaped(&page, trace);
+    mh_buf_append_str(&page, "</pre>\n</body></html>\n");
+    mh_req_write(r, page.data ? page.data : "", page.len);
+    mh_buf_free(&page);
 }
 
 /*
@@ -84,12 +89,12 @@ void mh_lua_answer_error(struct mh_task *t, struct mh_conn *c, const char *trace
 static int l_reset_for_error(lua_State *L)
 {
     struct mh_lua_res *r = luaL_checkudata(L, 1, "moonhttp.Response");
-    struct mh_conn *c = r->conn;
+    struct mh_req *c = r->r;
     if (!c)
         return luaL_error(L, "request finished: this res belongs to a handler that has returned");
     bool ok = !c->closed && !c->res.head_sent;
     if (ok)
-        reset_to_500(c);
+        reset_to_500(mh_gen_of(L), c);
     lua_pushboolean(L, ok);
     return 1;
 }

@@ -13,11 +13,11 @@
  */
 #include <lua.h>
 
-struct mh_conn;
+struct mh_req;
 struct mh_task;
 
-/* Resets c's response to the plain 500 for a handler error; trace goes to --dev pages. */
-void mh_lua_answer_error(struct mh_task *t, struct mh_conn *c, const char *trace);
+/* Resets r's response to the plain 500 for a handler error; trace goes to --dev pages. */
+void mh_lua_answer_error(struct mh_task *t, struct mh_req *r, const char *trace);
 
 /* Adds reset_for_error(res) to the table on top of L (moonhttp.core). */
 void mh_lua_errors_open(lua_State *L);

@@ -1,7 +1,7 @@
 #include "lua_request.h"
 
-#include "conn.h"
 #include "lua_sched.h"
+#include "req.h"
 #include "router.h"
 
 #include <lauxlib.h>
@@ -24,17 +24,17 @@ static struct mh_lua_req *to_req(lua_State *L)
     return r;
 }
 
-static struct mh_conn *check_req(lua_State *L)
+static struct mh_req *check_req(lua_State *L)
 {
     struct mh_lua_req *r = to_req(L);
-    if (!r->conn)
+    if (!r->r)
         luaL_error(L, "request finished: this req belongs to a handler that has returned");
-    return r->conn;
+    return r->r;
 }
 
-static void push_slice(lua_State *L, const struct mh_conn *c, struct mh_slice s)
+static void push_slice(lua_State *L, const struct mh_req *c, struct mh_slice s)
 {
-    lua_pushlstring(L, mh_conn_head(c) + s.off, s.len);
+    lua_pushlstring(L, mh_req_head(c) + s.off, s.len);
 }
 
 /* Pushes the %-decoded form of an escaped path (or segment); a malformed escape stays as is. */
@@ -65,27 +65,27 @@ static void push_form_unescaped(lua_State *L, const char *p, size_t len)
     luaL_pushresultsize(&b, mh_form_unescape(p, len, out));
 }
 
-static int push_path(lua_State *L, struct mh_conn *c)
+static int push_path(lua_State *L, struct mh_req *c)
 {
-    const struct mh_request *r = &c->req;
-    if (r->route_path && r->route_path != mh_conn_head(c) + r->path.off) {
+    const struct mh_request *r = &c->head;
+    if (r->route_path && r->route_path != mh_req_head(c) + r->path.off) {
         /* routed on a cleaned copy (clean_path = "rewrite") */
         push_unescaped(L, r->route_path, r->route_path_len);
     } else {
-        push_unescaped(L, mh_conn_head(c) + r->path.off, r->path.len);
+        push_unescaped(L, mh_req_head(c) + r->path.off, r->path.len);
     }
     return 1;
 }
 
 static int req_index(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     size_t len;
     const char *k = luaL_checklstring(L, 2, &len);
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL)
         return 1; /* a method */
-    const struct mh_request *r = &c->req;
+    const struct mh_request *r = &c->head;
     char buf[64];
     switch (len) {
     case 4:
@@ -104,7 +104,7 @@ static int req_index(lua_State *L)
         break;
     case 6:
         if (!memcmp(k, "method", 6)) {
-            lua_pushstring(L, llhttp_method_name((llhttp_method_t)r->method));
+            lua_pushstring(L, mh_req_method(c));
             return 1;
         }
         break;
@@ -123,7 +123,7 @@ static int req_index(lua_State *L)
         break;
     case 11:
         if (!memcmp(k, "remote_addr", 11)) {
-            lua_pushstring(L, mh_conn_remote_addr(c, buf, sizeof buf));
+            lua_pushstring(L, c->ops->remote_addr(c, buf, sizeof buf));
             return 1;
         }
         break;
@@ -134,10 +134,10 @@ static int req_index(lua_State *L)
 
 static int req_pathvalue(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     size_t len;
     const char *name = luaL_checklstring(L, 2, &len);
-    const struct mh_request *r = &c->req;
+    const struct mh_request *r = &c->head;
     int i = r->route ? mh_route_wildcard_index(r->route, name, len) : -1;
     if (i < 0 || (uint32_t)i >= r->ncaptures) {
         lua_pushnil(L);
@@ -197,11 +197,11 @@ static int match_arg(lua_State *L, const char *k, size_t kl, const char *v, size
 
 static int req_arg(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     struct arg_search s;
     s.name = luaL_checklstring(L, 2, &s.len);
     s.found = false;
-    each_query_pair(mh_conn_head(c) + c->req.query.off, c->req.query.len, match_arg, L, &s);
+    each_query_pair(mh_req_head(c) + c->head.query.off, c->head.query.len, match_arg, L, &s);
     if (!s.found)
         lua_pushnil(L);
     return 1;
@@ -224,30 +224,30 @@ static int add_arg(lua_State *L, const char *k, size_t kl, const char *v, size_t
 
 static int req_args(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     lua_newtable(L);
-    each_query_pair(mh_conn_head(c) + c->req.query.off, c->req.query.len, add_arg, L, NULL);
+    each_query_pair(mh_req_head(c) + c->head.query.off, c->head.query.len, add_arg, L, NULL);
     return 1;
 }
 
 static int req_header(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     size_t len;
     const char *name = luaL_checklstring(L, 2, &len);
-    int i = mh_request_find_header(&c->req, mh_conn_head(c), name, len, 0);
+    int i = mh_request_find_header(&c->head, mh_req_head(c), name, len, 0);
     if (i < 0)
         lua_pushnil(L);
     else
-        push_slice(L, c, c->req.headers[i].value);
+        push_slice(L, c, c->head.headers[i].value);
     return 1;
 }
 
 static int req_headers(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
-    const struct mh_request *r = &c->req;
-    const char *base = mh_conn_head(c);
+    struct mh_req *c = check_req(L);
+    const struct mh_request *r = &c->head;
+    const char *base = mh_req_head(c);
     lua_createtable(L, 0, (int)r->nheaders);
     for (uint32_t i = 0; i < r->nheaders; i++) {
         const struct mh_header *h = &r->headers[i];
@@ -274,25 +274,17 @@ static int req_headers(lua_State *L)
 }
 
 /* Pushes what a finished body wait produced: data, or nil and why not. */
-static int push_body_error(lua_State *L, struct mh_conn *c)
+static int push_body_error(lua_State *L, struct mh_req *c)
 {
+    const char *err = mh_req_body_error(c);
     lua_pushnil(L);
-    if (c->closed)
-        lua_pushliteral(L, "connection closed");
-    else if (c->body_state == MH_BODY_TOO_LARGE)
-        lua_pushliteral(L, "body too large");
-    else if (c->body_state == MH_BODY_TIMEOUT)
-        lua_pushliteral(L, "timeout");
-    else if (c->peer_closed)
-        lua_pushliteral(L, "connection closed");
-    else
-        lua_pushliteral(L, "malformed body");
+    lua_pushstring(L, err ? err : "connection closed");
     return 2;
 }
 
 static int push_whole_body(struct mh_task *t, lua_State *L)
 {
-    struct mh_conn *c = t->conn;
+    struct mh_req *c = t->request;
     if (c->closed || (c->body_state != MH_BODY_NONE))
         return push_body_error(L, c);
     lua_pushlstring(L, c->body.data ? c->body.data : "", c->body.len);
@@ -302,7 +294,7 @@ static int push_whole_body(struct mh_task *t, lua_State *L)
 
 static int push_some_body(struct mh_task *t, lua_State *L)
 {
-    struct mh_conn *c = t->conn;
+    struct mh_req *c = t->request;
     if (c->body.len > 0) {
         size_t n = c->body.len < t->want_bytes ? c->body.len : t->want_bytes;
         lua_pushlstring(L, c->body.data, n);
@@ -317,21 +309,25 @@ static int push_some_body(struct mh_task *t, lua_State *L)
 
 static int req_body(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     struct mh_task *t = mh_task_check(L, "req:body");
-    if (mh_conn_want_body(c, true))
+    if (t != to_req(L)->task) /* the protocol wakes only the handler's task */
+        return luaL_error(L, "req:body: only the handler itself can wait for the body");
+    if (mh_req_want_body(c, true))
         return push_whole_body(t, L);
     return mh_task_yield(L, t, MH_WAIT_BODY, push_whole_body);
 }
 
 static int req_read(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     lua_Integer n = luaL_optinteger(L, 2, 64 * 1024);
     luaL_argcheck(L, n > 0, 2, "must be positive");
     struct mh_task *t = mh_task_check(L, "req:read");
+    if (t != to_req(L)->task)
+        return luaL_error(L, "req:read: only the handler itself can wait for the body");
     t->want_bytes = (size_t)n;
-    if (c->body.len > 0 || mh_conn_want_body(c, false))
+    if (c->body.len > 0 || mh_req_want_body(c, false))
         return push_some_body(t, L);
     return mh_task_yield(L, t, MH_WAIT_BODY, push_some_body);
 }
@@ -339,10 +335,10 @@ static int req_read(lua_State *L)
 /* req:set_read_timeout(seconds): the body must be in within `seconds` from now (0 = no limit). */
 static int req_set_read_timeout(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     lua_Number s = luaL_checknumber(L, 2);
     luaL_argcheck(L, s >= 0, 2, "must be >= 0");
-    mh_conn_set_read_timeout(c, s);
+    c->ops->set_read_timeout(c, s);
     lua_settop(L, 1);
     return 1;
 }
@@ -350,10 +346,10 @@ static int req_set_read_timeout(lua_State *L)
 /* req:set_max_body(bytes): this request's body limit, before its first read. */
 static int req_set_max_body(lua_State *L)
 {
-    struct mh_conn *c = check_req(L);
+    struct mh_req *c = check_req(L);
     lua_Integer n = luaL_checkinteger(L, 2);
     luaL_argcheck(L, n >= 0, 2, "must be >= 0");
-    if (mh_conn_set_max_body(c, (uint64_t)n) < 0)
+    if (c->ops->set_max_body(c, (uint64_t)n) < 0)
         return luaL_error(L, "req:set_max_body: the body is being read already; set the limit "
                              "before the first req:body() or req:read()");
     lua_settop(L, 1);
@@ -363,13 +359,13 @@ static int req_set_max_body(lua_State *L)
 static int req_tostring(lua_State *L)
 {
     struct mh_lua_req *r = to_req(L);
-    if (!r->conn) {
+    if (!r->r) {
         lua_pushliteral(L, "moonhttp.Request (finished)");
         return 1;
     }
-    const struct mh_request *q = &r->conn->req;
-    lua_pushfstring(L, "moonhttp.Request (%s ", llhttp_method_name((llhttp_method_t)q->method));
-    push_slice(L, r->conn, q->target);
+    const struct mh_request *q = &r->r->head;
+    lua_pushfstring(L, "moonhttp.Request (%s ", mh_req_method(r->r));
+    push_slice(L, r->r, q->target);
     lua_pushliteral(L, ")");
     lua_concat(L, 3);
     return 1;

@@ -1,8 +1,9 @@
 #include "lua_response.h"
 
-#include "conn.h"
 #include "lua_json.h"
 #include "lua_sched.h"
+#include "lua_vm.h"
+#include "req.h"
 
 #include <lauxlib.h>
 #include <string.h>
@@ -24,12 +25,12 @@ static struct mh_lua_res *to_res(lua_State *L)
 static struct mh_lua_res *check_res(lua_State *L)
 {
     struct mh_lua_res *r = to_res(L);
-    if (!r->conn)
+    if (!r->r)
         luaL_error(L, "request finished: this res belongs to a handler that has returned");
     return r;
 }
 
-static void check_not_written(lua_State *L, struct mh_conn *c, const char *what)
+static void check_not_written(lua_State *L, struct mh_req *c, const char *what)
 {
     if (c->res.written)
         luaL_error(L,
@@ -40,7 +41,7 @@ static void check_not_written(lua_State *L, struct mh_conn *c, const char *what)
 
 static int res_status(lua_State *L)
 {
-    struct mh_conn *c = check_res(L)->conn;
+    struct mh_req *c = check_res(L)->r;
     lua_Integer code = luaL_checkinteger(L, 2);
     luaL_argcheck(L, code >= 100 && code <= 999, 2, "status must be 100..999");
     luaL_argcheck(L, code != 100 && code != 101, 2, "1xx responses are sent by the server");
@@ -52,7 +53,7 @@ static int res_status(lua_State *L)
 
 static int set_header(lua_State *L, bool replace)
 {
-    struct mh_conn *c = check_res(L)->conn;
+    struct mh_req *c = check_res(L)->r;
     size_t nlen, vlen;
     const char *name = luaL_checklstring(L, 2, &nlen);
     const char *value = luaL_checklstring(L, 3, &vlen);
@@ -76,7 +77,7 @@ static int res_add_header(lua_State *L)
 
 static int resume_written(struct mh_task *t, lua_State *co)
 {
-    if (t->conn->closed) {
+    if (t->request->closed) {
         lua_pushnil(co);
         lua_pushliteral(co, "connection closed");
         return 2;
@@ -86,13 +87,44 @@ static int resume_written(struct mh_task *t, lua_State *co)
 }
 
 /*
- * Stages the values in [first, top] as body bytes. Past the streaming
- * threshold they go out (chunked); past the high-water mark of unsent output
- * the handler waits for the client to read.
+ * Strings at least this long are referenced, not copied, until written: a
+ * registry reference and a generation reference cost more than copying a
+ * short string.
+ */
+#define REF_MIN 4096
+
+/* Releases a referenced string once the protocol wrote it (or dropped it). */
+static void release_string(void *ud, uintptr_t ref)
+{
+    struct mh_gen *g = ud;
+    luaL_unref(g->L, LUA_REGISTRYINDEX, (int)ref);
+    mh_gen_unref(g); /* the string's state must outlive the bytes on the wire */
+}
+
+static const char *stage(lua_State *L, struct mh_req *c, int i)
+{
+    size_t len;
+    const char *s = lua_tolstring(L, i, &len);
+    if (len < REF_MIN)
+        return mh_req_write(c, s, len);
+    struct mh_gen *g = mh_gen_of(L);
+    lua_pushvalue(L, i);
+    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    mh_gen_ref(g);
+    const char *err = mh_req_write_ref(c, s, len, release_string, g, (uintptr_t)ref);
+    if (err == mh_req_err_nomem)
+        release_string(g, (uintptr_t)ref);
+    return err;
+}
+
+/*
+ * Stages the values in [first, top] as body bytes. Flush policy: past the
+ * streaming threshold they go out (chunked); past the high-water mark of
+ * unsent output the handler waits for the client to read.
  */
 static int write_values(lua_State *L, struct mh_lua_res *r, int first)
 {
-    struct mh_conn *c = r->conn;
+    struct mh_req *c = r->r;
     int top = lua_gettop(L);
     for (int i = first; i <= top; i++)
         luaL_checklstring(L, i, NULL); /* type errors before any byte is staged */
@@ -108,14 +140,13 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
     }
     c->res.written = true;
     for (int i = first; i <= top; i++) {
-        size_t len;
-        const char *s = lua_tolstring(L, i, &len);
-        if (mh_buf_append(&c->res.body, s, len) < 0)
+        if (stage(L, c, i) == mh_req_err_nomem)
             return luaL_error(L, "res:write: out of memory");
     }
-    if (c->res.body.len >= MH_RESPONSE_STREAM_AT) {
-        mh_conn_flush_response(c);
-        if (mh_task_output_high(r->task)) {
+    if (c->res.body.bytes >= MH_RESPONSE_STREAM_AT) {
+        mh_req_flush(c);
+        /* Only the handler waits for the client; a light thread's output just queues. */
+        if (mh_task_output_high(r->task) && mh_task_current(L) == r->task) {
             struct mh_task *t = mh_task_check(L, "res:write");
             return mh_task_yield(L, t, MH_WAIT_WRITABLE, resume_written);
         }
@@ -132,9 +163,9 @@ static int res_write(lua_State *L)
 static int res_flush(lua_State *L)
 {
     struct mh_lua_res *r = check_res(L);
-    r->conn->res.written = true;
-    mh_conn_flush_response(r->conn);
-    lua_pushboolean(L, !r->conn->closed);
+    r->r->res.written = true;
+    mh_req_flush(r->r);
+    lua_pushboolean(L, !r->r->closed);
     return 1;
 }
 
@@ -142,7 +173,7 @@ static int res_flush(lua_State *L)
 static int res_json(lua_State *L)
 {
     struct mh_lua_res *r = check_res(L);
-    struct mh_conn *c = r->conn;
+    struct mh_req *c = r->r;
     luaL_checkany(L, 2);
     if (!lua_isnoneornil(L, 3)) {
         lua_Integer code = luaL_checkinteger(L, 3);
@@ -150,8 +181,11 @@ static int res_json(lua_State *L)
         check_not_written(L, c, "res:json");
         c->res.status = (int)code;
     }
-    if (!c->res.has_type && !c->res.written)
-        mh_response_header(&c->res, "Content-Type", 12, "application/json", 16, true);
+    if (!c->res.has_type && !c->res.written) {
+        /* a constant pair: no need to validate it on every response */
+        if (mh_response_add_trusted(&c->res, "Content-Type", 12, "application/json", 16) == NULL)
+            c->res.has_type = true;
+    }
     lua_pushvalue(L, lua_upvalueindex(2));
     lua_pushvalue(L, 2);
     lua_call(L, 1, 1);
@@ -162,7 +196,7 @@ static int res_json(lua_State *L)
 
 static int res_redirect(lua_State *L)
 {
-    struct mh_conn *c = check_res(L)->conn;
+    struct mh_req *c = check_res(L)->r;
     size_t len;
     const char *url = luaL_checklstring(L, 2, &len);
     lua_Integer code = luaL_optinteger(L, 3, 302);
@@ -180,10 +214,10 @@ static int res_redirect(lua_State *L)
  * limit). */
 static int res_set_write_timeout(lua_State *L)
 {
-    struct mh_conn *c = check_res(L)->conn;
+    struct mh_req *c = check_res(L)->r;
     lua_Number s = luaL_checknumber(L, 2);
     luaL_argcheck(L, s >= 0, 2, "must be >= 0");
-    mh_conn_set_write_timeout(c, s);
+    c->ops->set_write_timeout(c, s);
     lua_settop(L, 1);
     return 1;
 }
@@ -191,8 +225,8 @@ static int res_set_write_timeout(lua_State *L)
 static int res_tostring(lua_State *L)
 {
     struct mh_lua_res *r = to_res(L);
-    if (r->conn)
-        lua_pushfstring(L, "moonhttp.Response (%d)", r->conn->res.status);
+    if (r->r)
+        lua_pushfstring(L, "moonhttp.Response (%d)", r->r->res.status);
     else
         lua_pushliteral(L, "moonhttp.Response (finished)");
     return 1;

@@ -1,26 +1,21 @@
 #include "lua_sched.h"
 
-#include "conn.h"
 #include "log.h"
-#include "lua_client.h"
 #include "lua_errors.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
-#include "worker.h"
+#include "metrics.h"
+#include "req.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Output queued beyond this makes res:write wait for the client. */
-#define HIGH_WATER (256 * 1024)
-#define LOW_WATER  (64 * 1024)
-
 static struct ev_loop *loop_of(struct mh_task *t)
 {
-    return t->gen->worker ? t->gen->worker->loop : EV_DEFAULT;
+    return t->gen->loop ? t->gen->loop : EV_DEFAULT;
 }
 
 static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents);
@@ -30,6 +25,7 @@ static struct mh_task *task_get(struct mh_gen *g)
     struct mh_task *t = g->free_tasks;
     if (t) {
         g->free_tasks = t->next_free;
+        t->serial++;
         return t;
     }
     lua_State *L = g->L;
@@ -48,11 +44,19 @@ static struct mh_task *task_get(struct mh_gen *g)
 static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
-    t->conn = NULL;
+    ev_timer_stop(loop_of(t), &t->timer); /* a wake must not reach the task's next user */
+    t->request = NULL;
+    t->handoff = NULL;
+    t->aborted = false;
     t->req = NULL;
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
     t->on_resume = NULL;
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
+    t->on_end = NULL;
+    t->end_data = NULL;
+    t->on_done = NULL;
     t->next_free = g->free_tasks;
     g->free_tasks = t;
 }
@@ -66,50 +70,215 @@ void mh_task_pool_free(struct mh_gen *g)
     }
 }
 
+/*
+ * The running task lives in the extra space of the generation's main thread
+ * (each task's own coroutine also points to its task there, the fast path).
+ * A user coroutine's extra space is a stale copy made at its creation, so it
+ * is never trusted.
+ */
+static struct mh_task **running_slot(lua_State *L)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    return (struct mh_task **)lua_getextraspace(main);
+}
+
 struct mh_task *mh_task_current(lua_State *L)
 {
     struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
-    return (t && t->co == L) ? t : NULL;
+    if (t && t->co == L)
+        return t;
+    return *running_slot(L);
 }
 
 struct mh_task *mh_task_check(lua_State *L, const char *what)
 {
     struct mh_task *t = mh_task_current(L);
-    if (!t || !lua_isyieldable(L))
+    if (!t)
         luaL_error(L,
-                   "%s: must be called from a handler or a `run` script, not from another "
-                   "coroutine or a metamethod",
+                   "%s: must be called from a handler, thread, timer, on_start function or `run` "
+                   "script, not while the script loads",
+                   what);
+    if (!lua_isyieldable(L))
+        luaL_error(L,
+                   "%s: cannot wait here (inside a metamethod or a callback called from C, such "
+                   "as table.sort's or string.gsub's)",
                    what);
     return t;
+}
+
+static const char YIELD_MARKER = 'y';
+
+void mh_sched_push_marker(lua_State *L)
+{
+    lua_pushlightuserdata(L, (void *)&YIELD_MARKER);
 }
 
 int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_task_resume_fn fn)
 {
     t->wait = wait;
     t->on_resume = fn;
-    return lua_yield(L, 0);
+    /* In a user coroutine, coroutine.resume (coroutine.lua) passes the marker up to the task. */
+    mh_sched_push_marker(L);
+    return lua_yield(L, 1);
+}
+
+int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
+                 mh_task_cancel_fn cancel, void *data)
+{
+    t->wait_data = data;
+    t->on_cancel = cancel;
+    return mh_task_yield(L, t, MH_WAIT_CALL, resume);
+}
+
+void mh_task_adopt(struct mh_task *t, struct mh_task_link *l)
+{
+    mh_task_unlink(l);
+    l->_task = t;
+    l->_prev = NULL;
+    l->_next = t->_links;
+    if (l->_next)
+        l->_next->_prev = l;
+    t->_links = l;
+}
+
+void mh_task_unlink(struct mh_task_link *l)
+{
+    if (!l->_task)
+        return;
+    if (l->_prev)
+        l->_prev->_next = l->_next;
+    else
+        l->_task->_links = l->_next;
+    if (l->_next)
+        l->_next->_prev = l->_prev;
+    l->_task = NULL;
+    l->_prev = l->_next = NULL;
+}
+
+/* Releases what the task owns, newest first; a release may unlink others. */
+static void release_links(struct mh_task *t)
+{
+    while (t->_links) {
+        struct mh_task_link *l = t->_links;
+        mh_task_unlink(l);
+        l->release(l);
+    }
+}
+
+/* Stops a pending wait without resuming (the task is ending). */
+static void cancel_wait(struct mh_task *t)
+{
+    ev_timer_stop(loop_of(t), &t->timer);
+    if (t->wait == MH_WAIT_CALL && t->on_cancel)
+        t->on_cancel(t);
+    t->wait = MH_WAIT_NONE;
+    t->on_resume = NULL;
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
+}
+
+static const char *kind_name(enum mh_task_kind k)
+{
+    switch (k) {
+    case MH_TASK_THREAD:
+        return "light thread";
+    case MH_TASK_TIMER:
+        return "timer";
+    case MH_TASK_ON_START:
+        return "on_start";
+    default:
+        return "script";
+    }
 }
 
 /* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_conn *c, const char *trace)
+static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace)
 {
     char where[64];
-    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s",
-           llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
-           mh_conn_head(c) + c->req.target.off, mh_conn_remote_addr(c, where, sizeof where), trace);
-    if (c->closed)
+    size_t tlen;
+    const char *target = mh_req_slice(r, r->head.target, &tlen);
+    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s", mh_req_method(r), (int)tlen, target,
+           r->ops->remote_addr(r, where, sizeof where), trace);
+    if (r->closed)
         return;
-    if (c->res.head_sent) {
-        mh_conn_close(c);
+    if (r->res.head_sent) {
+        mh_req_abort(r);
         return;
     }
-    mh_lua_answer_error(t, c, trace);
+    mh_lua_answer_error(t, r, trace);
+}
+
+#define KILLED (-1) /* task_end's status for mh_task_kill */
+
+static void background_count(struct mh_task *t, int delta)
+{
+    const struct mh_gen_host *host = t->gen->host;
+    if (t->kind != MH_TASK_HANDLER && host && host->background_tasks)
+        *host->background_tasks += (unsigned)delta;
+}
+
+/*
+ * The end of a task, however it ended: st is LUA_OK with nres results on
+ * co, an error status with the message on top, or KILLED. Everything the
+ * task owns is released before it goes back to the pool.
+ */
+static void task_end(struct mh_task *t, int st, int nres)
+{
+    struct mh_gen *g = t->gen;
+    lua_State *co = t->co;
+    struct mh_req *r = t->request;
+    const struct mh_handler *handoff = st == LUA_OK ? t->handoff : NULL;
+    if (st != LUA_OK && st != KILLED) {
+        mh_lua_traceback(g->L, co, lua_tostring(co, -1));
+        const char *trace = lua_tostring(g->L, -1);
+        if (!trace)
+            trace = "?";
+        if (r)
+            handler_failed(t, r, trace);
+        else if (t->kind == MH_TASK_RUN)
+            mh_log(MH_LOG_ERROR, "%s", trace);
+        else
+            mh_log(MH_LOG_ERROR, "%s error: %s", kind_name(t->kind), trace);
+        lua_pop(g->L, 1);
+        t->exit_status = 1;
+        if (t->kind != MH_TASK_RUN && g->host && g->host->metrics_table)
+            mh_metrics_count_task_error(g->host->metrics_table,
+                                        t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
+                                        : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
+                                                                      : MH_METRICS_THREAD);
+    }
+    if (st == KILLED)
+        lua_pushliteral(co, "killed");
+    if (t->on_end)
+        t->on_end(t, st == LUA_OK, st == LUA_OK ? nres : 1);
+    /* Stray references to req/res now raise "request finished". */
+    if (t->req)
+        t->req->r = t->res->r = NULL;
+    if (st != LUA_OK)
+        lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
+    lua_settop(co, 0);
+    release_links(t); /* its sockets, threads and client responses */
+    if (t->on_done)
+        t->on_done(t);
+    background_count(t, -1);
+    task_put(t);
+    if (r) {
+        r->handler_data = NULL; /* the task is gone: callbacks until finish find nothing */
+        if (handoff && !r->closed)
+            mh_req_start(r, handoff); /* the C handler finishes the request */
+        else
+            mh_req_finish(r);
+    }
+    mh_gen_unref(g);
 }
 
 /*
  * Resumes a task with nargs values on its stack, and deals with how it
  * stopped: a wait (nothing to do until the watcher fires), the end of the
- * function (the response is complete), or an error.
+ * function, or an error. The running task is recorded for mh_task_current,
+ * saved and restored around the resume.
  */
 static void task_resume(struct mh_task *t, int nargs)
 {
@@ -117,61 +286,45 @@ static void task_resume(struct mh_task *t, int nargs)
     lua_State *co = t->co;
     int nres;
     t->wait = MH_WAIT_NONE;
+    struct mh_task **running = (struct mh_task **)lua_getextraspace(g->L);
+    struct mh_task *outer = *running;
+    *running = t;
     int st = lua_resume(co, g->L, nargs, &nres);
+    *running = outer;
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
         if (t->wait != MH_WAIT_NONE) {
-            /* Let the client see what was written before a long wait. */
-            if (t->conn && t->wait == MH_WAIT_SLEEP && t->conn->res.written)
-                mh_conn_flush_response(t->conn);
+            /* Flush policy: let the client see what was written before a long wait. */
+            if (t->request && t->wait == MH_WAIT_SLEEP && t->request->res.written)
+                mh_req_flush(t->request);
             return;
         }
-        lua_pushliteral(co, "coroutine.yield() in a handler: only moonhttp calls may wait");
+        lua_pushliteral(co, "coroutine.yield() outside a coroutine: only moonhttp calls may wait");
         st = LUA_ERRRUN;
     }
-    struct mh_conn *c = t->conn;
-    if (st != LUA_OK) {
-        mh_lua_traceback(g->L, co, lua_tostring(co, -1));
-        const char *trace = lua_tostring(g->L, -1);
-        if (c)
-            handler_failed(t, c, trace ? trace : "?");
-        else
-            mh_log(MH_LOG_ERROR, "%s", trace ? trace : "?");
-        lua_pop(g->L, 1);
-        t->exit_status = 1;
-    }
-    /* Stray references to req/res now raise "request finished". */
-    if (t->req)
-        t->req->conn = t->res->conn = NULL;
-    if (st != LUA_OK)
-        lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
-    lua_settop(co, 0);
-    if (t->client_open)
-        mh_lua_client_task_end(t);
-    if (t->on_done)
-        t->on_done(t);
-    task_put(t);
-    if (c) {
-        mh_conn_finish_response(c);
-        mh_conn_unref(c);
-    }
-    mh_gen_unref(g);
+    task_end(t, st, nres);
 }
 
-void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const char *extra,
+void mh_task_kill(struct mh_task *t)
+{
+    cancel_wait(t);
+    task_end(t, KILLED, 0);
+}
+
+void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const char *extra,
                            size_t extra_len)
 {
     struct mh_task *t = task_get(g);
     if (!t) {
         mh_log(MH_LOG_ERROR, "out of memory starting a handler");
-        mh_conn_respond_simple(c, 500, NULL, "500 Internal Server Error\n");
+        mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
     }
     mh_gen_ref(g);
-    mh_conn_ref(c);
-    t->conn = c;
+    t->kind = MH_TASK_HANDLER;
+    t->request = r;
     t->on_done = NULL;
-    c->task = t;
+    r->handler_data = t;
     lua_State *co = t->co;
     /*
      * Fresh req/res objects per request, so a reference a handler keeps
@@ -179,12 +332,12 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_conn *c, int ref, const c
      * them alive until the task ends and invalidates them.
      */
     t->req = lua_newuserdatauv(co, sizeof *t->req, 0);
-    lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_request_mt_key);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->req_mt_ref);
     lua_setmetatable(co, -2);
     t->res = lua_newuserdatauv(co, sizeof *t->res, 0);
-    lua_rawgetp(co, LUA_REGISTRYINDEX, &mh_response_mt_key);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->res_mt_ref);
     lua_setmetatable(co, -2);
-    t->req->conn = t->res->conn = c;
+    t->req->r = t->res->r = r;
     t->req->task = t->res->task = t;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
     lua_pushvalue(co, 1);
@@ -203,11 +356,37 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     if (!t)
         return NULL;
     mh_gen_ref(g);
-    t->conn = NULL;
+    t->kind = MH_TASK_RUN;
+    t->request = NULL;
     t->on_done = on_done;
     t->exit_status = 0;
     lua_xmove(g->L, t->co, nargs + 1);
     task_resume(t, nargs);
+    return t;
+}
+
+/* A new task's first resume: its function and arguments are already on its stack. */
+static int push_start_args(struct mh_task *t, lua_State *co)
+{
+    (void)t;
+    return lua_gettop(co) - 1;
+}
+
+struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum mh_task_kind kind)
+{
+    struct mh_task *t = task_get(g);
+    if (!t)
+        return NULL;
+    mh_gen_ref(g);
+    t->kind = kind;
+    t->request = NULL;
+    t->exit_status = 0;
+    lua_xmove(from, t->co, nargs + 1);
+    background_count(t, 1);
+    /* Started from the loop, so no task ever runs inside another's C call. */
+    t->wait = MH_WAIT_SLEEP;
+    t->on_resume = push_start_args;
+    mh_task_wake(t);
     return t;
 }
 
@@ -220,12 +399,16 @@ static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
     task_resume(t, n);
 }
 
-/* Resumes from a fresh loop iteration rather than from inside a connection callback. */
-static void resume_soon(struct mh_task *t)
+void mh_task_wake_in(struct mh_task *t, double seconds)
 {
     ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, 0., 0.);
+    ev_timer_set(&t->timer, seconds, 0.);
     ev_timer_start(loop_of(t), &t->timer);
+}
+
+void mh_task_wake(struct mh_task *t)
+{
+    mh_task_wake_in(t, 0.);
 }
 
 void mh_task_on_body(struct mh_task *t)
@@ -238,21 +421,25 @@ void mh_task_on_body(struct mh_task *t)
 
 void mh_task_on_writable(struct mh_task *t)
 {
-    if (t->wait != MH_WAIT_WRITABLE || mh_conn_pending_output(t->conn) > LOW_WATER)
+    if (t->wait != MH_WAIT_WRITABLE ||
+        (!t->request->closed &&
+         t->request->res.body.bytes + t->request->ops->pending(t->request) > MH_REQ_LOW_WATER))
         return;
     int n = t->on_resume ? t->on_resume(t, t->co) : 0;
     task_resume(t, n);
 }
 
-void mh_task_on_conn_closed(struct mh_task *t)
+void mh_task_on_abort(struct mh_task *t)
 {
+    t->aborted = true;
     if (t->wait == MH_WAIT_BODY || t->wait == MH_WAIT_WRITABLE)
-        resume_soon(t);
+        mh_task_wake(t);
 }
 
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
-    return t->conn && t->conn->res.head_sent && t->gen->worker && t->gen->worker->shutting_down;
+    return t->request && t->request->res.head_sent && t->gen->host && t->gen->host->shutting_down &&
+           *t->gen->host->shutting_down;
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)
@@ -274,10 +461,10 @@ void mh_task_on_stopping(struct mh_task *t)
         return;
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
-    resume_soon(t);
+    mh_task_wake(t);
 }
 
-/* ---- http.sleep, http.now, http.clock ------------------------------------------------ */
+/* ---- http.sleep, http.now, http.clock ------------------------------------ */
 
 static int resume_slept(struct mh_task *t, lua_State *co)
 {
@@ -294,16 +481,14 @@ static int l_sleep(lua_State *L)
     struct mh_task *t = mh_task_check(L, "http.sleep");
     if (mh_task_stream_stopping(t))
         return resume_stopping(t, L);
-    ev_timer_stop(loop_of(t), &t->timer);
-    ev_timer_set(&t->timer, s, 0.);
-    ev_timer_start(loop_of(t), &t->timer);
+    mh_task_wake_in(t, s);
     return mh_task_yield(L, t, MH_WAIT_SLEEP, resume_slept);
 }
 
 static int l_now(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    struct ev_loop *loop = g->worker ? g->worker->loop : EV_DEFAULT;
+    struct ev_loop *loop = g->loop ? g->loop : EV_DEFAULT;
     lua_pushnumber(L, ev_now(loop));
     return 1;
 }
@@ -319,7 +504,7 @@ static int l_clock(lua_State *L)
 
 bool mh_task_output_high(const struct mh_task *t)
 {
-    return t->conn && mh_conn_pending_output(t->conn) > HIGH_WATER;
+    return t->request && mh_req_output_high(t->request);
 }
 
 void mh_sched_open(lua_State *L)
@@ -330,4 +515,10 @@ void mh_sched_open(lua_State *L)
     lua_setfield(L, -2, "now");
     lua_pushcfunction(L, l_clock);
     lua_setfield(L, -2, "clock");
+    /* Waiting calls in user coroutines: see lua/moonhttp/coroutine.lua. */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "moonhttp.coroutine");
+    lua_call(L, 1, 1);
+    mh_sched_push_marker(L);
+    lua_call(L, 1, 0);
 }

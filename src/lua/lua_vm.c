@@ -3,18 +3,24 @@
 #include "log.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
+#include "lua_pgauth.h"
+#include "lua_signal.h"
+#include "lua_socket.h"
+#include "lua_thread.h"
+#include "lua_timer.h"
 #include "lua_errors.h"
+#include "lua_handler.h"
 #include "lua_json.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
 #include "lua_shared.h"
 #include "lua_web.h"
-#include "metrics.h"
-#include "worker.h"
+#include "req.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,13 +66,14 @@ static int l_register(lua_State *L)
     struct mh_gen *g = check_loading(L, "http.handle");
     size_t plen;
     const char *pattern = luaL_checklstring(L, 1, &plen);
-    luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (!lua_isfunction(L, 2) && !mh_lua_to_handler(L, 2))
+        luaL_typeerror(L, 2, "function or C handler");
     const char *where = luaL_optstring(L, 3, "?");
-    lua_pushvalue(L, 2);
-    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    int id = mh_lua_handler_register(L, g, 2, false, NULL);
+    if (id < 0)
+        return luaL_error(L, "%s: out of memory", where);
     char err[512];
-    if (mh_router_add(g->_builder, pattern, plen, ref, where, err, sizeof err) < 0) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    if (mh_router_add(g->_builder, pattern, plen, id, where, err, sizeof err) < 0) {
         /* `where` is the user's line already: no position of ours in front of it. */
         lua_pushfstring(L, "%s: %s", where, err);
         return lua_error(L);
@@ -178,31 +185,39 @@ static int l_log(lua_State *L)
 static int l_stopping(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    lua_pushboolean(L, g->worker && g->worker->stopping);
+    lua_pushboolean(L, g->host && g->host->stopping && *g->host->stopping);
     return 1;
 }
 
-/* core.metrics_text(): this server's metrics in the Prometheus text format. */
-static int l_metrics_text(lua_State *L)
+/*
+ * http.metrics_handler() is made while the script loads, before the server
+ * has its metrics: a C handler that forwards to what the host serves.
+ */
+static void metrics_proxy_start(const struct mh_handler *h, struct mh_req *r)
 {
-    struct mh_gen *g = mh_gen_of(L);
-    struct mh_worker *w = g->worker;
-    if (!w || !w->metrics) {
-        lua_pushliteral(L, "# metrics are not available in this process\n");
-        return 1;
+    const struct mh_gen *g =
+        (const struct mh_gen *)((const char *)h - offsetof(struct mh_gen, metrics_proxy));
+    if (g->host && g->host->metrics) {
+        mh_req_start(r, g->host->metrics);
+        return;
     }
-    struct mh_buf out = {0};
-    mh_metrics_render(w->metrics, w, &out);
-    lua_pushlstring(L, out.data ? out.data : "", out.len);
-    mh_buf_free(&out);
-    return 1;
+    mh_req_set_header(r, "Content-Type", 12, "text/plain; charset=utf-8", 25, true);
+    mh_req_write(r, "# metrics are not available in this process\n", 45);
+    mh_req_finish(r);
 }
 
-/* core.enable_metrics(): called by http.metrics_handler() while the script loads. */
-static int l_enable_metrics(lua_State *L)
+static const struct mh_handler_ops metrics_proxy_ops = {
+    .name = "metrics",
+    .start = metrics_proxy_start,
+};
+
+/* core.metrics_handler(): called by http.metrics_handler() while the script loads. */
+static int l_metrics_handler(lua_State *L)
 {
-    mh_gen_of(L)->wants_metrics = true;
-    return 0;
+    struct mh_gen *g = check_loading(L, "http.metrics_handler");
+    g->wants_metrics = true;
+    mh_lua_push_handler(L, &g->metrics_proxy, NULL);
+    return 1;
 }
 
 static int open_core(lua_State *L)
@@ -215,13 +230,17 @@ static int open_core(lua_State *L)
         {"started", l_started},
         {"log", l_log},
         {"stopping", l_stopping},
-        {"metrics_text", l_metrics_text},
-        {"enable_metrics", l_enable_metrics},
+        {"metrics_handler", l_metrics_handler},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);
+    mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_socket_open(L);
+    mh_thread_open(L);
+    mh_timer_open(L);
+    mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
     mh_lua_shared_open(L);
@@ -250,6 +269,8 @@ static void install_preloads(lua_State *L)
     lua_setfield(L, -2, "moonhttp.crypto");
     lua_pushcfunction(L, mh_lua_web_open);
     lua_setfield(L, -2, "moonhttp.webcore");
+    lua_pushcfunction(L, mh_lua_pgauth_open);
+    lua_setfield(L, -2, "moonhttp.pgauth");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
         lua_pushlightuserdata(L, (void *)m);
         lua_pushcclosure(L, load_embedded, 1);
@@ -397,6 +418,7 @@ static struct mh_gen *gen_alloc(struct mh_config *config)
     g->config = config;
     g->refs = 1;
     g->not_found_ref = g->method_not_allowed_ref = g->settings_ref = LUA_NOREF;
+    g->metrics_proxy.ops = &metrics_proxy_ops;
     g->L = lua_newstate(lua_alloc, &g->heap);
     if (g->L) {
         lua_atpanic(g->L, on_lua_panic);
@@ -418,7 +440,8 @@ static void gen_free(struct mh_gen *g)
 {
     mh_task_pool_free(g); /* the coroutines themselves are collected by lua_close */
     if (g->L)
-        lua_close(g->L);
+        lua_close(g->L); /* C handler values are collected: their free functions run */
+    mh_lua_handlers_free(g);
     lua_heap_free(&g->heap);
     mh_router_builder_free(g->_builder);
     mh_router_free(g->router);
@@ -531,6 +554,41 @@ static void warn_restart_settings(struct mh_gen *g)
                n > 1 ? "s" : "", names, wlen, g->settings_where, n > 1 ? "s" : "");
 }
 
+/* The site dispatch routes on; settings become enums and numbers here, once. */
+static int build_site(struct mh_gen *g, char *err, size_t errlen)
+{
+    lua_State *L = g->L;
+    struct mh_site *s = &g->site;
+    s->router = g->router;
+    s->handlers = &g->handlers;
+    s->clean = strcmp(g->config->clean_path, "rewrite") == 0 ? MH_CLEAN_REWRITE : MH_CLEAN_REDIRECT;
+    s->redirect_code = (int)g->config->redirect_code;
+    if (g->not_found_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, g->not_found_ref);
+        int rc = mh_lua_handler_register(L, g, -1, false, &s->not_found);
+        lua_pop(L, 1);
+        if (rc < 0)
+            goto oom;
+    }
+    if (g->method_not_allowed_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, g->method_not_allowed_ref);
+        int rc = mh_lua_handler_register(L, g, -1, true, &s->method_not_allowed);
+        lua_pop(L, 1);
+        if (rc < 0)
+            goto oom;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory building the routes");
+    return -1;
+}
+
+void mh_gen_set_host(struct mh_gen *g, const struct mh_gen_host *host)
+{
+    g->host = host;
+    g->loop = host ? host->loop : NULL;
+}
+
 struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen)
 {
     return mh_gen_load(config, reload, NULL, err, errlen);
@@ -556,6 +614,11 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
     set_arg_table(L, config);
     mh_lua_request_open(L);
     mh_lua_response_open(L);
+    /* Integer references too: each request takes both, and an integer key is an array slot. */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &mh_request_mt_key);
+    g->req_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &mh_response_mt_key);
+    g->res_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (deps)
         track_requires(L);
 
@@ -596,6 +659,8 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
         goto fail;
     mh_router_builder_free(g->_builder);
     g->_builder = NULL;
+    if (build_site(g, err, errlen) < 0)
+        goto fail;
     if (deps)
         collect_deps(L, deps);
     return g;

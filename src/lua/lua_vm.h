@@ -7,15 +7,34 @@
  * reload can install a new one while old requests finish on the old; a
  * generation is closed when its last reference goes.
  */
+#include <ev.h>
 #include <lua.h>
 #include <stdbool.h>
 
 #include "config.h"
+#include "dispatch.h"
+#include "handler.h"
 #include "router.h"
 #include "shm_dict.h"
 
-struct mh_worker;
 struct mh_task;
+struct mh_lua_route;
+
+/*
+ * What the serving process gives a generation: its loop and the few things
+ * of the server Lua may see. Set by the worker (server/), read here; no
+ * worker type is known below server/.
+ */
+struct mh_metrics;
+struct mh_gen_host {
+    struct ev_loop *loop;
+    const bool *stopping;                        /* http.stopping() */
+    const bool *shutting_down;                   /* not serving any more: streams hear "stopping" */
+    struct mh_reload_stats *const *reload_stats; /* --dev: the last reload error, for a header */
+    const struct mh_handler *metrics; /* what http.metrics_handler() serves; NULL: none */
+    struct mh_metrics *metrics_table; /* task error counters; NULL: none */
+    unsigned *background_tasks;       /* timers, threads, on_start running: stop waits for them */
+};
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */
 #define MH_LUA_HEAP_CLASSES 8
@@ -30,10 +49,16 @@ struct mh_gen {
     struct mh_router *router;
     struct mh_router_builder *_builder; /* while the script loads */
     struct mh_config *config;
-    struct mh_worker *worker; /* set once serving */
+    struct ev_loop *loop;           /* set once serving (NULL: the default loop) */
+    const struct mh_gen_host *host; /* set once serving */
     int refs;
     int not_found_ref; /* LUA_NOREF when not set */
     int method_not_allowed_ref;
+    struct mh_handler_table handlers; /* the router's handler ids index this */
+    struct mh_site site;              /* what dispatch routes on */
+    struct mh_handler metrics_proxy;  /* http.metrics_handler(): forwards to host->metrics */
+    struct mh_lua_route *_lua_routes;
+    int req_mt_ref, res_mt_ref; /* the req and res metatables, by integer reference */
     int settings_ref;           /* http.server{} table */
     char settings_where[256];   /* "file:line:" of that http.server{} call */
     bool started;               /* registration is closed */
@@ -75,6 +100,9 @@ void mh_gen_unref(struct mh_gen *g);
  * generation would otherwise repeat its siblings' random sequence.
  */
 void mh_gen_reseed(struct mh_gen *g);
+
+/* Sets the serving host of g (the worker calls this for every generation it installs). */
+void mh_gen_set_host(struct mh_gen *g, const struct mh_gen_host *host);
 
 /* The generation a Lua state belongs to (stored in its registry). */
 struct mh_gen *mh_gen_of(lua_State *L);

@@ -1,10 +1,8 @@
 #define _GNU_SOURCE /* accept4 */
 #include "listener.h"
 
-#include "conn.h"
 #include "log.h"
 #include "tls.h"
-#include "worker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -146,8 +144,8 @@ void mh_listener_adopt(struct mh_listener *l, int fd, const char *addr)
 
 void mh_listener_close(struct mh_listener *l)
 {
-    if (l->worker)
-        ev_io_stop(l->worker->loop, &l->io);
+    if (l->acceptor)
+        ev_io_stop(l->acceptor->loop, &l->io);
     if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
@@ -176,7 +174,7 @@ int mh_listener_port(const struct mh_listener *l)
  * hang), take the reserve back, and pause accepting until a connection of
  * ours closes.
  */
-static void shed_on_emfile(struct mh_listener *l, struct mh_worker *w)
+static void shed_on_emfile(struct mh_listener *l, struct mh_acceptor *w)
 {
     if (w->reserve_fd >= 0) {
         close(w->reserve_fd);
@@ -186,17 +184,17 @@ static void shed_on_emfile(struct mh_listener *l, struct mh_worker *w)
         w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     }
     mh_log(MH_LOG_WARN, "accept on %s: out of file descriptors; pausing accept", l->addr);
-    mh_worker_pause_accept(w);
+    w->pause(w->ud);
 }
 
 static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
     struct mh_listener *l = io->data;
-    struct mh_worker *w = l->worker;
+    struct mh_acceptor *w = l->acceptor;
     /* A bounded batch keeps one busy listener from starving the loop. */
     for (int i = 0; i < 64; i++) {
-        if (w->nconns >= (size_t)w->config->max_connections) {
-            mh_worker_pause_accept(w);
+        if (!w->may_accept(w->ud)) {
+            w->pause(w->ud);
             return;
         }
         struct sockaddr_storage peer;
@@ -214,20 +212,20 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
             mh_log(MH_LOG_ERROR, "accept on %s: %s", l->addr, strerror(errno));
             return;
         }
-        if (w->config->tcp_nodelay) {
+        if (w->tcp_nodelay) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         }
-        if (!mh_conn_accept(w, l, fd, &peer, plen))
+        if (w->on_accept(w->ud, l, fd, &peer, plen) < 0)
             close(fd);
     }
     (void)loop;
     (void)revents;
 }
 
-void mh_listener_start(struct mh_listener *l, struct mh_worker *w)
+void mh_listener_start(struct mh_listener *l, struct mh_acceptor *w)
 {
-    l->worker = w;
+    l->acceptor = w;
     ev_io_init(&l->io, on_accept, l->fd, EV_READ);
     l->io.data = l;
     l->paused = false;
@@ -236,16 +234,16 @@ void mh_listener_start(struct mh_listener *l, struct mh_worker *w)
 
 void mh_listener_pause(struct mh_listener *l)
 {
-    if (!l->paused && l->worker) {
-        ev_io_stop(l->worker->loop, &l->io);
+    if (!l->paused && l->acceptor) {
+        ev_io_stop(l->acceptor->loop, &l->io);
         l->paused = true;
     }
 }
 
 void mh_listener_resume(struct mh_listener *l)
 {
-    if (l->paused && l->worker && l->fd >= 0) {
-        ev_io_start(l->worker->loop, &l->io);
+    if (l->paused && l->acceptor && l->fd >= 0) {
+        ev_io_start(l->acceptor->loop, &l->io);
         l->paused = false;
     }
 }

@@ -11,16 +11,35 @@
 #include <stdbool.h>
 #include <sys/socket.h>
 
-struct mh_worker;
 struct mh_tls_server;
+struct mh_listener;
+
+/*
+ * What a set of listeners (a worker's) shares: the loop, the reserve fd,
+ * and where accepted sockets go. The owner (server/worker.c) fills it.
+ */
+struct mh_acceptor {
+    struct ev_loop *loop;
+    int reserve_fd; /* spare descriptor given up on EMFILE (-1: none) */
+    bool tcp_nodelay;
+    /* Whether another connection may be taken now (max_connections). */
+    bool (*may_accept)(void *ud);
+    /* Stop accepting on every listener until there is room (the owner resumes). */
+    void (*pause)(void *ud);
+    /* Takes the accepted socket; returns -1 (fd not taken: the listener closes it). */
+    int (*on_accept)(void *ud, struct mh_listener *l, int fd, const struct sockaddr_storage *peer,
+                     socklen_t plen);
+    void *ud;
+};
 
 struct mh_listener {
     int fd;
     char *addr; /* as configured, for logs */
     ev_io io;
     bool paused;
-    struct mh_worker *worker;
-    struct mh_tls_server *tls; /* NULL: plain TCP; set by mh_tls_worker_init */
+    struct mh_acceptor *acceptor;
+    struct mh_tls_server *tls; /* NULL: plain TCP; set by mh_tls_listeners_init */
+    const void *serves;        /* the owner's: what serves its connections (a root handler) */
 };
 
 /*
@@ -36,8 +55,8 @@ void mh_listener_close(struct mh_listener *l);
 /* Takes a socket already listening (inherited from the master); it is closed with l. */
 void mh_listener_adopt(struct mh_listener *l, int fd, const char *addr);
 
-/* Starts or stops accepting on the worker's loop. */
-void mh_listener_start(struct mh_listener *l, struct mh_worker *w);
+/* Starts or stops accepting on the acceptor's loop. */
+void mh_listener_start(struct mh_listener *l, struct mh_acceptor *a);
 void mh_listener_pause(struct mh_listener *l);
 void mh_listener_resume(struct mh_listener *l);
 

@@ -1,7 +1,7 @@
 #include "tls.h"
 
 #include "log.h"
-#include "worker.h"
+#include "listener.h"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -560,56 +560,58 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     return 0;
 }
 
-/* ---- worker glue --------------------------------------------------------- */
+/* ---- listener glue ------------------------------------------------------- */
 
-int mh_tls_worker_init(struct mh_worker *w, char *err, size_t errlen)
+int mh_tls_listeners_init(struct mh_listener *ls, size_t n, const struct mh_tls_certs *const *certs,
+                          const struct mh_tls_certs *shared_certs, char *err, size_t errlen)
 {
     struct mh_tls_server *shared = NULL;
-    for (size_t i = 0; i < w->nlisteners; i++) {
-        const struct mh_tls_certs *certs = mh_config_listen_tls(w->config, i);
-        struct mh_listener *l = &w->listeners[i];
-        if (!certs)
+    for (size_t i = 0; i < n; i++) {
+        struct mh_listener *l = &ls[i];
+        if (!certs[i])
             continue;
-        if (certs == &w->config->tls && shared) {
+        if (certs[i] == shared_certs && shared) {
             mh_tls_server_ref(shared);
             l->tls = shared;
             continue;
         }
-        if (!(l->tls = mh_tls_server_new(certs, err, errlen)))
+        if (!(l->tls = mh_tls_server_new(certs[i], err, errlen)))
             return -1;
-        if (certs == &w->config->tls)
+        if (certs[i] == shared_certs)
             shared = l->tls;
     }
     return 0;
 }
 
-int mh_tls_worker_reload(struct mh_worker *w, char *err, size_t errlen)
+int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
+                            const struct mh_tls_certs *const *certs_of, char *err, size_t errlen)
 {
-    struct tls_conf *fresh[MH_MAX_LISTEN] = {0};
+    struct tls_conf *fresh[n > 0 ? n : 1];
+    memset(fresh, 0, sizeof fresh);
     int rc = 0;
     /* Build every configuration first, so a bad file changes nothing. */
-    for (size_t i = 0; i < w->nlisteners && rc == 0; i++) {
-        const struct mh_tls_certs *certs = mh_config_listen_tls(w->config, i);
-        if (!w->listeners[i].tls)
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct mh_tls_certs *certs = certs_of[i];
+        if (!ls[i].tls)
             continue;
         bool seen = false; /* a shared server reloads once */
         for (size_t j = 0; j < i; j++)
-            seen = seen || w->listeners[j].tls == w->listeners[i].tls;
+            seen = seen || ls[j].tls == ls[i].tls;
         if (seen)
             continue;
         if (!certs) {
-            snprintf(err, errlen, "tls: listener %s lost its certificates", w->listeners[i].addr);
+            snprintf(err, errlen, "tls: listener %s lost its certificates", ls[i].addr);
             rc = -1;
         } else if (!(fresh[i] = conf_new(certs, err, errlen))) {
             rc = -1;
         }
     }
-    for (size_t i = 0; i < w->nlisteners; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (!fresh[i])
             continue;
         if (rc == 0) {
-            conf_retire(w->listeners[i].tls->conf);
-            w->listeners[i].tls->conf = fresh[i];
+            conf_retire(ls[i].tls->conf);
+            ls[i].tls->conf = fresh[i];
         } else {
             conf_free(fresh[i]);
         }

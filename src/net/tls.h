@@ -18,11 +18,11 @@
  * per-connection mbedtls_ssl_context objects are pooled on their
  * configuration.
  */
-#include "config.h"
+#include "tls_certs.h"
 #include "transport.h"
 
+struct mh_listener;
 struct mh_tls_server;
-struct mh_worker;
 
 /* Loads the certificates and keys. Returns NULL with a message in err. */
 struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err, size_t errlen);
@@ -43,17 +43,19 @@ int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, cha
 int mh_tls_accept(struct mh_tls_server *s, struct mh_transport *t, int fd);
 
 /*
- * Gives each of the worker's listeners that serves TLS (mh_config_listen_tls)
- * its server; listeners using the top-level certificates share one. Call
- * after the listeners are open. 0, or -1 with err.
+ * Gives each listener ls[i] with certs[i] (NULL: plain TCP) its server;
+ * listeners whose certs are `shared` (the top-level certificates) share one.
+ * Call after the listeners are open. 0, or -1 with err.
  */
-int mh_tls_worker_init(struct mh_worker *w, char *err, size_t errlen);
+int mh_tls_listeners_init(struct mh_listener *ls, size_t n, const struct mh_tls_certs *const *certs,
+                          const struct mh_tls_certs *shared, char *err, size_t errlen);
 
 /*
- * Reloads every TLS listener's certificates from w->config (for SIGHUP-style
+ * Reloads every TLS listener's certificates from certs[i] (for SIGHUP-style
  * reloads): all of them or, on error, none. 0, or -1 with err.
  */
-int mh_tls_worker_reload(struct mh_worker *w, char *err, size_t errlen);
+int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
+                            const struct mh_tls_certs *const *certs, char *err, size_t errlen);
 
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);

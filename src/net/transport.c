@@ -1,5 +1,6 @@
 #include "transport.h"
 
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +31,18 @@ static bool plain_pending(const struct mh_transport *t)
     return false;
 }
 
+/* sendmsg rather than writev: MSG_NOSIGNAL, as send. */
+static ssize_t plain_writev(struct mh_transport *t, const struct iovec *iov, int iovcnt)
+{
+    struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+    return sendmsg(t->fd, &m, MSG_NOSIGNAL);
+}
+
+static ssize_t plain_sendfile(struct mh_transport *t, int in_fd, off_t *off, size_t len)
+{
+    return sendfile(t->fd, in_fd, off, len);
+}
+
 static const struct mh_transport_ops plain_ops = {
     .name = "tcp",
     .read = plain_read,
@@ -37,6 +50,8 @@ static const struct mh_transport_ops plain_ops = {
     .shutdown = plain_shutdown,
     .close = plain_close,
     .pending = plain_pending,
+    .writev = plain_writev,
+    .sendfile = plain_sendfile,
 };
 
 void mh_transport_plain_init(struct mh_transport *t, int fd)

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 struct mh_transport;
 
@@ -33,6 +34,14 @@ struct mh_transport_ops {
     void (*close)(struct mh_transport *t);
     /* Input is buffered inside the transport: read without waiting for the socket. */
     bool (*pending)(const struct mh_transport *t);
+    /*
+     * Optional (NULL: not supported; the caller copies into a buffer and
+     * calls write). writev: gathers iov like writev(2). sendfile: sends up
+     * to len bytes of in_fd from *off, advancing *off, like sendfile(2).
+     * Both follow write's EAGAIN and `wants` rules.
+     */
+    ssize_t (*writev)(struct mh_transport *t, const struct iovec *iov, int iovcnt);
+    ssize_t (*sendfile)(struct mh_transport *t, int in_fd, off_t *off, size_t len);
 };
 
 enum {

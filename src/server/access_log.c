@@ -1,6 +1,6 @@
 #include "access_log.h"
 
-#include "conn.h"
+#include "req.h"
 #include "lua_vm.h"
 #include "router.h"
 
@@ -146,16 +146,16 @@ static void put_escaped(struct line *l, const char *s, size_t n, bool json)
     }
 }
 
-static void put_header(struct line *l, struct mh_conn *c, const char *name, bool json)
+static void put_header(struct line *l, const struct mh_req *c, const char *name, bool json)
 {
-    int i = mh_request_find_header(&c->req, mh_conn_head(c), name, strlen(name), 0);
-    if (i < 0) {
+    size_t vlen;
+    const char *v = mh_req_header(c, name, strlen(name), &vlen);
+    if (!v) {
         puts_(l, json ? "\"\"" : "\"-\"");
         return;
     }
     puts_(l, "\"");
-    put_escaped(l, mh_conn_head(c) + c->req.headers[i].value.off, c->req.headers[i].value.len,
-                json);
+    put_escaped(l, v, vlen, json);
     puts_(l, "\"");
 }
 
@@ -172,19 +172,19 @@ static const char *clf_time(struct mh_access_log *a, bool iso)
     return a->time_text;
 }
 
-void mh_access_log_request(struct mh_access_log *a, struct mh_conn *c, double seconds)
+void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, double seconds)
 {
     struct line l = {a->buf + a->len, a->buf + a->len + LINE_MAX_BYTES - 2};
     char addr[64];
-    mh_conn_remote_addr(c, addr, sizeof addr);
+    c->ops->remote_addr(c, addr, sizeof addr);
     char *colon = strrchr(addr, ':'); /* the log wants the host, not the port */
     if (colon)
         *colon = 0;
     const char *host = addr[0] == '[' ? addr + 1 : addr;
     if (addr[0] == '[' && colon && colon[-1] == ']')
         colon[-1] = 0;
-    const char *method = llhttp_method_name((llhttp_method_t)c->req.method);
-    const char *target = mh_conn_head(c) + c->req.target.off;
+    const char *method = mh_req_method(c);
+    const char *target = mh_req_head(c) + c->head.target.off;
     unsigned long long bytes = (unsigned long long)c->res.body_sent;
     bool json = a->fmt == MH_ACCESS_JSON;
     if (json) {
@@ -196,14 +196,14 @@ void mh_access_log_request(struct mh_access_log *a, struct mh_conn *c, double se
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
         putf(&l, "{\"time\":\"%s.%03ldZ\",\"remote_addr\":\"%s\",\"method\":\"%s\",\"target\":\"",
              when, ts.tv_nsec / 1000000, host, method);
-        put_escaped(&l, target, c->req.target.len, true);
+        put_escaped(&l, target, c->head.target.len, true);
         putf(&l,
              "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
              "\"pattern\":",
-             c->req.http_major, c->req.http_minor, c->res.status, bytes, seconds * 1000);
-        if (c->req.route) {
+             c->head.http_major, c->head.http_minor, c->res.status, bytes, seconds * 1000);
+        if (c->head.route) {
             puts_(&l, "\"");
-            const char *p = mh_route_pattern(c->req.route);
+            const char *p = mh_route_pattern(c->head.route);
             put_escaped(&l, p, strlen(p), true);
             puts_(&l, "\"");
         } else {
@@ -216,8 +216,8 @@ void mh_access_log_request(struct mh_access_log *a, struct mh_conn *c, double se
         puts_(&l, "}");
     } else {
         putf(&l, "%s - - [%s] \"%s ", host, clf_time(a, false), method);
-        put_escaped(&l, target, c->req.target.len, false);
-        putf(&l, " HTTP/%d.%d\" %d ", c->req.http_major, c->req.http_minor, c->res.status);
+        put_escaped(&l, target, c->head.target.len, false);
+        putf(&l, " HTTP/%d.%d\" %d ", c->head.http_major, c->head.http_minor, c->res.status);
         if (bytes)
             putf(&l, "%llu", bytes);
         else

@@ -10,7 +10,7 @@
  */
 #include <ev.h>
 
-struct mh_conn;
+struct mh_req;
 
 enum mh_access_format { MH_ACCESS_COMMON, MH_ACCESS_COMBINED, MH_ACCESS_JSON };
 
@@ -21,8 +21,8 @@ int mh_access_format_parse(const char *s);
 int mh_access_log_open(const char *path);
 
 struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt);
-/* Logs c's current request, answered in `seconds`. */
-void mh_access_log_request(struct mh_access_log *a, struct mh_conn *c, double seconds);
+/* Logs request r, answered in `seconds`. */
+void mh_access_log_request(struct mh_access_log *a, const struct mh_req *r, double seconds);
 void mh_access_log_flush(struct mh_access_log *a);
 /* Flushes and frees (the fd stays open: it is shared). */
 void mh_access_log_free(struct mh_access_log *a);

@@ -9,17 +9,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "tls_certs.h"
+
 struct lua_State;
 
 #define MH_MAX_LISTEN 8
-#define MH_MAX_CERTS  8
-
-/* Certificates of a TLS endpoint: the first is the default, the others are chosen by SNI. */
-struct mh_tls_certs {
-    size_t n;
-    char *cert[MH_MAX_CERTS]; /* PEM file: the certificate, then its chain */
-    char *key[MH_MAX_CERTS];  /* PEM private key file */
-};
 
 /* How a listen entry asked for TLS (see mh_config_listen_tls). */
 enum mh_listen_tls {
@@ -62,6 +56,7 @@ struct mh_config {
     char *access_log_format; /* "common" | "combined" | "json" */
     char *pid_file;          /* path or "off" */
     char *metrics;           /* listen address of the metrics endpoint, or "off" */
+    long max_pending_timers; /* http.timer / http.every not yet fired, per worker generation */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "log.h"
 #include "lua_sched.h"
+#include "lua_timer.h"
 #include "lua_vm.h"
 #include "worker.h"
 
@@ -24,6 +25,7 @@ static void on_script_done(struct mh_task *t)
 {
     run_script_done = 1;
     run_script_status = t->exit_status;
+    mh_timer_gen_retired(t->gen); /* pending timers must not keep the process alive */
 }
 
 /* `moonhttp run script.lua`: the script runs as a task, so it may wait on the loop. */

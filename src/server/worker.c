@@ -3,12 +3,10 @@
 #include "shared_zones.h"
 
 #include "access_log.h"
-#include "conn.h"
 #include "devwatch.h"
 #include "log.h"
-#include "lua_sched.h"
-#include "lua_vm.h"
-#include "metrics.h"
+#include "lua_timer.h"
+#include "req.h"
 #include "tls.h"
 
 #include <fcntl.h>
@@ -19,22 +17,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+static void observe(void *ud, const struct mh_req *r);
+
 /* Seconds idle keep-alive connections may still bring a request after a stop begins. */
 #define MH_IDLE_CLOSE_GRACE 0.5
-
-const char *mh_worker_date(struct mh_worker *w, size_t *len)
-{
-    time_t now = (time_t)ev_now(w->loop);
-    if (now != w->date_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        w->date_len =
-            strftime(w->date_line, sizeof w->date_line, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-        w->date_sec = now;
-    }
-    *len = w->date_len;
-    return w->date_line;
-}
 
 /*
  * Runs once per loop iteration, before the loop sleeps: writes every
@@ -47,26 +33,8 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
     struct mh_worker *w = p->data;
     (void)loop;
     (void)revents;
-    while (w->pending_writes) {
-        struct mh_conn *c = w->pending_writes;
-        w->pending_writes = c->next_pending;
-        c->in_pending = false;
-        if (!c->closed)
-            mh_conn_flush(c);
-        mh_conn_unref(c);
-    }
-    struct mh_conn **pp = &w->closed;
-    while (*pp) {
-        struct mh_conn *c = *pp;
-        if (c->refs == 1) {
-            *pp = c->next_closed;
-            c->refs = 0;
-            mh_conn_destroy(c);
-        } else {
-            pp = &c->next_closed;
-        }
-    }
-    if (w->shutting_down && w->nconns == 0 && !w->closed)
+    mh_http_prepare(&w->http);
+    if (w->shutting_down && mh_http_drained(&w->http) && w->background_tasks == 0)
         ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -75,11 +43,8 @@ static void on_shutdown_timeout(struct ev_loop *loop, ev_timer *t, int revents)
     struct mh_worker *w = t->data;
     (void)revents;
     ev_ref(loop); /* balances the ev_unref in mh_worker_shutdown: this timer has stopped */
-    mh_log(MH_LOG_WARN, "shutdown timeout: closing %zu connections still open", w->nconns);
-    while (w->active.head)
-        mh_conn_close(w->active.head);
-    while (w->idle.head)
-        mh_conn_close(w->idle.head);
+    mh_log(MH_LOG_WARN, "shutdown timeout: closing %zu connections still open", w->http.nconns);
+    mh_http_close_all(&w->http);
     /* Handlers still waiting (on a timer, say) are abandoned: the process is leaving. */
     ev_break(loop, EVBREAK_ALL);
 }
@@ -89,8 +54,7 @@ static void on_idle_close(struct ev_loop *loop, ev_timer *t, int revents)
     struct mh_worker *w = t->data;
     (void)loop;
     (void)revents;
-    while (w->idle.head)
-        mh_conn_close(w->idle.head);
+    mh_http_close_idle(&w->http);
 }
 
 void mh_worker_shutdown(struct mh_worker *w)
@@ -98,24 +62,25 @@ void mh_worker_shutdown(struct mh_worker *w)
     if (w->shutting_down)
         return;
     w->shutting_down = w->stopping = true;
+    w->http.shutting_down = true;
+    mh_timer_gen_retired(w->gen);
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
-    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->nconns);
+    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
     /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
-    for (struct mh_conn *c = w->active.head; c; c = c->next)
-        if (c->task)
-            mh_task_on_stopping(c->task);
+    mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
-    mh_metrics_server_close_listener(w->metrics_server);
+    if (w->metrics_listener.fd >= 0)
+        mh_listener_close(&w->metrics_listener);
     /*
      * Closing an idle keep-alive connection races with a request the client
      * may be sending on it right now: that request would meet a reset. So
      * idle connections get a short grace, in which a request is answered
      * with "Connection: close" (conn.c closes it after), then the rest go.
      */
-    if (w->idle.head) {
+    if (w->http.idle.head) {
         ev_timer_init(&w->idle_close_timer, on_idle_close, MH_IDLE_CLOSE_GRACE, 0.);
         w->idle_close_timer.data = w;
         ev_timer_start(w->loop, &w->idle_close_timer);
@@ -156,18 +121,6 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     mh_worker_reload(s->data, "SIGHUP");
 }
 
-void mh_reload_stats_failed(struct mh_reload_stats *st, const char *err)
-{
-    st->failures++;
-    st->last_failed = true;
-    /* The first line of a load error (file:line: message) labels the metric; logs get it all. */
-    size_t n = strcspn(err, "\n");
-    if (n >= sizeof st->last_error)
-        n = sizeof st->last_error - 1;
-    memcpy(st->last_error, err, n);
-    st->last_error[n] = 0;
-}
-
 int mh_worker_reload(struct mh_worker *w, const char *why)
 {
     char err[4096];
@@ -183,19 +136,26 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
         mh_log(MH_LOG_ERROR, "reload (%s) failed; the previous code keeps serving: %s", why, err);
         return -1;
     }
-    g->worker = w;
+    mh_gen_set_host(g, &w->host);
     if (w->shared)
         mh_shared_zones_reload(w->shared, g);
-    if (g->wants_metrics && w->metrics && !w->record_metrics)
+    if (g->wants_metrics && w->metrics && !w->record_metrics) {
         w->record_metrics = w->observe = true;
+        w->http.observe = observe;
+    }
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
-    /* old->worker stays set: requests in flight on it still need the loop. */
+    mh_timer_gen_retired(old);
+    mh_timer_gen_started(g);
+    /* old keeps its host: requests in flight on it still need the loop. */
     mh_gen_unref(old);
     st->reloads++;
     st->last_failed = false;
     /* Certificates are read again too; open connections keep the ones they started with. */
-    if (mh_tls_worker_reload(w, err, sizeof err) < 0)
+    const struct mh_tls_certs *certs[MH_MAX_LISTEN];
+    for (size_t i = 0; i < w->nlisteners; i++)
+        certs[i] = mh_config_listen_tls(w->config, i);
+    if (mh_tls_listeners_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
         mh_log(MH_LOG_ERROR, "reload (%s): certificates not reloaded, the previous ones stay: %s",
                why, err);
     mh_log(MH_LOG_INFO, "reloaded (%s) in %.1f ms: %zu routes", why, (ev_time() - t0) * 1000,
@@ -209,18 +169,24 @@ void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps)
         w->devwatch = mh_devwatch_start(w, deps);
 }
 
-void mh_worker_observe(struct mh_worker *w, struct mh_conn *c)
+/* A request ended (the connection code calls this when w->observe): access log, metrics, dev log.
+ */
+static void observe(void *ud, const struct mh_req *r)
 {
-    double seconds = ev_time() - c->started;
+    struct mh_worker *w = ud;
+    double seconds = ev_time() - r->started;
+    const struct mh_route *route = r->head.route;
     if (w->record_metrics)
-        mh_metrics_record(w->metrics, c->req.route ? mh_route_pattern(c->req.route) : NULL,
-                          c->res.status, seconds);
+        mh_metrics_record(w->metrics, route ? mh_route_pattern(route) : NULL, r->res.status,
+                          seconds);
     if (w->access_log)
-        mh_access_log_request(w->access_log, c, seconds);
-    if (w->log_requests)
-        mh_log(MH_LOG_INFO, "%s %.*s -> %d (%.1f ms)",
-               llhttp_method_name((llhttp_method_t)c->req.method), (int)c->req.target.len,
-               mh_conn_head(c) + c->req.target.off, c->res.status, seconds * 1000);
+        mh_access_log_request(w->access_log, r, seconds);
+    if (w->log_requests) {
+        size_t tlen;
+        const char *target = mh_req_slice(r, r->head.target, &tlen);
+        mh_log(MH_LOG_INFO, "%s %.*s -> %d (%.1f ms)", mh_req_method(r), (int)tlen, target,
+               r->res.status, seconds * 1000);
+    }
 }
 
 static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
@@ -228,7 +194,7 @@ static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
     struct mh_worker *w = t->data;
     (void)loop;
     (void)revents;
-    mh_metrics_publish_conns(w->metrics, getpid(), w->nconns, w->idle.n);
+    mh_metrics_publish_conns(w->metrics, getpid(), w->http.nconns, w->http.idle.n);
 }
 
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
@@ -243,14 +209,24 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);
     w->record_metrics = ops->metrics_on || w->gen->wants_metrics;
-    if (ops->metrics_fd >= 0)
-        w->metrics_server = mh_metrics_server_start(w, ops->metrics_fd);
+    mh_metrics_handler_init(&w->metrics_handler, w->metrics, &w->http);
+    w->host.metrics = &w->metrics_handler.base;
+    w->host.metrics_table = w->metrics;
+    if (ops->metrics_fd >= 0) {
+        /* An ordinary listener whose connections are served by the metrics handler alone. */
+        /* A copy: the listening socket itself stays the process's (main closes it). */
+        mh_listener_adopt(&w->metrics_listener, fcntl(ops->metrics_fd, F_DUPFD_CLOEXEC, 0),
+                          "metrics");
+        w->metrics_listener.serves = &w->metrics_handler.base;
+        mh_listener_start(&w->metrics_listener, &w->acceptor);
+    }
     mh_metrics_publish_conns(w->metrics, getpid(), 0, 0);
     ev_timer_init(&w->metrics_timer, on_metrics_timer, 0.5, 0.5);
     w->metrics_timer.data = w;
     ev_timer_start(w->loop, &w->metrics_timer);
     ev_unref(w->loop);
     w->observe = w->log_requests || w->access_log || w->record_metrics;
+    w->http.observe = w->observe ? observe : NULL;
 }
 
 void mh_worker_pause_accept(struct mh_worker *w)
@@ -264,11 +240,50 @@ void mh_worker_pause_accept(struct mh_worker *w)
 
 void mh_worker_maybe_resume_accept(struct mh_worker *w)
 {
-    if (!w->accept_paused || w->shutting_down || w->nconns >= (size_t)w->config->max_connections)
+    if (!w->accept_paused || w->shutting_down ||
+        w->http.nconns >= (size_t)w->config->max_connections)
         return;
     w->accept_paused = false;
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_resume(&w->listeners[i]);
+}
+
+/* ---- glue for the layers below: acceptor and connection hooks ------------- */
+
+static bool may_accept(void *ud)
+{
+    struct mh_worker *w = ud;
+    return w->http.nconns < (size_t)w->config->max_connections;
+}
+
+static void pause_accept(void *ud)
+{
+    mh_worker_pause_accept(ud);
+}
+
+static int on_accept(void *ud, struct mh_listener *l, int fd, const struct sockaddr_storage *peer,
+                     socklen_t plen)
+{
+    struct mh_worker *w = ud;
+    const struct mh_handler *root = l->serves ? l->serves : &w->app.base;
+    return mh_http_accept(&w->http, root, l->tls, fd, peer, plen) ? 0 : -1;
+}
+
+static void on_conn_close(void *ud)
+{
+    mh_worker_maybe_resume_accept(ud);
+}
+
+static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
+{
+    lim->read_header_timeout = c->read_header_timeout;
+    lim->read_timeout = c->read_timeout;
+    lim->write_timeout = c->write_timeout;
+    lim->idle_timeout = c->idle_timeout;
+    lim->send_timeout = c->send_timeout;
+    lim->max_header_bytes = c->max_header_bytes;
+    lim->max_body_bytes = c->max_body_bytes;
+    lim->keepalive_requests = c->keepalive_requests;
 }
 
 /* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
@@ -289,11 +304,29 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->config = config;
     w->gen = gen;
     mh_gen_ref(gen);
-    gen->worker = w;
-    w->date_sec = -1;
+    w->host.loop = loop;
+    w->host.stopping = &w->stopping;
+    w->host.shutting_down = &w->shutting_down;
+    w->host.reload_stats = &w->reload_stats;
+    w->host.background_tasks = &w->background_tasks;
+    mh_gen_set_host(gen, &w->host);
     mh_buf_pool_init(&w->bufs, 1024);
+    set_limits(&w->limits, config);
+    mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs);
+    w->http.on_close = on_conn_close;
+    w->http.ud = w;
+    mh_lua_app_init(&w->app, &w->gen);
+    w->metrics_listener.fd = -1;
     raise_fd_limit();
-    w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    w->acceptor = (struct mh_acceptor){
+        .loop = loop,
+        .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
+        .tcp_nodelay = config->tcp_nodelay,
+        .may_accept = may_accept,
+        .pause = pause_accept,
+        .on_accept = on_accept,
+        .ud = w,
+    };
     for (size_t i = 0; fds && i < config->nlisten; i++) {
         mh_listener_adopt(&w->listeners[i], fds[i], config->listen[i]);
         w->nlisteners++;
@@ -305,10 +338,13 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
         }
         w->nlisteners++;
     }
-    if (mh_tls_worker_init(w, err, errlen) < 0)
+    const struct mh_tls_certs *certs[MH_MAX_LISTEN];
+    for (size_t i = 0; i < w->nlisteners; i++)
+        certs[i] = mh_config_listen_tls(config, i);
+    if (mh_tls_listeners_init(w->listeners, w->nlisteners, certs, &config->tls, err, errlen) < 0)
         goto fail;
     for (size_t i = 0; i < w->nlisteners; i++)
-        mh_listener_start(&w->listeners[i], w);
+        mh_listener_start(&w->listeners[i], &w->acceptor);
     ev_prepare_init(&w->prepare, on_prepare);
     w->prepare.data = w;
     ev_prepare_start(loop, &w->prepare);
@@ -334,16 +370,17 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     }
     w->log_requests = config->dev;
     w->observe = w->log_requests;
+    w->http.observe = w->observe ? observe : NULL;
     w->inherited = fds != NULL;
     w->reload_stats = &w->_own_reload_stats;
     return 0;
 fail:
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
-    if (w->reserve_fd >= 0)
-        close(w->reserve_fd);
+    if (w->acceptor.reserve_fd >= 0)
+        close(w->acceptor.reserve_fd);
     mh_buf_pool_destroy(&w->bufs);
-    gen->worker = NULL;
+    mh_gen_set_host(gen, NULL);
     mh_gen_unref(gen); /* the caller still holds its own reference */
     return -1;
 }
@@ -365,6 +402,7 @@ int mh_worker_run(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
+    mh_timer_gen_started(w->gen);
     ev_run(w->loop, 0);
     return w->exit_code;
 }
@@ -376,8 +414,8 @@ void mh_worker_destroy(struct mh_worker *w)
     w->devwatch = NULL;
     mh_access_log_free(w->access_log);
     w->access_log = NULL;
-    mh_metrics_server_free(w->metrics_server);
-    w->metrics_server = NULL;
+    if (w->metrics_listener.fd >= 0)
+        mh_listener_close(&w->metrics_listener);
     if (w->metrics) {
         ev_ref(w->loop);
         ev_timer_stop(w->loop, &w->metrics_timer);
@@ -385,26 +423,10 @@ void mh_worker_destroy(struct mh_worker *w)
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
-    while (w->active.head)
-        mh_conn_close(w->active.head);
-    while (w->idle.head)
-        mh_conn_close(w->idle.head);
-    while (w->closed) {
-        struct mh_conn *c = w->closed;
-        w->closed = c->next_closed;
-        mh_conn_destroy(c);
-    }
-    while (w->free_conns) {
-        struct mh_conn *c = w->free_conns;
-        w->free_conns = c->next;
-        mh_request_free(&c->req);
-        mh_response_free(&c->res);
-        mh_buf_free(&c->body);
-        free(c);
-    }
+    mh_http_ctx_destroy(&w->http);
     mh_buf_pool_destroy(&w->bufs);
-    if (w->reserve_fd >= 0)
-        close(w->reserve_fd);
-    w->gen->worker = NULL;
+    if (w->acceptor.reserve_fd >= 0)
+        close(w->acceptor.reserve_fd);
+    mh_gen_set_host(w->gen, NULL);
     mh_gen_unref(w->gen);
 }

@@ -2,8 +2,11 @@
 #define MH_WORKER_H
 /*
  * One worker: an event loop, its listeners, its connections and the Lua
- * generation that serves them. Everything a connection or a handler needs is
- * reached from here; nothing is process-global but the signal flag.
+ * generation that serves them. The worker hands each module below it the
+ * narrow thing it needs (the HTTP limits and connection context, an
+ * acceptor for the listeners, a host for the Lua generations); nothing
+ * below server/ includes this header. Nothing is process-global but the
+ * signal flag.
  */
 #include <ev.h>
 #include <stdbool.h>
@@ -11,31 +14,18 @@
 
 #include "buf.h"
 #include "config.h"
+#include "conn.h"
 #include "listener.h"
+#include "lua_handler.h"
+#include "lua_vm.h"
+#include "metrics.h"
 
-struct mh_conn;
+struct mh_req;
 struct mh_gen;
 struct mh_deps;
 struct mh_devwatch;
 struct mh_access_log;
 struct mh_metrics;
-struct mh_metrics_server;
-struct mh_buf;
-
-/* Reloads of the app code, for logs and metrics. A worker forked by the master starts with a copy
- * of the master's. */
-struct mh_reload_stats {
-    unsigned long reloads;  /* successful */
-    unsigned long failures; /* failed: the previous code kept serving */
-    bool last_failed;
-    char last_error[512]; /* first line of the last failure, "" if none */
-};
-
-/* An intrusive doubly-linked list of connections (idle or active). */
-struct mh_conn_list {
-    struct mh_conn *head;
-    size_t n;
-};
 
 struct mh_worker {
     struct ev_loop *loop;
@@ -45,23 +35,24 @@ struct mh_worker {
     struct mh_listener listeners[MH_MAX_LISTEN];
     size_t nlisteners;
     bool accept_paused;
-    int reserve_fd; /* spare descriptor given up on EMFILE */
+    struct mh_acceptor acceptor;         /* shared by the listeners */
+    struct mh_listener metrics_listener; /* fd -1: none */
 
-    size_t nconns;                  /* open connections */
-    struct mh_conn_list idle;       /* waiting for a request */
-    struct mh_conn_list active;     /* reading, handling or writing */
-    struct mh_conn *free_conns;     /* pool of closed connection objects */
-    struct mh_conn *pending_writes; /* output to flush before the loop sleeps */
-    struct mh_conn *closed;         /* closed, freed when unreferenced */
+    struct mh_http_limits limits; /* from config, for the connections */
+    struct mh_http_ctx http;      /* the connections */
     struct mh_buf_pool bufs;
+    struct mh_lua_app app;   /* root handler of the listeners: newest generation */
+    struct mh_gen_host host; /* what the generations see of the worker */
+    struct mh_metrics_handler metrics_handler;
 
     ev_prepare prepare; /* flushes pending writes, frees closed connections */
     ev_signal sigterm, sigint, sighup, sigusr2;
     ev_timer shutdown_timer;
     ev_timer delay_timer; /* shutdown_delay */
     ev_timer idle_close_timer;
-    bool stopping;      /* a stop was asked for: http.stopping() is true */
-    bool shutting_down; /* not accepting; finishing what is in flight */
+    bool stopping;             /* a stop was asked for: http.stopping() is true */
+    unsigned background_tasks; /* light threads, timer callbacks, on_start: a stop waits for them */
+    bool shutting_down;        /* not accepting; finishing what is in flight */
     int exit_code;
 
     struct mh_reload_stats *reload_stats; /* shared with the master once ops are set */
@@ -75,17 +66,7 @@ struct mh_worker {
     struct mh_metrics *metrics;  /* shared counters; NULL until ops are set */
     struct mh_shm_dicts *shared; /* shared dicts; NULL until ops are set */
     bool record_metrics;         /* a metrics listener or http.metrics_handler() exists */
-    struct mh_metrics_server *metrics_server;
-    ev_timer metrics_timer; /* publishes this worker's connection gauges */
-    /*
-     * Hook for the outbound client (client branch): appends its pool metrics
-     * (Prometheus text, e.g. moonhttp_client_pool_idle) to a scrape. NULL: none.
-     */
-    void (*client_metrics_hook)(struct mh_worker *w, struct mh_buf *out);
-
-    time_t date_sec; /* second the cached Date line is for */
-    char date_line[64];
-    size_t date_len;
+    ev_timer metrics_timer;      /* publishes this worker's connection gauges */
 };
 
 /* What main sets up once per process tree (before any fork) for every worker. */
@@ -97,9 +78,6 @@ struct mh_ops {
     bool metrics_on;             /* record per-request metrics */
     struct mh_shm_dicts *shared; /* http.server{ shared = ... } zones, mapped before any fork */
 };
-
-/* Failed reload: counts it and keeps the first line of err for metrics. */
-void mh_reload_stats_failed(struct mh_reload_stats *st, const char *err);
 
 /* Attaches the access log, shared metrics and the metrics listener to a worker. */
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops);
@@ -129,8 +107,6 @@ void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps);
  */
 int mh_worker_reload(struct mh_worker *w, const char *why);
 
-/* Called when a response is complete, if w->observe: access log, metrics, dev log. */
-void mh_worker_observe(struct mh_worker *w, struct mh_conn *c);
 /* Runs the loop until a graceful stop completes; returns the exit code. */
 int mh_worker_run(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
@@ -146,8 +122,5 @@ void mh_worker_shutdown(struct mh_worker *w);
 void mh_worker_pause_accept(struct mh_worker *w);
 /* Resumes accepting if it was paused and there is room again. */
 void mh_worker_maybe_resume_accept(struct mh_worker *w);
-
-/* "Date: <IMF-fixdate>\r\n", regenerated at most once a second. */
-const char *mh_worker_date(struct mh_worker *w, size_t *len);
 
 #endif

@@ -1,0 +1,247 @@
+-- A Redis client (RESP2) over http.tcp(): redis.connect{...} → a client whose
+-- methods are Redis commands (r:get(k), r:hset(k, f, v), or r:call("GET", k)).
+--
+-- Replies: status and bulk strings as strings, integers as integers, arrays
+-- as lists, nil bulk/array as redis.null. An error reply returns
+-- nil, "ERR ..." (its message, which starts with Redis's uppercase code);
+-- a transport failure returns nil, err with the socket's lowercase fixed
+-- strings ("timeout", "closed", "connection refused", ...) or
+-- "protocol error", and closes the connection. Connections are pooled per
+-- host:port/db: r:keepalive() (or <close>) parks a healthy one, and at most
+-- pool_size (default 30) are open per worker: past it, connect waits.
+local core = require "moonhttp.core"
+
+local M = {}
+
+M.null = setmetatable({}, { __tostring = function() return "redis.null" end })
+
+-- An error reply inside an array or a pipeline (where nil, err cannot be returned).
+local ErrorReply = { __tostring = function(e) return e.err end }
+M.ErrorReply = ErrorReply
+
+local PROTOCOL = "protocol error"
+local MAX_BULK = 512 * 1024 * 1024
+
+local tointeger, concat, type, select = math.tointeger, table.concat, type, select
+
+local function encode(args, n)
+  local out = { "*" .. n .. "\r\n" }
+  for i = 1, n do
+    local a = args[i]
+    local ty = type(a)
+    if ty == "number" then
+      a = tointeger(a) and string.format("%d", a) or string.format("%.17g", a)
+    elseif ty ~= "string" then
+      error("redis: argument " .. i .. " must be a string or number, got " .. ty, 4)
+    end
+    out[#out + 1] = "$" .. #a .. "\r\n"
+    out[#out + 1] = a
+    out[#out + 1] = "\r\n"
+  end
+  return concat(out)
+end
+M.encode = function(...) return encode({ ... }, select("#", ...)) end
+
+-- Reads one reply from sock. Returns value; or nil, msg, false for an error
+-- reply; or nil, err, true for a transport or protocol failure.
+local function read_reply(sock, depth)
+  local line, err = sock:receive("l")
+  if not line then return nil, err, true end
+  local kind, rest = line:sub(1, 1), line:sub(2)
+  if kind == "+" then return rest end
+  if kind == "-" then return nil, rest, false end
+  if kind == ":" then
+    local n = tointeger(tonumber(rest))
+    if not n or not rest:match("^%-?%d+$") then return nil, PROTOCOL, true end
+    return n
+  end
+  if kind == "$" or kind == "*" then
+    if not rest:match("^%-?%d+$") then return nil, PROTOCOL, true end
+    local n = tointeger(tonumber(rest))
+    if n == -1 then return M.null end
+    if not n or n < -1 or n > MAX_BULK then return nil, PROTOCOL, true end
+    if kind == "$" then
+      local data, e = sock:receive(n + 2)
+      if not data then return nil, e, true end
+      if data:sub(-2) ~= "\r\n" then return nil, PROTOCOL, true end
+      return data:sub(1, n)
+    end
+    if (depth or 0) > 32 then return nil, PROTOCOL, true end
+    local list = {}
+    for i = 1, n do
+      local v, e, transport = read_reply(sock, (depth or 0) + 1)
+      if v == nil then
+        if transport then return nil, e, true end
+        v = setmetatable({ err = e }, ErrorReply)
+      end
+      list[i] = v
+    end
+    return list
+  end
+  return nil, PROTOCOL, true
+end
+M.read_reply = read_reply
+
+local Client = {}
+local methods = {}
+Client.__index = function(_, name)
+  local m = methods[name]
+  if m then return m end
+  if type(name) ~= "string" then return nil end
+  local cmd = name:upper()
+  m = function(self, ...) return self:call(cmd, ...) end
+  methods[name] = m -- every client shares the generated method
+  return m
+end
+
+-- The connection failed at the transport level: nothing on it can be trusted.
+local function broken(self, err)
+  if self.sock then self.sock:close() end
+  self.sock = false
+  return nil, err
+end
+
+function methods:call(...)
+  local sock = self.sock
+  if not sock then return nil, "closed" end
+  if self.subscribed then error("redis: this connection is subscribed; use read_message", 2) end
+  local ok, err = sock:send(encode({ ... }, select("#", ...)))
+  if not ok then return broken(self, err) end
+  local v, e, transport = read_reply(sock)
+  if v == nil then
+    if transport then return broken(self, e) end
+    return nil, e
+  end
+  return v
+end
+
+-- r:pipeline(function(p) p:set(k, v); p:get(k) end) → list of replies (error
+-- replies as ErrorReply tables with .err) | nil, transport err.
+function methods:pipeline(fn)
+  local sock = self.sock
+  if not sock then return nil, "closed" end
+  local queued = {}
+  local p = setmetatable({}, { __index = function(_, name)
+    local cmd = name:upper()
+    return function(_, ...) queued[#queued + 1] = encode({ cmd, ... }, select("#", ...) + 1) end
+  end })
+  fn(p)
+  if #queued == 0 then return {} end
+  local ok, err = sock:send(concat(queued))
+  if not ok then return broken(self, err) end
+  local replies = {}
+  for i = 1, #queued do
+    local v, e, transport = read_reply(sock)
+    if v == nil then
+      if transport then return broken(self, e) end
+      v = setmetatable({ err = e }, ErrorReply)
+    end
+    replies[i] = v
+  end
+  return replies
+end
+
+-- Pub/sub: the connection is dedicated from here on (never pooled).
+local function subscribe_cmd(self, cmd, ...)
+  local sock = self.sock
+  if not sock then return nil, "closed" end
+  local n = select("#", ...)
+  local ok, err = sock:send(encode({ cmd, ... }, n + 1))
+  if not ok then return broken(self, err) end
+  self.subscribed = true
+  local last
+  for _ = 1, math.max(n, 1) do
+    local v, e, transport = read_reply(sock)
+    if v == nil then
+      if transport then return broken(self, e) end
+      return nil, e
+    end
+    last = v
+  end
+  return last
+end
+
+function methods:subscribe(...) return subscribe_cmd(self, "SUBSCRIBE", ...) end
+function methods:psubscribe(...) return subscribe_cmd(self, "PSUBSCRIBE", ...) end
+function methods:unsubscribe(...) return subscribe_cmd(self, "UNSUBSCRIBE", ...) end
+
+-- r:read_message() → kind, channel, payload ("message") | kind, pattern, channel, payload
+-- ("pmessage") | nil, err (a "timeout" leaves the subscription usable).
+function methods:read_message()
+  local sock = self.sock
+  if not sock then return nil, "closed" end
+  local v, e, transport = read_reply(sock)
+  if v == nil then
+    if transport and e ~= "timeout" then return broken(self, e) end
+    return nil, e
+  end
+  if type(v) ~= "table" then return nil, PROTOCOL end
+  return table.unpack(v)
+end
+
+function methods:settimeout(seconds)
+  if self.sock then self.sock:settimeouts(seconds, seconds, seconds) end
+end
+
+-- Parks the connection in the pool (unless it is subscribed or broken); the client is closed after.
+function methods:keepalive()
+  local sock = self.sock
+  if not sock then return nil, "closed" end
+  self.sock = false
+  if self.subscribed then
+    sock:close()
+    return nil, "subscribed"
+  end
+  return sock:keepalive(self.idle_timeout, self.pool_size)
+end
+
+function methods:close()
+  if self.sock then self.sock:close() end
+  self.sock = false
+  return true
+end
+
+function methods:reused() return self.sock and self.sock:reused() or 0 end
+
+Client.__close = function(self) methods.keepalive(self) end
+Client.__tostring = function(self) return "moonhttp.redis (" .. self.key .. ")" end
+
+-- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout = }
+function M.connect(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("redis.connect: options must be a table", 2) end
+  local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
+  local db = opts.db or 0
+  if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 2) end
+  local key = string.format("redis %s/%d/%s", path and ("unix:" .. path) or (host .. ":" .. port),
+    db, opts.password or "")
+  local sock = core.tcp()
+  local timeout = opts.timeout or 5
+  sock:settimeouts(timeout, timeout, timeout)
+  -- pool_size caps the connections too: past it, connects wait for one to come back.
+  local pool_size = opts.pool_size or 30
+  local copts = { pool = key, pool_size = pool_size }
+  local ok, err
+  if path then
+    ok, err = sock:connect("unix:" .. path, copts)
+  else
+    ok, err = sock:connect(host, port, copts)
+  end
+  if not ok then return nil, err end
+  -- Every field is always set (false when off): a missing one would read as a command.
+  local self = setmetatable({ sock = sock, key = key, subscribed = false,
+    pool_size = pool_size, idle_timeout = opts.idle_timeout or 60 }, Client)
+  if sock:reused() == 0 then
+    if opts.password then
+      local v, e = self:call("AUTH", opts.password)
+      if not v then self:close(); return nil, e end
+    end
+    if db ~= 0 then
+      local v, e = self:call("SELECT", db)
+      if not v then self:close(); return nil, e end
+    end
+  end
+  return self
+end
+
+return M

@@ -1,0 +1,182 @@
+-- moonhttp.redis against a real redis-server (started here on a free
+-- loopback port), and its reply parser against malformed replies from a
+-- fake peer (spec/servers/echo.py's "raw").
+local H = require "helper"
+
+local function run(source, port)
+  local code, out = H.run_lua(string.format("local redis = require 'moonhttp.redis'\n"
+    .. "local PORT = %d\n", port) .. source)
+  assert.equal(0, code, out)
+  return out
+end
+
+describe("moonhttp.redis", function()
+  local srv
+
+  setup(function() srv = H.redis() end)
+  teardown(function() srv:stop() end)
+
+  it("runs any command as a method and maps RESP2 replies", function()
+    local out = run([[
+      local r = assert(redis.connect{ port = PORT })
+      print(r:set("k", "v"), r:get("k"), r:get("missing") == redis.null)
+      print(r:incr("n"), math.type(r:incrby("n", 41)))
+      print(r:hset("h", "f", "x"), r:hgetall("h")[1], r:hgetall("h")[2])
+      print(r:call("ECHO", "bin\r\n\0data") == "bin\r\n\0data")
+      local nested = r:eval("return {1, {2, 'three'}, false}", 0)
+      print(#nested, nested[1], nested[2][1], nested[2][2], nested[3] == redis.null)
+      print(r:del("k", "h"), r:exists("k"))
+      print(#r:lrange("nolist", 0, -1))
+    ]], srv.port)
+    assert.equal("OK\tv\ttrue\n1\tinteger\n1\tf\tx\ntrue\n3\t1\t2\tthree\ttrue\n2\t0\n0\n", out)
+  end)
+
+  it("returns error replies as nil, msg, distinct from transport errors", function()
+    local out = run([[
+      local r = assert(redis.connect{ port = PORT })
+      r:set("s", "x")
+      print(r:lpush("s", "y"))
+      print(r:nosuchcommand())
+      print(r:get("s")) -- the connection is still fine after an error reply
+      print(redis.connect{ port = 1 })
+      print(pcall(r.set, r, "k", {}))
+    ]], srv.port)
+    assert.matches("^nil\tWRONGTYPE Operation against a key holding the wrong kind of value\n"
+      .. "nil\tERR unknown command 'NOSUCHCOMMAND'[^\n]*\nx\nnil\tconnection refused\n"
+      .. "false\t[^\n]*argument 3 must be a string or number", out)
+  end)
+
+  it("pipelines commands into one list of replies", function()
+    local out = run([[
+      local r = assert(redis.connect{ port = PORT })
+      local replies = r:pipeline(function(p)
+        p:set("p", 5)
+        p:incrby("p", 2)
+        p:get("p")
+        p:hget("p", "f") -- wrong type: an error reply inside the list
+        p:get("nothing")
+      end)
+      print(#replies, replies[1], replies[2], replies[3], tostring(replies[4]):match("^WRONGTYPE") ~= nil,
+        replies[5] == redis.null)
+      print(#r:pipeline(function() end))
+    ]], srv.port)
+    assert.equal("5\tOK\t7\t7\ttrue\ttrue\n0\n", out)
+  end)
+
+  it("selects a db and reuses pooled connections", function()
+    local out = run([[
+      local r = assert(redis.connect{ port = PORT, db = 3 })
+      r:set("only3", "yes")
+      print(r:reused())
+      assert(r:keepalive())
+      local again = assert(redis.connect{ port = PORT, db = 3 })
+      print(again:reused(), again:get("only3"))
+      again:keepalive()
+      local zero = assert(redis.connect{ port = PORT })
+      print(zero:reused(), zero:get("only3") == redis.null)
+    ]], srv.port)
+    assert.equal("0\n1\tyes\n0\ttrue\n", out)
+  end)
+
+  it("authenticates with a password", function()
+    local locked = H.redis("--requirepass s3cret")
+    local out = run([[
+      print(redis.connect{ port = PORT, password = "wrong" })
+      local r = assert(redis.connect{ port = PORT, password = "s3cret" })
+      print(r:ping())
+    ]], locked.port)
+    locked:stop()
+    assert.matches("^nil\tWRONGPASS[^\n]*\nPONG\n$", out)
+  end)
+
+  it("delivers pub/sub messages on a dedicated connection", function()
+    local out = run([[
+      local sub = assert(redis.connect{ port = PORT })
+      print(sub:subscribe("news")[1])
+      local t = http.spawn(function()
+        local pub = assert(redis.connect{ port = PORT })
+        http.sleep(0.02)
+        pub:publish("news", "hello")
+        pub:keepalive()
+      end)
+      print(sub:read_message())
+      sub:settimeout(0.05)
+      print(sub:read_message())
+      print(sub:keepalive())
+      t:join()
+    ]], srv.port)
+    assert.equal("subscribe\nmessage\tnews\thello\nnil\ttimeout\nnil\tsubscribed\n", out)
+  end)
+
+  it("under load, opens as many connections as the pool size", function()
+    local out = run([[
+      local ctl = assert(redis.connect{ port = PORT, pool = "ctl", pool_size = 1 })
+      local before = select(2, ctl:client("list"):gsub("\n", ""))
+      local threads = {}
+      for i = 1, 50 do
+        threads[i] = http.spawn(function()
+          for j = 1, 20 do
+            local r = assert(redis.connect{ port = PORT, pool_size = 4, db = 1 })
+            assert(r:incr("load") )
+            assert(r:keepalive())
+          end
+        end)
+      end
+      local peak = 0
+      for i = 1, 50 do
+        local n = select(2, ctl:client("list"):gsub("\n", ""))
+        if n > peak then peak = n end
+        threads[i]:join()
+      end
+      local r = assert(redis.connect{ port = PORT, pool_size = 4, db = 1 })
+      print(r:get("load"), peak - before)
+    ]], srv.port)
+    assert.equal("1000\t4\n", out)
+  end)
+
+  -- Malformed and edge replies, as raw bytes from a fake peer.
+  describe("reply parser", function()
+    local echo
+    setup(function() echo = H.echo_server() end)
+    teardown(function() echo:stop() end)
+
+    local rows = {
+      { "status", "+OK\r\n", "OK" },
+      { "integer", ":-42\r\n", "-42" },
+      { "empty bulk", "$0\r\n\r\n", "" },
+      { "nil bulk", "$-1\r\n", "redis.null" },
+      { "nil array", "*-1\r\n", "redis.null" },
+      { "bulk cut short", "$5\r\nhel", "nil|closed|true" },
+      { "error reply", "-ERR bad thing\r\n", "nil|ERR bad thing|false" },
+      { "unknown type byte", "!5\r\n", "nil|protocol error|true" },
+      { "integer not a number", ":12x\r\n", "nil|protocol error|true" },
+      { "bulk length not a number", "$abc\r\n", "nil|protocol error|true" },
+      { "bulk length negative", "$-5\r\n", "nil|protocol error|true" },
+      { "bulk too large", "$99999999999\r\n", "nil|protocol error|true" },
+      { "bulk missing CRLF", "$2\r\nabcd\r\n", "nil|protocol error|true" },
+      { "array cut short", "*3\r\n:1\r\n", "nil|closed|true" },
+      { "array with an error element", "*2\r\n-ERR x\r\n:1\r\n", "table|ERR x|1" },
+      { "peer closes", "", "nil|closed|true" },
+    }
+    for _, row in ipairs(rows) do
+      it(row[1], function()
+        local hex = row[2]:gsub(".", function(c) return string.format("%02x", c:byte()) end)
+        local out = run(string.format([[
+          local s = http.tcp()
+          assert(s:connect("127.0.0.1", PORT))
+          s:settimeouts(1, 1, 1)
+          s:send("rawclose %s\n")
+          local v, err, transport = redis.read_reply(s)
+          if type(v) == "table" and v ~= redis.null then
+            print("table", tostring(v[1]), v[2])
+          elseif v ~= nil then
+            print(tostring(v))
+          else
+            print(v, err, transport)
+          end
+        ]], hex == "" and "00" or hex), echo.port)
+        assert.equal(row[3]:gsub("|", "\t") .. "\n", out)
+      end)
+    end
+  end)
+end)

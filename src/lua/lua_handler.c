@@ -1,0 +1,225 @@
+#include "lua_handler.h"
+
+#include "dispatch.h"
+#include "lua_sched.h"
+#include "lua_vm.h"
+#include "metrics.h"
+#include "req.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+
+#define HANDLER_MT "moonhttp.Handler"
+
+/* ---- the app: generation pinning and dispatch --------------------------- */
+
+static void app_end(struct mh_req *r)
+{
+    mh_gen_unref(r->owner);
+}
+
+void mh_lua_dev_headers(const struct mh_gen *g, struct mh_req *r)
+{
+    const struct mh_reload_stats *st =
+        g->host && g->host->reload_stats ? *g->host->reload_stats : NULL;
+    if (!g->config->dev || !st || !st->last_failed)
+        return;
+    /* The first line of the load error, made a valid header value. */
+    char v[sizeof st->last_error];
+    size_t n = 0;
+    for (const char *p = st->last_error; *p && n < 400; p++)
+        v[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    mh_response_header(&r->res, "X-Moonhttp-Reload-Error", 23, v, n, true);
+}
+
+static void app_start(const struct mh_handler *h, struct mh_req *r)
+{
+    const struct mh_lua_app *a = (const struct mh_lua_app *)h;
+    struct mh_gen *g = *a->current;
+    /* The request keeps the generation it started on, however many reloads come. */
+    mh_gen_ref(g);
+    r->owner = g;
+    r->on_end = app_end;
+    if (g->config->dev)
+        mh_lua_dev_headers(g, r);
+    mh_dispatch(r, &g->site);
+}
+
+static const struct mh_handler_ops app_ops = {.name = "app", .start = app_start};
+
+void mh_lua_app_init(struct mh_lua_app *a, struct mh_gen *const *current)
+{
+    a->base.ops = &app_ops;
+    a->current = current;
+}
+
+/* ---- Lua functions as route handlers ------------------------------------- */
+
+struct mh_lua_route {
+    struct mh_handler base;
+    struct mh_gen *gen;
+    int ref;
+    bool pass_allow;
+    struct mh_lua_route *next; /* the generation's list, freed with it */
+};
+
+static void route_start(const struct mh_handler *h, struct mh_req *r)
+{
+    const struct mh_lua_route *lr = (const struct mh_lua_route *)h;
+    if (lr->pass_allow)
+        mh_task_start_handler(lr->gen, r, lr->ref, r->head.allow, r->head.allow_len);
+    else
+        mh_task_start_handler(lr->gen, r, lr->ref, NULL, 0);
+}
+
+static void route_on_body(struct mh_req *r)
+{
+    if (r->handler_data)
+        mh_task_on_body(r->handler_data);
+}
+
+static void route_on_writable(struct mh_req *r)
+{
+    if (r->handler_data)
+        mh_task_on_writable(r->handler_data);
+}
+
+static void route_on_abort(struct mh_req *r)
+{
+    if (r->handler_data)
+        mh_task_on_abort(r->handler_data);
+}
+
+static const struct mh_handler_ops route_ops = {
+    .name = "lua",
+    .start = route_start,
+    .on_body = route_on_body,
+    .on_writable = route_on_writable,
+    .on_abort = route_on_abort,
+};
+
+void mh_lua_request_stopping(struct mh_req *r, void *ud)
+{
+    (void)ud;
+    if (r->handler && r->handler->ops == &route_ops && r->handler_data)
+        mh_task_on_stopping(r->handler_data);
+}
+
+/* ---- C handlers as Lua values -------------------------------------------- */
+
+struct handler_ud {
+    struct mh_handler *h;
+    void (*free_fn)(struct mh_handler *h);
+};
+
+static const char HANDLER_MT_KEY = 0;
+
+static int handler_gc(lua_State *L)
+{
+    struct handler_ud *u = lua_touserdata(L, 1);
+    if (u->h && u->free_fn)
+        u->free_fn(u->h);
+    u->h = NULL;
+    return 0;
+}
+
+/* handler(req, res) from middleware: the C handler takes the request over when the task ends. */
+static int handler_call(lua_State *L)
+{
+    struct handler_ud *u = lua_touserdata(L, 1);
+    struct mh_task *t = mh_task_current(L);
+    if (!t || !t->request)
+        return luaL_error(L, "a C handler can only be called from a request handler");
+    if (t->handoff)
+        return luaL_error(L, "a C handler was already called for this request");
+    t->handoff = u->h;
+    return 0;
+}
+
+static int handler_tostring(lua_State *L)
+{
+    struct handler_ud *u = lua_touserdata(L, 1);
+    lua_pushfstring(L, HANDLER_MT " (%s)", u->h ? u->h->ops->name : "freed");
+    return 1;
+}
+
+void mh_lua_push_handler(lua_State *L, struct mh_handler *h, void (*free_fn)(struct mh_handler *))
+{
+    struct handler_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->h = h;
+    u->free_fn = free_fn;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &HANDLER_MT_KEY);
+    lua_setmetatable(L, -2);
+}
+
+struct mh_handler *mh_lua_to_handler(lua_State *L, int idx)
+{
+    struct handler_ud *u = lua_touserdata(L, idx);
+    if (!u || !lua_getmetatable(L, idx))
+        return NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &HANDLER_MT_KEY);
+    bool same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same ? u->h : NULL;
+}
+
+int mh_lua_handler_register(lua_State *L, struct mh_gen *g, int idx, bool pass_allow,
+                            const struct mh_handler **out)
+{
+    struct mh_handler *c = mh_lua_to_handler(L, idx);
+    const struct mh_handler *h;
+    if (c) {
+        /* The value stays referenced (so not collected) for the generation's life. */
+        lua_pushvalue(L, idx);
+        luaL_ref(L, LUA_REGISTRYINDEX);
+        h = c;
+    } else {
+        struct mh_lua_route *lr = calloc(1, sizeof *lr);
+        if (!lr)
+            return -1;
+        lr->base.ops = &route_ops;
+        lr->gen = g;
+        lr->pass_allow = pass_allow;
+        lua_pushvalue(L, idx);
+        lr->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        lr->next = g->_lua_routes;
+        g->_lua_routes = lr;
+        h = &lr->base;
+    }
+    if (out)
+        *out = h;
+    return mh_handler_table_add(&g->handlers, h);
+}
+
+void mh_lua_handlers_free(struct mh_gen *g)
+{
+    while (g->_lua_routes) {
+        struct mh_lua_route *lr = g->_lua_routes;
+        g->_lua_routes = lr->next;
+        free(lr);
+    }
+    mh_handler_table_free(&g->handlers);
+}
+
+/* core.is_handler(v): whether v is a C handler (http.handle accepts it as a handler). */
+static int l_is_handler(lua_State *L)
+{
+    lua_pushboolean(L, mh_lua_to_handler(L, 1) != NULL);
+    return 1;
+}
+
+void mh_lua_handler_open(lua_State *L)
+{
+    luaL_newmetatable(L, HANDLER_MT);
+    lua_pushcfunction(L, handler_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, handler_call);
+    lua_setfield(L, -2, "__call");
+    lua_pushcfunction(L, handler_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, HANDLER_MT);
+    lua_setfield(L, -2, "__name");
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &HANDLER_MT_KEY);
+    lua_pushcfunction(L, l_is_handler);
+    lua_setfield(L, -2, "is_handler");
+}

@@ -1,0 +1,981 @@
+/*
+ * http.tcp(): see lua_socket.h for the contract. A socket userdata (struct
+ * lsock) drives one operation at a time through C callbacks (resolve →
+ * connect → next address → TLS handshake; fill until a receive can be
+ * answered; write until all is sent) and wakes its waiting task only when
+ * the answer is ready, so a resume never has to wait again.
+ */
+#define _GNU_SOURCE /* memmem */
+#include "lua_socket.h"
+
+#include "client_dns.h"
+#include "client_tls.h"
+#include "lua_sched.h"
+#include "lua_vm.h"
+#include "socket.h"
+
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#define SOCK_MT         "moonhttp.Socket"
+#define STATE_MT        "moonhttp.SocketState"
+#define DEFAULT_TIMEOUT 60.0
+#define DEFAULT_IDLE    60.0
+#define DEFAULT_POOL    30
+#define KEY_MAX         300
+
+static const char STATE_KEY = 's'; /* registry: this generation's struct sock_state */
+static const char NO_HOST[] = "host not found";
+static const char BUSY[] = "socket busy";
+
+/* A TLS configuration per (CA file, verify) pair, made on first use. */
+struct tls_cfg {
+    struct tls_cfg *next;
+    bool verify;
+    struct mh_client_tls_cfg *cfg;
+    char ca[]; /* "" for the system bundle */
+};
+
+/* The last TLS session per key, offered again on the next handshake. */
+struct tls_session {
+    struct tls_session *next;
+    void *session;
+    char key[];
+};
+
+/*
+ * Connections of one key may be limited (opts.pool_size at connect): past
+ * the limit, connects queue until a connection of the key is parked or
+ * closed, so the peer sees at most that many connections (OpenResty's pool
+ * backlog). Only connections handed out count; idle ones are at most the
+ * rest, since a new one is made only when none is idle.
+ */
+struct key_limit {
+    struct key_limit *next;
+    size_t active;
+    struct lsock *wait_head, *wait_tail;
+    char key[];
+};
+
+struct sock_state {
+    struct ev_loop *loop;
+    struct key_limit *limits;
+    struct mh_socket_pool *pool;
+    struct mh_dns *dns;
+    struct tls_cfg *cfgs;
+    struct tls_session *sessions;
+};
+
+enum op { OP_NONE, OP_CONNECT, OP_HANDSHAKE, OP_SEND, OP_RECV };
+enum recv_mode { R_BYTES, R_LINE, R_ALL, R_UNTIL };
+
+struct lsock {
+    struct mh_socket *s; /* NULL: not connected, or closed */
+    struct sock_state *st;
+    struct mh_task_link owner;
+    struct mh_task *waiter;
+    int anchor; /* registry reference to the userdata while a task waits */
+    double tmo_connect, tmo_send, tmo_read;
+    enum op op;
+    bool done;       /* the pending operation has its answer (set by wake) */
+    const char *err; /* the pending operation's failure */
+    enum recv_mode mode;
+    size_t want;
+    const char *delim;
+    size_t delim_len;
+    /* connect */
+    struct mh_dns_query dns;
+    bool resolving;
+    struct mh_dns_addrs addrs;
+    int addr_i;
+    bool tls_next; /* connect goes on with a handshake */
+    bool verify;
+    char ca[256];
+    char server_name[256];
+    char key[KEY_MAX];
+    char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
+    uint16_t port;
+    struct key_limit *limit;  /* counted in it while connected */
+    struct key_limit *queued; /* waiting in it for a free slot */
+    struct lsock *next_waiter;
+};
+
+/* ---- per-generation state ------------------------------------------------------ */
+
+static int state_gc(lua_State *L)
+{
+    struct sock_state *st = luaL_checkudata(L, 1, STATE_MT);
+    mh_socket_pool_free(st->pool); /* before the TLS configurations its sockets use */
+    st->pool = NULL;
+    mh_dns_free(st->dns);
+    st->dns = NULL;
+    while (st->sessions) {
+        struct tls_session *x = st->sessions;
+        st->sessions = x->next;
+        mh_client_tls_session_free(x->session);
+        free(x);
+    }
+    while (st->limits) {
+        struct key_limit *l = st->limits;
+        st->limits = l->next;
+        free(l);
+    }
+    while (st->cfgs) {
+        struct tls_cfg *c = st->cfgs;
+        st->cfgs = c->next;
+        mh_client_tls_cfg_free(c->cfg);
+        free(c);
+    }
+    return 0;
+}
+
+static struct sock_state *state_of(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &STATE_KEY) == LUA_TUSERDATA) {
+        struct sock_state *st = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        return st;
+    }
+    lua_pop(L, 1);
+    struct mh_gen *g = mh_gen_of(L);
+    struct sock_state *st = lua_newuserdatauv(L, sizeof *st, 0);
+    memset(st, 0, sizeof *st);
+    luaL_setmetatable(L, STATE_MT);
+    st->loop = g && g->loop ? g->loop : EV_DEFAULT;
+    st->pool = mh_socket_pool_new(st->loop);
+    st->dns = mh_dns_new(st->loop);
+    if (!st->pool || !st->dns)
+        luaL_error(L, "out of memory"); /* the userdata's __gc frees what was made */
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
+    return st;
+}
+
+static struct mh_client_tls_cfg *tls_cfg_for(struct sock_state *st, const char *ca, bool verify,
+                                             const char **err)
+{
+    for (struct tls_cfg *c = st->cfgs; c; c = c->next)
+        if (c->verify == verify && strcmp(c->ca, ca) == 0)
+            return c->cfg;
+    size_t n = strlen(ca);
+    struct tls_cfg *c = calloc(1, sizeof *c + n + 1);
+    if (!c) {
+        *err = MH_SOCK_NOMEM;
+        return NULL;
+    }
+    if (!(c->cfg = mh_client_tls_cfg_new(n ? ca : NULL, verify, err))) {
+        free(c);
+        return NULL;
+    }
+    memcpy(c->ca, ca, n + 1);
+    c->verify = verify;
+    c->next = st->cfgs;
+    st->cfgs = c;
+    return c->cfg;
+}
+
+static struct tls_session *session_for(struct sock_state *st, const char *key, bool create)
+{
+    for (struct tls_session *x = st->sessions; x; x = x->next)
+        if (strcmp(x->key, key) == 0)
+            return x;
+    if (!create)
+        return NULL;
+    size_t n = strlen(key);
+    struct tls_session *x = calloc(1, sizeof *x + n + 1);
+    if (x) {
+        memcpy(x->key, key, n + 1);
+        x->next = st->sessions;
+        st->sessions = x;
+    }
+    return x;
+}
+
+static void connect_start(struct lsock *k);
+
+/* Counts k in its key's limit (true), or queues it until a slot frees (false). */
+static bool take_slot(struct lsock *k, size_t size)
+{
+    struct key_limit *l = k->st->limits;
+    while (l && strcmp(l->key, k->key) != 0)
+        l = l->next;
+    if (!l) {
+        size_t n = strlen(k->key);
+        if (!(l = calloc(1, sizeof *l + n + 1)))
+            return true; /* out of memory: unlimited rather than stuck */
+        memcpy(l->key, k->key, n + 1);
+        l->next = k->st->limits;
+        k->st->limits = l;
+    }
+    if (l->active < size) {
+        l->active++;
+        k->limit = l;
+        return true;
+    }
+    k->next_waiter = NULL;
+    if (l->wait_tail)
+        l->wait_tail->next_waiter = k;
+    else
+        l->wait_head = k;
+    l->wait_tail = k;
+    k->queued = l;
+    return false;
+}
+
+static void leave_queue(struct lsock *k)
+{
+    struct key_limit *l = k->queued;
+    struct lsock **pp = &l->wait_head, *prev = NULL;
+    while (*pp && *pp != k) {
+        prev = *pp;
+        pp = &(*pp)->next_waiter;
+    }
+    if (*pp)
+        *pp = k->next_waiter;
+    if (l->wait_tail == k)
+        l->wait_tail = prev;
+    k->queued = NULL;
+    k->next_waiter = NULL;
+}
+
+/* k's connection was parked or closed: its slot goes to the first waiter. */
+static void release_slot(struct lsock *k)
+{
+    struct key_limit *l = k->limit;
+    if (!l)
+        return;
+    k->limit = NULL;
+    l->active--;
+    struct lsock *w = l->wait_head;
+    if (!w)
+        return;
+    leave_queue(w);
+    l->active++;
+    w->limit = l;
+    connect_start(w);
+}
+
+/* ---- closing and waking ---------------------------------------------------------- */
+
+static void on_sock_done(struct mh_socket *s, const char *err);
+
+/*
+ * The pending operation has its answer: wake the waiting task to push it,
+ * or, when the answer came before the call could wait, let it answer now.
+ */
+static void wake(struct lsock *k)
+{
+    k->done = true;
+    if (k->waiter)
+        mh_task_wake(k->waiter);
+}
+
+/* Stops what is in progress on the C side (the waiting task, if any, stays). */
+static void stop_op(struct lsock *k)
+{
+    if (k->queued)
+        leave_queue(k);
+    if (k->resolving) {
+        mh_dns_cancel(&k->dns);
+        k->resolving = false;
+    }
+    if (k->s)
+        mh_socket_cancel(k->s);
+}
+
+static void sock_close(struct lsock *k)
+{
+    mh_task_unlink(&k->owner);
+    stop_op(k);
+    if (k->s) {
+        mh_socket_free(k->s);
+        k->s = NULL;
+    }
+    release_slot(k);
+    if (k->waiter && k->op != OP_NONE) {
+        /* Another task waits on it (its owner ended): wake that one with "closed". */
+        k->err = MH_SOCK_CLOSED;
+        wake(k);
+    }
+}
+
+static void on_owner_end(struct mh_task_link *l)
+{
+    sock_close((struct lsock *)((char *)l - offsetof(struct lsock, owner)));
+}
+
+/* close(), <close> and __gc. */
+static int l_close(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    sock_close(k);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* The waiting task ended first (killed): undo the wait without resuming it. */
+static void cancel_wait(struct mh_task *t)
+{
+    struct lsock *k = t->wait_data;
+    stop_op(k);
+    k->op = OP_NONE;
+    k->waiter = NULL;
+    luaL_unref(t->co, LUA_REGISTRYINDEX, k->anchor);
+    k->anchor = LUA_NOREF;
+}
+
+/* ---- receive ------------------------------------------------------------------------ */
+
+/* Where the answer of the pending receive ends in the input, or 0 if not there yet. */
+static size_t recv_end(const struct lsock *k, size_t *skip)
+{
+    const struct mh_buf *in = &k->s->in;
+    *skip = 0;
+    switch (k->mode) {
+    case R_BYTES:
+        return in->len >= k->want ? k->want : 0;
+    case R_LINE: {
+        const char *nl = in->len ? memchr(in->data, '\n', in->len) : NULL;
+        if (!nl)
+            return 0;
+        *skip = 1;
+        return (size_t)(nl - in->data) + 1;
+    }
+    case R_UNTIL: {
+        const char *d = in->len ? memmem(in->data, in->len, k->delim, k->delim_len) : NULL;
+        if (!d)
+            return 0;
+        *skip = k->delim_len;
+        return (size_t)(d - in->data) + k->delim_len;
+    }
+    case R_ALL:
+        return 0;
+    }
+    return 0;
+}
+
+static bool recv_ready(const struct lsock *k)
+{
+    size_t skip;
+    return k->err || !k->s || k->s->eof || recv_end(k, &skip) > 0;
+}
+
+/* Reads until the pending receive can be answered (true) or must wait (false). */
+static bool recv_progress(struct lsock *k)
+{
+    while (!recv_ready(k)) {
+        const char *err = NULL;
+        int rc = mh_socket_fill(k->s, k->tmo_read, on_sock_done, &err);
+        if (rc == 0)
+            return false;
+        if (rc < 0)
+            k->err = err;
+    }
+    return true;
+}
+
+/* Pushes the answer of a ready receive: data, or nil, err, partial. */
+static int push_recv(lua_State *L, struct lsock *k)
+{
+    const char *err = k->err;
+    k->err = NULL;
+    k->op = OP_NONE;
+    if (!k->s) {
+        lua_pushnil(L);
+        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushliteral(L, "");
+        return 3;
+    }
+    struct mh_buf *in = &k->s->in;
+    size_t skip, end = err ? 0 : recv_end(k, &skip);
+    if (end) {
+        size_t n = end - skip;
+        if (k->mode == R_LINE && n > 0 && in->data[n - 1] == '\r')
+            n--;
+        lua_pushlstring(L, in->data, n);
+        mh_buf_consume(in, end);
+        return 1;
+    }
+    if (!err && k->mode == R_ALL) {
+        lua_pushlstring(L, in->data ? in->data : "", in->len);
+        mh_buf_consume(in, in->len);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_pushstring(L, err ? err : MH_SOCK_CLOSED);
+    lua_pushlstring(L, in->data ? in->data : "", in->len);
+    mh_buf_consume(in, in->len);
+    return 3;
+}
+
+/* ---- connecting ----------------------------------------------------------------------- */
+
+static void connect_next(struct lsock *k);
+static void handshake_start(struct lsock *k);
+
+static int tls_step(struct mh_socket *s, const char **err)
+{
+    int rc = mh_client_tls_handshake(s->tls, err);
+    if (rc == 0)
+        return 0;
+    if (rc == MH_TLS_WANT_READ)
+        return MH_SOCK_WANT_READ;
+    if (rc == MH_TLS_WANT_WRITE)
+        return MH_SOCK_WANT_WRITE;
+    return -1;
+}
+
+/* The handshake finished: TLS becomes the socket's transport. */
+static void handshake_done(struct lsock *k)
+{
+    struct mh_socket *s = k->s;
+    struct mh_client_tls *tls = s->tls;
+    s->tls = NULL;
+    mh_client_tls_transport(tls, &s->tr, s->tr.fd);
+    struct tls_session *x = session_for(k->st, k->key, true);
+    if (x)
+        mh_client_tls_save_session(tls, &x->session);
+}
+
+static void handshake_failed(struct lsock *k, const char *err)
+{
+    if (k->s && k->s->tls) {
+        mh_client_tls_free(k->s->tls);
+        k->s->tls = NULL;
+    }
+    k->err = err;
+}
+
+/* Connected (or failed) at the socket level: try the next address, or go on with TLS. */
+static void connected(struct lsock *k, const char *err)
+{
+    if (err) {
+        if (++k->addr_i < k->addrs.n) {
+            connect_next(k);
+            return;
+        }
+        k->err = err;
+        wake(k);
+        return;
+    }
+    if (k->tls_next) {
+        handshake_start(k);
+        return;
+    }
+    wake(k);
+}
+
+static void connect_next(struct lsock *k)
+{
+    const char *err = NULL;
+    int rc = mh_socket_connect(k->s, (const struct sockaddr *)&k->addrs.a[k->addr_i],
+                               k->addrs.len[k->addr_i], k->tmo_connect, on_sock_done, &err);
+    if (rc != 0)
+        connected(k, rc < 0 ? err : NULL);
+}
+
+static void handshake_start(struct lsock *k)
+{
+    const char *err = NULL;
+    k->op = OP_HANDSHAKE;
+    struct mh_client_tls_cfg *cfg = tls_cfg_for(k->st, k->ca, k->verify, &err);
+    struct tls_session *x = session_for(k->st, k->key, false);
+    if (cfg)
+        k->s->tls =
+            mh_client_tls_new(cfg, k->s->tr.fd, k->server_name, x ? x->session : NULL, &err);
+    if (!cfg || !k->s->tls) {
+        k->err = err;
+        wake(k);
+        return;
+    }
+    int rc = mh_socket_step(k->s, tls_step, k->tmo_connect, on_sock_done, &err);
+    if (rc == 0)
+        return;
+    if (rc > 0)
+        handshake_done(k);
+    else
+        handshake_failed(k, err);
+    wake(k);
+}
+
+static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
+{
+    struct lsock *k = (struct lsock *)((char *)q - offsetof(struct lsock, dns));
+    k->resolving = false;
+    if (err) {
+        k->err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        wake(k);
+        return;
+    }
+    k->addrs = *a;
+    k->addr_i = 0;
+    connect_next(k);
+}
+
+/* Every socket-level completion comes here and goes on with the pending operation. */
+static void on_sock_done(struct mh_socket *s, const char *err)
+{
+    struct lsock *k = s->ud;
+    switch (k->op) {
+    case OP_CONNECT:
+        connected(k, err);
+        return;
+    case OP_HANDSHAKE:
+        if (err)
+            handshake_failed(k, err);
+        else
+            handshake_done(k);
+        wake(k);
+        return;
+    case OP_SEND:
+        k->err = err;
+        wake(k);
+        return;
+    case OP_RECV:
+        if (err)
+            k->err = err;
+        if (recv_progress(k))
+            wake(k);
+        return;
+    case OP_NONE:
+        return;
+    }
+}
+
+/* ---- the waiting template -------------------------------------------------------------- */
+
+static int push_result(lua_State *L, struct lsock *k)
+{
+    enum op op = k->op;
+    if (op == OP_RECV)
+        return push_recv(L, k);
+    const char *err = k->err;
+    k->err = NULL;
+    k->op = OP_NONE;
+    if (err) {
+        if (op == OP_CONNECT || op == OP_HANDSHAKE)
+            sock_close(k); /* a half-made connection is of no use */
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    if (op == OP_SEND) {
+        lua_pushinteger(L, (lua_Integer)k->want);
+        return 1;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int resume_op(struct mh_task *t, lua_State *co)
+{
+    struct lsock *k = t->wait_data;
+    k->waiter = NULL;
+    luaL_unref(co, LUA_REGISTRYINDEX, k->anchor);
+    k->anchor = LUA_NOREF;
+    if (k->op == OP_CONNECT && !k->done) {
+        /* The connect's own deadline (queued for a slot, or a backstop) passed first. */
+        stop_op(k);
+        k->err = MH_SOCK_TIMEOUT;
+    }
+    return push_result(co, k);
+}
+
+/* Suspends the running task until k's pending operation is answered (userdata at 1). */
+static int wait_op(lua_State *L, struct lsock *k, struct mh_task *t)
+{
+    lua_pushvalue(L, 1);
+    k->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    k->waiter = t;
+    return mh_task_wait(L, t, resume_op, cancel_wait, k);
+}
+
+/* Checks self and that no other operation is pending; raises for misuse. */
+static struct lsock *check_idle(lua_State *L, const char *what, struct mh_task **t)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    *t = mh_task_check(L, what);
+    if (k->op != OP_NONE)
+        luaL_error(L, "%s: %s (another operation is waiting on it)", what, BUSY);
+    return k;
+}
+
+/* ---- methods ------------------------------------------------------------------------------ */
+
+static bool opt_bool(lua_State *L, int idx, const char *k, bool def)
+{
+    bool v = def;
+    if (lua_getfield(L, idx, k) != LUA_TNIL)
+        v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static void opt_string(lua_State *L, int idx, const char *k, char *out, size_t cap,
+                       const char *what)
+{
+    if (lua_getfield(L, idx, k) != LUA_TNIL) {
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        if (!s || n >= cap)
+            luaL_error(L, "%s: opts.%s must be a string shorter than %d bytes", what, k, (int)cap);
+        memcpy(out, s, n + 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* Reads TLS options ({ server_name, verify, ca } or true) at idx into k. */
+static void read_tls_opts(lua_State *L, struct lsock *k, int idx, const char *host,
+                          const char *what)
+{
+    k->verify = true;
+    k->ca[0] = 0;
+    snprintf(k->server_name, sizeof k->server_name, "%s", host ? host : "");
+    if (lua_istable(L, idx)) {
+        k->verify = opt_bool(L, idx, "verify", true);
+        opt_string(L, idx, "ca", k->ca, sizeof k->ca, what);
+        opt_string(L, idx, "server_name", k->server_name, sizeof k->server_name, what);
+    } else if (!lua_isnoneornil(L, idx) && !lua_isboolean(L, idx)) {
+        luaL_error(L, "%s: tls options must be true or a table", what);
+    }
+}
+
+/* Goes on with a connect: an idle pooled connection for the key, or a new one. */
+static void connect_start(struct lsock *k)
+{
+    struct mh_socket *s = mh_socket_pool_take(k->st->pool, k->key);
+    if (s) {
+        s->ud = k;
+        k->s = s;
+        wake(k);
+        return;
+    }
+    if (!(k->s = mh_socket_new(k->st->loop))) {
+        k->err = MH_SOCK_NOMEM;
+        wake(k);
+        return;
+    }
+    k->s->ud = k;
+    if (strncmp(k->host, "unix:", 5) == 0) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&k->addrs.a[0];
+        memset(un, 0, sizeof *un);
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, k->host + 5, strlen(k->host + 5));
+        k->addrs.len[0] = (socklen_t)sizeof *un;
+        k->addrs.n = 1;
+        k->addr_i = 0;
+        connect_next(k);
+        return;
+    }
+    const char *err = NULL;
+    k->dns.cb = on_resolved;
+    int rc = mh_dns_resolve(k->st->dns, k->host, k->port, &k->dns, &k->addrs, &err);
+    if (rc == 1) {
+        k->addr_i = 0;
+        connect_next(k);
+    } else if (rc == 0) {
+        k->resolving = true;
+    } else {
+        k->err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        wake(k);
+    }
+}
+
+/* sock:connect(host, port [, opts]) / sock:connect("unix:/path" [, opts]) → true | nil, err */
+static int l_connect(lua_State *L)
+{
+    struct mh_task *t;
+    struct lsock *k = check_idle(L, "sock:connect", &t);
+    size_t hlen;
+    const char *host = luaL_checklstring(L, 2, &hlen);
+    bool unix_path = hlen > 5 && memcmp(host, "unix:", 5) == 0;
+    lua_Integer port = 0;
+    int opts = unix_path ? 3 : 4;
+    if (!unix_path) {
+        port = luaL_checkinteger(L, 3);
+        luaL_argcheck(L, port > 0 && port < 65536, 3, "port must be 1..65535");
+        luaL_argcheck(L, hlen > 0 && hlen < 256, 2, "bad host");
+    } else {
+        luaL_argcheck(L, hlen - 5 < sizeof(((struct sockaddr_un *)0)->sun_path), 2,
+                      "unix socket path too long");
+    }
+    if (!lua_isnoneornil(L, opts))
+        luaL_checktype(L, opts, LUA_TTABLE);
+    else
+        opts = 0;
+    sock_close(k); /* connect on a connected socket starts over */
+    k->tls_next = false;
+    if (opts) {
+        int ty = lua_getfield(L, opts, "tls");
+        if (ty != LUA_TNIL && (ty != LUA_TBOOLEAN || lua_toboolean(L, -1))) {
+            k->tls_next = true;
+            read_tls_opts(L, k, lua_gettop(L), unix_path ? NULL : host, "sock:connect");
+        }
+        lua_pop(L, 1);
+    }
+    char pool[KEY_MAX] = "";
+    if (opts)
+        opt_string(L, opts, "pool", pool, sizeof pool, "sock:connect");
+    if (pool[0])
+        snprintf(k->key, sizeof k->key, "%s", pool);
+    else if (unix_path)
+        snprintf(k->key, sizeof k->key, "%s%s", host, k->tls_next ? " tls" : "");
+    else
+        snprintf(k->key, sizeof k->key, "%s:%d%s", host, (int)port, k->tls_next ? " tls" : "");
+
+    memcpy(k->host, host, hlen + 1);
+    k->port = (uint16_t)port;
+    k->owner.release = on_owner_end;
+    mh_task_adopt(t, &k->owner);
+    k->op = OP_CONNECT;
+    k->err = NULL;
+    k->done = false;
+    lua_Integer limit = 0;
+    if (opts && lua_getfield(L, opts, "pool_size") != LUA_TNIL) {
+        limit = lua_tointeger(L, -1);
+        luaL_argcheck(L, limit > 0, opts, "opts.pool_size must be a positive integer");
+    }
+    if (opts)
+        lua_pop(L, 1);
+    if (limit && !take_slot(k, (size_t)limit)) {
+        mh_task_wake_in(t, k->tmo_connect > 0 ? k->tmo_connect : 1e9); /* waiting for a slot */
+        return wait_op(L, k, t);
+    }
+    connect_start(k);
+    if (k->done)
+        return push_result(L, k); /* answered without waiting */
+    if (k->limit)
+        mh_task_wake_in(t, k->tmo_connect > 0 ? k->tmo_connect * 2 + 1 : 1e9); /* a backstop */
+    return wait_op(L, k, t);
+}
+
+/* sock:tls_handshake([opts]) → true | nil, err */
+static int l_tls_handshake(lua_State *L)
+{
+    struct mh_task *t;
+    struct lsock *k = check_idle(L, "sock:tls_handshake", &t);
+    if (!k->s || k->s->tr.fd < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, MH_SOCK_CLOSED);
+        return 2;
+    }
+    if (k->s->tr._impl)
+        return luaL_error(L, "sock:tls_handshake: the connection already uses TLS");
+    char host[256] = "";
+    const char *colon = strrchr(k->key, ':');
+    if (colon && (size_t)(colon - k->key) < sizeof host)
+        memcpy(host, k->key, (size_t)(colon - k->key));
+    read_tls_opts(L, k, 2, host, "sock:tls_handshake");
+    k->err = NULL;
+    k->done = false;
+    handshake_start(k);
+    if (!k->done)
+        return wait_op(L, k, t);
+    return push_result(L, k);
+}
+
+/* sock:send(data) → bytes | nil, err. Waits while the peer applies back-pressure. */
+static int l_send(lua_State *L)
+{
+    struct mh_task *t;
+    struct lsock *k = check_idle(L, "sock:send", &t);
+    if (lua_istable(L, 2)) {
+        lua_getglobal(L, "table");
+        lua_getfield(L, -1, "concat");
+        lua_pushvalue(L, 2);
+        lua_call(L, 1, 1);
+        lua_replace(L, 2);
+        lua_pop(L, 1);
+    }
+    size_t len;
+    const char *data = luaL_checklstring(L, 2, &len);
+    lua_settop(L, 2);
+    if (!k->s) {
+        lua_pushnil(L);
+        lua_pushstring(L, MH_SOCK_CLOSED);
+        return 2;
+    }
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, 1, 1);
+    const char *err = NULL;
+    k->op = OP_SEND;
+    k->err = NULL;
+    k->want = len;
+    int rc = mh_socket_write(k->s, data, len, k->tmo_send, on_sock_done, &err);
+    if (rc == 0)
+        return wait_op(L, k, t);
+    k->err = rc < 0 ? err : NULL;
+    return push_result(L, k);
+}
+
+/* Starts a receive in `mode` and answers it now or waits. */
+static int do_receive(lua_State *L, struct lsock *k, struct mh_task *t, enum recv_mode mode)
+{
+    k->mode = mode;
+    k->op = OP_RECV;
+    k->err = NULL;
+    if (!k->s || recv_progress(k))
+        return push_recv(L, k);
+    return wait_op(L, k, t);
+}
+
+/* sock:receive(n | "l" | "a") → data | nil, err, partial (default "l") */
+static int l_receive(lua_State *L)
+{
+    struct mh_task *t;
+    struct lsock *k = check_idle(L, "sock:receive", &t);
+    enum recv_mode mode = R_LINE;
+    if (lua_type(L, 2) == LUA_TNUMBER) {
+        lua_Integer n = luaL_checkinteger(L, 2);
+        luaL_argcheck(L, n >= 0, 2, "must be a non-negative count");
+        k->want = (size_t)n;
+        mode = R_BYTES;
+    } else if (!lua_isnoneornil(L, 2)) {
+        const char *p = luaL_checkstring(L, 2);
+        if (*p == '*')
+            p++; /* LuaSocket's "*l" / "*a" */
+        if (strcmp(p, "l") == 0)
+            mode = R_LINE;
+        else if (strcmp(p, "a") == 0)
+            mode = R_ALL;
+        else
+            return luaL_argerror(L, 2, "expected a byte count, \"l\" or \"a\"");
+    }
+    lua_settop(L, 1);
+    return do_receive(L, k, t, mode);
+}
+
+/* The iterator receive_until returns: upvalues (sock, delim). */
+static int l_until_iter(lua_State *L)
+{
+    lua_settop(L, 0);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    struct mh_task *t;
+    struct lsock *k = check_idle(L, "sock:receive_until", &t);
+    k->delim = lua_tolstring(L, lua_upvalueindex(2), &k->delim_len);
+    return do_receive(L, k, t, R_UNTIL);
+}
+
+/* sock:receive_until(delim) → iterator: each call → the bytes before the next delim | nil, err,
+ * partial */
+static int l_receive_until(lua_State *L)
+{
+    luaL_checkudata(L, 1, SOCK_MT);
+    size_t n;
+    luaL_checklstring(L, 2, &n);
+    luaL_argcheck(L, n > 0, 2, "delimiter must not be empty");
+    lua_settop(L, 2);
+    lua_pushcclosure(L, l_until_iter, 2);
+    return 1;
+}
+
+static double check_timeout(lua_State *L, int idx, double old)
+{
+    if (lua_isnoneornil(L, idx))
+        return old;
+    double v = luaL_checknumber(L, idx);
+    luaL_argcheck(L, v >= 0, idx, "timeout must be >= 0 seconds (0: none)");
+    return v;
+}
+
+/* sock:settimeouts(connect, send, read) in seconds; nil keeps a value. */
+static int l_settimeouts(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    k->tmo_connect = check_timeout(L, 2, k->tmo_connect);
+    k->tmo_send = check_timeout(L, 3, k->tmo_send);
+    k->tmo_read = check_timeout(L, 4, k->tmo_read);
+    return 0;
+}
+
+/* sock:keepalive([idle_timeout [, pool_size]]) → true | nil, err. The socket is closed after. */
+static int l_keepalive(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    double idle = check_timeout(L, 2, DEFAULT_IDLE);
+    lua_Integer size = luaL_optinteger(L, 3, DEFAULT_POOL);
+    luaL_argcheck(L, size >= 0, 3, "pool size must be >= 0");
+    if (k->op != OP_NONE)
+        return luaL_error(L, "sock:keepalive: %s (another operation is waiting on it)", BUSY);
+    if (!k->s) {
+        lua_pushnil(L);
+        lua_pushstring(L, MH_SOCK_CLOSED);
+        return 2;
+    }
+    mh_task_unlink(&k->owner);
+    struct mh_socket *s = k->s;
+    k->s = NULL;
+    const char *err = mh_socket_pool_put(k->st->pool, s, k->key, idle, (size_t)size);
+    release_slot(k);
+    if (err) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* sock:reused() → how many times this connection came from the pool (0: fresh). */
+static int l_reused(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    lua_pushinteger(L, k->s ? (lua_Integer)k->s->reused : 0);
+    return 1;
+}
+
+static int l_tostring(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    lua_pushfstring(L, "moonhttp.Socket (%s)", k->s ? k->key : "closed");
+    return 1;
+}
+
+/* core.tcp() → a new, unconnected socket. */
+static int l_tcp(lua_State *L)
+{
+    struct sock_state *st = state_of(L);
+    struct lsock *k = lua_newuserdatauv(L, sizeof *k, 1);
+    memset(k, 0, sizeof *k);
+    k->st = st;
+    k->anchor = LUA_NOREF;
+    k->tmo_connect = k->tmo_send = k->tmo_read = DEFAULT_TIMEOUT;
+    luaL_setmetatable(L, SOCK_MT);
+    return 1;
+}
+
+void mh_socket_open(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"connect", l_connect},
+        {"tls_handshake", l_tls_handshake},
+        {"send", l_send},
+        {"receive", l_receive},
+        {"receive_until", l_receive_until},
+        {"settimeouts", l_settimeouts},
+        {"keepalive", l_keepalive},
+        {"reused", l_reused},
+        {"close", l_close},
+        {NULL, NULL},
+    };
+    if (luaL_newmetatable(L, SOCK_MT)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, l_close);
+        lua_setfield(L, -2, "__close");
+        lua_pushcfunction(L, l_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, STATE_MT)) {
+        lua_pushcfunction(L, state_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_tcp);
+    lua_setfield(L, -2, "tcp");
+}

@@ -1,0 +1,424 @@
+#include "socket.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char MH_SOCK_TIMEOUT[] = "timeout";
+const char MH_SOCK_CLOSED[] = "closed";
+const char MH_SOCK_REFUSED[] = "connection refused";
+const char MH_SOCK_RESET[] = "connection reset";
+const char MH_SOCK_UNREACHABLE[] = "host unreachable";
+const char MH_SOCK_NOMEM[] = "out of memory";
+const char MH_SOCK_NOFILE[] = "too many open files";
+const char MH_SOCK_UNREAD[] = "unread data";
+const char MH_SOCK_POOL_FULL[] = "pool full";
+const char MH_SOCK_FAILED[] = "socket error";
+
+#define READ_CHUNK 16384
+
+const char *mh_socket_errno_err(int e)
+{
+    switch (e) {
+    case ECONNREFUSED:
+        return MH_SOCK_REFUSED;
+    case ECONNRESET:
+    case ECONNABORTED:
+        return MH_SOCK_RESET;
+    case EPIPE:
+        return MH_SOCK_CLOSED;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EADDRNOTAVAIL:
+        return MH_SOCK_UNREACHABLE;
+    case ETIMEDOUT:
+        return MH_SOCK_TIMEOUT;
+    case ENOMEM:
+    case ENOBUFS:
+        return MH_SOCK_NOMEM;
+    case EMFILE:
+    case ENFILE:
+        return MH_SOCK_NOFILE;
+    default:
+        return MH_SOCK_FAILED;
+    }
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents);
+static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents);
+
+struct mh_socket *mh_socket_new(struct ev_loop *loop)
+{
+    struct mh_socket *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->loop = loop;
+    mh_transport_plain_init(&s->tr, -1);
+    ev_init(&s->_io, on_io);
+    s->_io.data = s;
+    ev_init(&s->_timer, on_timeout);
+    s->_timer.data = s;
+    return s;
+}
+
+/*
+ * Idle pooled sockets must not keep the loop alive (a `run` script ends
+ * when its task does): their watchers are unref'd while active, and ref'd
+ * again before they stop.
+ */
+static void stop_watchers(struct mh_socket *s)
+{
+    if (s->_weak) {
+        if (ev_is_active(&s->_io))
+            ev_ref(s->loop);
+        if (ev_is_active(&s->_timer))
+            ev_ref(s->loop);
+        s->_weak = false;
+    }
+    ev_io_stop(s->loop, &s->_io);
+    ev_timer_stop(s->loop, &s->_timer);
+}
+
+void mh_socket_cancel(struct mh_socket *s)
+{
+    stop_watchers(s);
+    s->_op = MH_SOCK_OP_NONE;
+    s->_cb = NULL;
+}
+
+void mh_socket_free(struct mh_socket *s)
+{
+    if (!s)
+        return;
+    stop_watchers(s);
+    if (s->tr.fd >= 0)
+        mh_transport_close(&s->tr);
+    mh_buf_free(&s->in);
+    free(s);
+}
+
+/* Waits for `events` on the fd, at most `timeout` seconds (0: no limit). */
+static void wait_for(struct mh_socket *s, enum mh_socket_op op, int events, double timeout,
+                     mh_socket_cb cb)
+{
+    s->_op = op;
+    s->_cb = cb;
+    ev_io_stop(s->loop, &s->_io);
+    ev_io_set(&s->_io, s->tr.fd, events);
+    ev_io_start(s->loop, &s->_io);
+    ev_timer_stop(s->loop, &s->_timer);
+    if (timeout > 0) {
+        ev_timer_set(&s->_timer, timeout, 0.);
+        ev_timer_start(s->loop, &s->_timer);
+    }
+}
+
+/* Ends the pending operation and reports it. */
+static void finish(struct mh_socket *s, const char *err)
+{
+    mh_socket_cb cb = s->_cb;
+    mh_socket_cancel(s);
+    if (cb)
+        cb(s, err);
+}
+
+int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_t len,
+                      double timeout, mh_socket_cb cb, const char **err)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = mh_socket_errno_err(errno);
+        return -1;
+    }
+    if (addr->sa_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    if (s->tr.fd >= 0)
+        mh_transport_close(&s->tr);
+    mh_transport_plain_init(&s->tr, fd);
+    s->eof = false;
+    s->in.len = 0;
+    if (connect(fd, addr, len) == 0)
+        return 1;
+    if (errno != EINPROGRESS && errno != EAGAIN) {
+        *err = mh_socket_errno_err(errno);
+        mh_transport_close(&s->tr);
+        return -1;
+    }
+    wait_for(s, MH_SOCK_OP_CONNECT, EV_WRITE, timeout, cb);
+    return 0;
+}
+
+/* One read into s->in: 1 got bytes or EOF, 0 would block, -1 error (*err). */
+static int read_some(struct mh_socket *s, const char **err)
+{
+    if (mh_buf_reserve(&s->in, READ_CHUNK) < 0) {
+        *err = MH_SOCK_NOMEM;
+        return -1;
+    }
+    ssize_t n = mh_transport_read(&s->tr, s->in.data + s->in.len, s->in.cap - s->in.len);
+    if (n > 0) {
+        s->in.len += (size_t)n;
+        return 1;
+    }
+    if (n == 0) {
+        s->eof = true;
+        return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return 0;
+    *err = mh_socket_errno_err(errno);
+    return -1;
+}
+
+int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const char **err)
+{
+    if (s->tr.fd < 0) {
+        *err = MH_SOCK_CLOSED;
+        return -1;
+    }
+    if (s->eof)
+        return 1;
+    int rc = read_some(s, err);
+    if (rc != 0)
+        return rc;
+    wait_for(s, MH_SOCK_OP_FILL, (s->tr.wants & MH_TRANSPORT_READ_WANTS_WRITE) ? EV_WRITE : EV_READ,
+             timeout, cb);
+    return 0;
+}
+
+/* Writes what it can of the pending data: 1 all written, 0 would block, -1 error. */
+static int write_some(struct mh_socket *s, const char **err)
+{
+    while (s->_wlen > 0) {
+        ssize_t n = mh_transport_write(&s->tr, s->_wdata, s->_wlen);
+        if (n > 0) {
+            s->_wdata += n;
+            s->_wlen -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 0;
+        *err = n == 0 ? MH_SOCK_CLOSED : mh_socket_errno_err(errno);
+        return -1;
+    }
+    return 1;
+}
+
+int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double timeout,
+                    mh_socket_cb cb, const char **err)
+{
+    if (s->tr.fd < 0) {
+        *err = MH_SOCK_CLOSED;
+        return -1;
+    }
+    s->_wdata = data;
+    s->_wlen = len;
+    int rc = write_some(s, err);
+    if (rc != 0)
+        return rc;
+    wait_for(s, MH_SOCK_OP_WRITE,
+             (s->tr.wants & MH_TRANSPORT_WRITE_WANTS_READ) ? EV_READ : EV_WRITE, timeout, cb);
+    return 0;
+}
+
+int mh_socket_step(struct mh_socket *s, mh_socket_step_fn step, double timeout, mh_socket_cb cb,
+                   const char **err)
+{
+    if (s->tr.fd < 0) {
+        *err = MH_SOCK_CLOSED;
+        return -1;
+    }
+    int rc = step(s, err);
+    if (rc <= 0)
+        return rc == 0 ? 1 : -1;
+    s->_step = step;
+    wait_for(s, MH_SOCK_OP_STEP, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ, timeout, cb);
+    return 0;
+}
+
+static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    finish(w->data, MH_SOCK_TIMEOUT);
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct mh_socket *s = w->data;
+    const char *err = NULL;
+    int rc;
+    (void)loop;
+    (void)revents;
+    switch (s->_op) {
+    case MH_SOCK_OP_CONNECT: {
+        int e = 0;
+        socklen_t elen = sizeof e;
+        if (getsockopt(s->tr.fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0)
+            e = errno;
+        finish(s, e ? mh_socket_errno_err(e) : NULL);
+        return;
+    }
+    case MH_SOCK_OP_FILL:
+        rc = read_some(s, &err);
+        break;
+    case MH_SOCK_OP_WRITE:
+        rc = write_some(s, &err);
+        break;
+    case MH_SOCK_OP_STEP:
+        rc = s->_step(s, &err);
+        if (rc > 0) {
+            /* The handshake may want the other direction next. */
+            ev_io_stop(s->loop, &s->_io);
+            ev_io_set(&s->_io, s->tr.fd, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ);
+            ev_io_start(s->loop, &s->_io);
+            return;
+        }
+        rc = rc == 0 ? 1 : -1;
+        break;
+    default:
+        mh_socket_cancel(s);
+        return;
+    }
+    if (rc != 0)
+        finish(s, rc < 0 ? err : NULL);
+}
+
+/* ---- the pool ------------------------------------------------------------- */
+
+struct mh_socket_group {
+    struct mh_socket_group *next;
+    struct mh_socket *idle; /* most recently parked first */
+    size_t n;
+    char key[];
+};
+
+struct mh_socket_pool {
+    struct ev_loop *loop;
+    struct mh_socket_group *groups;
+};
+
+struct mh_socket_pool *mh_socket_pool_new(struct ev_loop *loop)
+{
+    struct mh_socket_pool *p = calloc(1, sizeof *p);
+    if (p)
+        p->loop = loop;
+    return p;
+}
+
+static struct mh_socket_group *find_group(const struct mh_socket_pool *p, const char *key)
+{
+    for (struct mh_socket_group *g = p->groups; g; g = g->next)
+        if (strcmp(g->key, key) == 0)
+            return g;
+    return NULL;
+}
+
+static void unlink_idle(struct mh_socket *s)
+{
+    struct mh_socket_group *g = s->_group;
+    if (s->_prev)
+        s->_prev->_next = s->_next;
+    else
+        g->idle = s->_next;
+    if (s->_next)
+        s->_next->_prev = s->_prev;
+    s->_prev = s->_next = NULL;
+    s->_group = NULL;
+    g->n--;
+    stop_watchers(s);
+}
+
+/* An idle socket became readable or timed out: either way it is no longer worth keeping. */
+static void on_idle_event(struct mh_socket *s, const char *err)
+{
+    (void)err;
+    unlink_idle(s);
+    mh_socket_free(s);
+}
+
+void mh_socket_pool_free(struct mh_socket_pool *p)
+{
+    if (!p)
+        return;
+    while (p->groups) {
+        struct mh_socket_group *g = p->groups;
+        p->groups = g->next;
+        while (g->idle) {
+            struct mh_socket *s = g->idle;
+            unlink_idle(s);
+            mh_socket_free(s);
+        }
+        free(g);
+    }
+    free(p);
+}
+
+const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, const char *key,
+                               double idle_timeout, size_t max)
+{
+    const char *why = NULL;
+    struct mh_socket_group *g = find_group(p, key);
+    if (s->tr.fd < 0 || s->eof)
+        why = MH_SOCK_CLOSED;
+    else if (s->in.len > 0 || mh_transport_pending(&s->tr))
+        why = MH_SOCK_UNREAD; /* the next user would read the last one's leftovers */
+    else if (max == 0 || (g && g->n >= max))
+        why = MH_SOCK_POOL_FULL;
+    else if (!g) {
+        size_t klen = strlen(key);
+        if ((g = calloc(1, sizeof *g + klen + 1))) {
+            memcpy(g->key, key, klen + 1);
+            g->next = p->groups;
+            p->groups = g;
+        } else {
+            why = MH_SOCK_NOMEM;
+        }
+    }
+    if (why) {
+        mh_socket_free(s);
+        return why;
+    }
+    mh_socket_cancel(s);
+    s->ud = NULL;
+    s->_group = g;
+    s->_prev = NULL;
+    s->_next = g->idle;
+    if (g->idle)
+        g->idle->_prev = s;
+    g->idle = s;
+    g->n++;
+    mh_buf_free(&s->in); /* an idle connection holds no buffer */
+    /* Readable while idle means the peer closed or sent something unasked: drop it then. */
+    wait_for(s, MH_SOCK_OP_FILL, EV_READ, idle_timeout, on_idle_event);
+    ev_unref(s->loop);
+    if (ev_is_active(&s->_timer))
+        ev_unref(s->loop);
+    s->_weak = true;
+    return NULL;
+}
+
+struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key)
+{
+    struct mh_socket_group *g = find_group(p, key);
+    if (!g || !g->idle)
+        return NULL;
+    struct mh_socket *s = g->idle;
+    unlink_idle(s);
+    s->_op = MH_SOCK_OP_NONE;
+    s->_cb = NULL;
+    s->reused++;
+    return s;
+}
+
+size_t mh_socket_pool_count(const struct mh_socket_pool *p, const char *key)
+{
+    const struct mh_socket_group *g = find_group(p, key);
+    return g ? g->n : 0;
+}

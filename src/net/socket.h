@@ -1,0 +1,128 @@
+#ifndef MH_SOCKET_H
+#define MH_SOCKET_H
+/*
+ * Outbound byte streams for Lua sockets (http.tcp()): a non-blocking socket
+ * behind the transport vtable (plain TCP, or TLS once the caller installs a
+ * TLS transport), an input buffer, and a per-loop pool of idle connections.
+ *
+ * Each operation (connect, fill, write, handshake) is tried at once; when it
+ * cannot finish now it returns 0 and reports later through its callback,
+ * called from the loop (never from inside the call that started it). One
+ * operation at a time; mh_socket_cancel stops it without a callback.
+ * Nothing here calls into Lua.
+ *
+ * Errors are the static strings below, compared by identity; the Lua face
+ * returns them as they are.
+ */
+#include <ev.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "buf.h"
+#include "transport.h"
+
+extern const char MH_SOCK_TIMEOUT[];     /* "timeout" */
+extern const char MH_SOCK_CLOSED[];      /* "closed": the peer closed, or the socket is closed */
+extern const char MH_SOCK_REFUSED[];     /* "connection refused" */
+extern const char MH_SOCK_RESET[];       /* "connection reset" */
+extern const char MH_SOCK_UNREACHABLE[]; /* "host unreachable" */
+extern const char MH_SOCK_NOMEM[];       /* "out of memory" */
+extern const char MH_SOCK_NOFILE[];      /* "too many open files" */
+extern const char MH_SOCK_UNREAD[];      /* "unread data": not pooled */
+extern const char MH_SOCK_POOL_FULL[];   /* "pool full": not pooled */
+extern const char MH_SOCK_FAILED[];      /* "socket error": any other errno */
+
+/* The fixed string for errno e (connect, read or write failures). */
+const char *mh_socket_errno_err(int e);
+
+struct mh_socket;
+struct mh_socket_pool;
+
+/* An operation finished: err is NULL on success. */
+typedef void (*mh_socket_cb)(struct mh_socket *s, const char *err);
+
+/*
+ * One TLS handshake step: 0 when done, MH_TRANSPORT_READ_WANTS_WRITE-style
+ * readiness (MH_SOCK_WANT_READ / MH_SOCK_WANT_WRITE) to wait for, or -1
+ * with *err set.
+ */
+enum { MH_SOCK_WANT_READ = 1, MH_SOCK_WANT_WRITE = 2 };
+typedef int (*mh_socket_step_fn)(struct mh_socket *s, const char **err);
+
+enum mh_socket_op {
+    MH_SOCK_OP_NONE,
+    MH_SOCK_OP_CONNECT,
+    MH_SOCK_OP_FILL,
+    MH_SOCK_OP_WRITE,
+    MH_SOCK_OP_STEP
+};
+
+struct mh_socket {
+    struct mh_transport tr; /* fd -1 until connect */
+    struct ev_loop *loop;
+    struct mh_buf in; /* received and not yet taken by the caller */
+    bool eof;         /* the peer closed its side */
+    unsigned reused;  /* times taken from the pool */
+    void *tls;        /* the owner's TLS session under tr, or NULL (freed by tr's close) */
+    void *ud;         /* the owner's pointer (the Lua socket) */
+
+    ev_io _io;
+    ev_timer _timer;
+    enum mh_socket_op _op;
+    mh_socket_cb _cb;
+    mh_socket_step_fn _step;
+    const char *_wdata;
+    size_t _wlen;
+    /* while idle in a pool */
+    bool _weak; /* its watchers do not keep the loop alive */
+    struct mh_socket_group *_group;
+    struct mh_socket *_prev, *_next;
+};
+
+/* A closed socket for loop; NULL when out of memory. */
+struct mh_socket *mh_socket_new(struct ev_loop *loop);
+/* Closes the connection (if any) and frees s; a pending operation is dropped. */
+void mh_socket_free(struct mh_socket *s);
+
+/*
+ * Connects to addr. 1: connected now; 0: cb reports; -1: failed now (*err).
+ */
+int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_t len,
+                      double timeout, mh_socket_cb cb, const char **err);
+/*
+ * Reads what is available into s->in (at least one byte, or sets eof).
+ * 1: done now; 0: cb reports (MH_SOCK_TIMEOUT after `timeout` s of silence); -1: *err.
+ */
+int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const char **err);
+/*
+ * Writes all of data (which must stay valid until cb runs). 1: written now;
+ * 0: cb reports, waiting while the peer applies back-pressure; -1: *err.
+ */
+int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double timeout,
+                    mh_socket_cb cb, const char **err);
+/* Runs step until it returns 0 or -1, waiting for the readiness it asks for. 1/0/-1 as above. */
+int mh_socket_step(struct mh_socket *s, mh_socket_step_fn step, double timeout, mh_socket_cb cb,
+                   const char **err);
+/* Stops the pending operation (its callback will not run). */
+void mh_socket_cancel(struct mh_socket *s);
+
+/* Idle connections of one loop, by key (host:port or a caller's pool name). */
+struct mh_socket_pool *mh_socket_pool_new(struct ev_loop *loop);
+/* Closes every idle connection. */
+void mh_socket_pool_free(struct mh_socket_pool *p);
+/*
+ * Parks s idle under key for at most idle_timeout seconds (0: no limit),
+ * keeping at most max per key. Returns NULL when parked; otherwise s was
+ * closed and freed, and the reason is returned (MH_SOCK_UNREAD for a socket
+ * with input nobody read, MH_SOCK_POOL_FULL, MH_SOCK_CLOSED). An idle
+ * socket that becomes readable (the peer closed or spoke) is closed.
+ */
+const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, const char *key,
+                               double idle_timeout, size_t max);
+/* An idle socket for key (its `reused` counted), or NULL. */
+struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key);
+/* Idle sockets for key now. */
+size_t mh_socket_pool_count(const struct mh_socket_pool *p, const char *key);
+
+#endif

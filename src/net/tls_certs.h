@@ -1,0 +1,15 @@
+#ifndef MH_TLS_CERTS_H
+#define MH_TLS_CERTS_H
+/* The certificates of a TLS endpoint, as configured (server/config.c fills them). */
+#include <stddef.h>
+
+#define MH_MAX_CERTS 8
+
+/* The first is the default, the others are chosen by SNI. */
+struct mh_tls_certs {
+    size_t n;
+    char *cert[MH_MAX_CERTS]; /* PEM file: the certificate, then its chain */
+    char *key[MH_MAX_CERTS];  /* PEM private key file */
+};
+
+#endif
