@@ -4,13 +4,7 @@
 local H = require "helper"
 local socket = require "socket"
 
-local function sh(cmd)
-  local log = H.tmpname(".sh")
-  local ok = os.execute(cmd .. " >" .. log .. " 2>&1")
-  local out = H.read_file(log) or ""
-  os.remove(log)
-  assert(ok, "failed: " .. cmd .. "\n" .. out)
-end
+local sh = H.must
 
 local function spawn(cmd, log)
   local pipe = assert(io.popen(string.format("sh -c '%s >%s 2>&1 & echo $!'", cmd, log), "r"))

@@ -87,8 +87,9 @@ function H.start(script, opts)
   -- The wrapper shell reports the server's pid, then its exit status into rc.
   -- The waiting part runs in a background subshell, so closing the pipe (or its
   -- garbage collection, when a failed spec drops a server it never stopped)
-  -- returns at once instead of blocking busted until that server exits.
-  local wrapper = string.format("(%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s) &",
+  -- returns at once instead of blocking busted until that server exits. Its
+  -- stderr is quiet so a server killed on purpose prints no "Killed" line.
+  local wrapper = string.format("(%s %s >%s 2>&1 </dev/null & p=$!; echo $p; wait $p; echo $? >%s) 2>/dev/null &",
     opts.env or "", cmd, log, rc)
   local pipe = assert(io.popen("sh -c " .. shell_quote(wrapper), "r"))
   local pid = tonumber(pipe:read("l"))
@@ -405,6 +406,12 @@ function H.sh(cmd)
   local text = read_file(out) or ""
   os.remove(out)
   return text, ok == true
+end
+
+--- Runs a shell command; raises with its output when it fails.
+function H.must(cmd)
+  local out, ok = H.sh(cmd)
+  assert(ok, "failed: " .. cmd .. "\n" .. out)
 end
 
 return H

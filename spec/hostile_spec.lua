@@ -60,6 +60,38 @@ local cases = {
   { "garbage", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", 400 },
   { "binary noise", "\0\1\2\3\4\5\6\7\r\n\r\n", 400 },
   { "good request then garbage", "GET /hello HTTP/1.1\r\nHost: a\r\n\r\nBLAH\r\n\r\n", { 200, 400 } },
+  -- RFC 9110 / 9112 strictness (issue 12)
+  { "tab before the colon", "GET /hello HTTP/1.1\r\nHost: a\r\nX-A\t: 1\r\n\r\n", 400 },
+  { "space inside a field name", "GET /hello HTTP/1.1\r\nHost: a\r\nX A: 1\r\n\r\n", 400 },
+  { "Host with a space", "GET /hello HTTP/1.1\r\nHost: a b\r\n\r\n", 400 },
+  { "Host with a slash", "GET /hello HTTP/1.1\r\nHost: a/b\r\n\r\n", 400 },
+  { "Host with user info", "GET /hello HTTP/1.1\r\nHost: u@a\r\n\r\n", 400 },
+  { "Host with a bad port", "GET /hello HTTP/1.1\r\nHost: a:8x\r\n\r\n", 400 },
+  { "Host with an unclosed IPv6 literal", "GET /hello HTTP/1.1\r\nHost: [::1\r\n\r\n", 400 },
+  { "Host with a bad percent-escape", "GET /hello HTTP/1.1\r\nHost: a%zz\r\n\r\n", 400 },
+  { "Host as an IPv6 literal with a port", "GET /hello HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, keep = true },
+  { "Host as IPv4 with a port", "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n", 200, keep = true },
+  { "empty Host", "GET /hello HTTP/1.1\r\nHost: \r\n\r\n", 200, keep = true },
+  { "absolute-form with a bad authority", "GET http://a b/hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "bytes after the version", "GET /hello HTTP/1.1 x\r\nHost: a\r\n\r\n", 400 },
+  { "a space after the version", "GET /hello HTTP/1.1 \r\nHost: a\r\n\r\n", 400 },
+  { "letters glued to the version", "GET /hello HTTP/1.1x\r\nHost: a\r\n\r\n", 400 },
+  { "method that is not a token", "G(T /hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "bare LF ending a chunk-size line", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", 400 },
+  { "bare LF after chunk data", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n", 400 },
+  { "non-hex chunk size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5g\r\nhello\r\n0\r\n\r\n", 400 },
+  { "control byte in a chunk extension", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;\1\r\nhello\r\n0\r\n\r\n", 400 },
+  { "space before a chunk extension", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5 ;a=b\r\nhello\r\n0\r\n\r\n", 400 },
+  { "chunk extension over 1024 bytes", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;a=" .. string.rep("b", 1100) .. "\r\nhello\r\n0\r\n\r\n", 400 },
+  { "chunk extension of 1000 bytes", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;a=" .. string.rep("b", 1000) .. "\r\nhello\r\n0\r\n\r\n", 200, keep = true },
+  { "space in a trailer name", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX Y: 1\r\n\r\n", 400 },
+  { "trailer without a colon", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nXY\r\n\r\n", 400 },
+  { "malformed body, handler ignores the error", "POST /body-ignore-error HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n", 400, body = "400 Bad Request: malformed request body\n" },
+  { "malformed body, handler raises on it", "POST /body-assert HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400, body = "400 Bad Request: malformed request body\n" },
+  { "OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
+  { "absolute-form with an empty path is /", "GET http://a HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, body = "root /" },
+  { "absolute-form with an empty path and a query", "GET http://a?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, body = "root /" },
+  { "405 also looks at path + / (only GET /x/ registered)", "POST /x HTTP/1.1\r\nHost: a\r\n\r\n", 405, keep = true, allow = "GET, HEAD" },
   { "header injection from a handler is refused", "GET /inject HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
 }
 
@@ -80,15 +112,23 @@ describe("hostile input", function()
         local res, err = c:read_response()
         assert.is_truthy(res, "no response: " .. tostring(err))
         assert.equal(status, res.status)
-        if status >= 400 then
+        if status >= 400 and not case.keep then
           assert.equal("close", res.headers["connection"])
         end
+        if case.body then assert.equal(case.body, res.body) end
+        if case.allow then assert.equal(case.allow, res.headers["allow"]) end
       end
       assert.equal(case.keep == true, not c:closed_by_peer(0.3),
         case.keep and "connection should stay open" or "connection should be closed")
       c:close()
     end)
   end
+
+  it("logs a handler's failure on a malformed body as the client's fault, not an error", function()
+    local log = srv:logtext()
+    assert.truthy(log:find("handler error after a bad request body (route POST /body-assert", 1, true), log)
+    assert.falsy(log:find("[error]", 1, true), log)
+  end)
 
   it("keeps serving after all of that", function()
     assert.equal(200, srv:get("/hello").status)

@@ -6,19 +6,28 @@
 -- results travel back down: each level resumes the coroutine it passed the
 -- yield up from. lua-nginx-module does the same in C
 -- (ngx_http_lua_coroutine_resume / ngx_http_lua_run_thread).
-return function(marker)
+--
+-- guard_into and guard_back tell the CPU watchdog (lua_guard.h) which
+-- thread runs, so a loop that never yields inside a user coroutine is
+-- stopped like one in the handler itself.
+return function(marker, guard_into, guard_back)
   local co_resume, co_yield, co_create, co_close = coroutine.resume, coroutine.yield,
     coroutine.create, coroutine.close
 
+  local function resume(co, ...)
+    guard_into(co)
+    return guard_back(co_resume(co, ...))
+  end
+
   local function pass(co, ok, first, ...)
     if ok and first == marker then
-      return pass(co, co_resume(co, co_yield(marker)))
+      return pass(co, resume(co, co_yield(marker)))
     end
     return ok, first, ...
   end
 
   function coroutine.resume(co, ...)
-    return pass(co, co_resume(co, ...))
+    return pass(co, resume(co, ...))
   end
 
   function coroutine.wrap(f)
@@ -30,7 +39,7 @@ return function(marker)
       error(err, type(err) == "string" and 2 or 0)
     end
     return function(...)
-      return finish(pass(co, co_resume(co, ...)))
+      return finish(pass(co, resume(co, ...)))
     end
   end
 end

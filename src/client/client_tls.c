@@ -3,11 +3,13 @@
 
 #include "transport.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/net_sockets.h>
+#include <mbedtls/oid.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@ struct mh_client_tls_cfg {
     mbedtls_x509_crt ca;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
+    bool verify;
 };
 
 struct mh_client_tls {
@@ -27,6 +30,10 @@ struct mh_client_tls {
     mbedtls_net_context net;
     bool offered, resumed;
     unsigned char offered_master[48];
+    bool verify;
+    /* an IP-address host: checked against the certificate's iPAddress names */
+    unsigned char ip[16];
+    size_t ip_len; /* 4, 16, or 0 for a DNS name */
 };
 
 struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err)
@@ -52,6 +59,7 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
         goto fail;
     }
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
+    c->verify = verify;
     if (verify) {
         /* A bundle with a few unparsable entries still loads the rest (rc > 0). */
         int rc = mbedtls_x509_crt_parse_file(&c->ca, ca_file ? ca_file : MH_TLS_SYSTEM_CA);
@@ -92,8 +100,19 @@ struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, c
     }
     mbedtls_ssl_init(&t->ssl);
     t->net.fd = fd;
+    /*
+     * mbedTLS 2.28 matches the host only against DNS names (and the CN), so
+     * "127.0.0.1" never matches a certificate for that address. An IP host
+     * gets no hostname (no SNI either: RFC 6066 forbids addresses there) and
+     * its iPAddress subjectAltName is checked after the handshake instead.
+     */
+    if (inet_pton(AF_INET, hostname, t->ip) == 1)
+        t->ip_len = 4;
+    else if (inet_pton(AF_INET6, hostname, t->ip) == 1)
+        t->ip_len = 16;
+    t->verify = cfg->verify;
     if (mbedtls_ssl_setup(&t->ssl, &cfg->conf) != 0 ||
-        mbedtls_ssl_set_hostname(&t->ssl, hostname) != 0) {
+        (!t->ip_len && mbedtls_ssl_set_hostname(&t->ssl, hostname) != 0)) {
         *err = mh_client_err_tls_session;
         mbedtls_ssl_free(&t->ssl);
         free(t);
@@ -133,9 +152,32 @@ static const char *verify_reason(uint32_t flags)
     return mh_client_err_tls_verify;
 }
 
+/*
+ * Whether the peer certificate names the address we connected to in an
+ * iPAddress subjectAltName (RFC 5280 §4.2.1.6: [7] OCTET STRING of 4 or 16
+ * bytes). mbedTLS keeps every SAN entry of the extension, with its ASN.1
+ * tag, in subject_alt_names; a certificate with only DNS names fails.
+ */
+static bool cert_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t len)
+{
+    if (!crt || !(crt->ext_types & MBEDTLS_X509_EXT_SUBJECT_ALT_NAME))
+        return false;
+    for (const mbedtls_x509_sequence *cur = &crt->subject_alt_names; cur; cur = cur->next) {
+        if (cur->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_IP_ADDRESS) &&
+            cur->buf.len == len && memcmp(cur->buf.p, ip, len) == 0)
+            return true;
+    }
+    return false;
+}
+
 int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
 {
     int rc = mbedtls_ssl_handshake(&t->ssl);
+    if (rc == 0 && t->verify && t->ip_len &&
+        !cert_has_ip(mbedtls_ssl_get_peer_cert(&t->ssl), t->ip, t->ip_len)) {
+        *err = mh_client_err_tls_hostname;
+        return MH_TLS_ERROR;
+    }
     if (rc == 0) {
         /* A resumed session (by ID or ticket) keeps the offered master secret. */
         const mbedtls_ssl_session *s = mbedtls_ssl_get_session_pointer(&t->ssl);

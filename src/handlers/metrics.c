@@ -44,6 +44,7 @@ struct worker_slot {
 struct mh_metrics {
     struct mh_reload_stats reload;
     unsigned long task_errors[MH_METRICS_TASK_KINDS];
+    uint64_t guards[MH_METRICS_NGUARDS];
     struct worker_slot workers[NWORKER_SLOTS];
     struct route_slot other;     /* when the table is full */
     struct route_slot unmatched; /* 404, 405, redirects: no route */
@@ -136,6 +137,11 @@ void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, do
     ADD(&s->buckets[b], 1);
     ADD(&s->sum_us, (uint64_t)(seconds > 0 ? seconds * 1e6 : 0));
     ADD(&s->count, 1);
+}
+
+void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what)
+{
+    ADD(&m->guards[what], 1);
 }
 
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle)
@@ -306,6 +312,16 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
     for (int k = 0; k < MH_METRICS_TASK_KINDS; k++)
         appendf(out, "moonhttp_task_errors_total{kind=\"%s\"} %lu\n", task_kinds[k],
                 LOAD(&m->task_errors[k]));
+    appendf(out,
+            "# HELP moonhttp_guard_events_total Tasks stopped by handler_cpu_limit or "
+            "lua_memory_limit, and workers killed for a stalled loop.\n"
+            "# TYPE moonhttp_guard_events_total counter\n"
+            "moonhttp_guard_events_total{guard=\"cpu_limit\"} %llu\n"
+            "moonhttp_guard_events_total{guard=\"memory_limit\"} %llu\n"
+            "moonhttp_guard_events_total{guard=\"worker_stall\"} %llu\n",
+            (unsigned long long)LOAD(&m->guards[MH_METRICS_CPU_LIMIT]),
+            (unsigned long long)LOAD(&m->guards[MH_METRICS_MEMORY_LIMIT]),
+            (unsigned long long)LOAD(&m->guards[MH_METRICS_STALL]));
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */
     return out->len > start ? 0 : -1;
 }

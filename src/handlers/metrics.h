@@ -56,6 +56,15 @@ void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind
 /* Counts one finished request. pattern NULL: no route matched. */
 void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, double seconds);
 
+/* What a guard stopped (lua_guard.h, master.c), counted in moonhttp_guard_events_total. */
+enum mh_metrics_guard {
+    MH_METRICS_CPU_LIMIT,    /* a task got "cpu limit exceeded" */
+    MH_METRICS_MEMORY_LIMIT, /* a task failed on lua_memory_limit */
+    MH_METRICS_STALL,        /* the master killed a stalled worker */
+    MH_METRICS_NGUARDS
+};
+void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what);
+
 /* A worker's connection gauges; a worker that exited is forgotten by its master. */
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle);
 void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid);

@@ -640,6 +640,11 @@ static void flush_response(struct mh_conn *c)
 {
     if (c->closed)
         return;
+    if (c->req.body_state == MH_BODY_BAD) {
+        /* the answer is the server's 400 (finish_response): the handler's bytes are dropped */
+        mh_outq_clear(&c->req.res.body);
+        return;
+    }
     if (mh_outq_acquire(&c->out, c->h->bufs) < 0)
         return out_of_memory(c);
     if (mh_req_run_filters(&c->req, false) < 0)
@@ -696,10 +701,21 @@ static void finish_response(struct mh_conn *c)
         return;
     }
     struct mh_response *res = &c->req.res;
-    if (c->req.body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
+    /*
+     * The client's mistake decides the answer, whatever the handler made of
+     * the `nil, err` it got: what it wrote is dropped (flush_response sent
+     * none of a malformed body's).
+     */
+    enum mh_body_state bs = c->req.body_state;
+    if ((bs == MH_BODY_TOO_LARGE || bs == MH_BODY_BAD) && !res->head_sent) {
+        static const char large[] = "request body too large\n";
+        static const char malformed[] = "400 Bad Request: malformed request body\n";
         mh_response_reset(res);
-        res->status = 413;
-        mh_outq_append(&res->body, "request body too large\n", 23);
+        res->status = bs == MH_BODY_TOO_LARGE ? 413 : 400;
+        if (bs == MH_BODY_TOO_LARGE)
+            mh_outq_append(&res->body, large, sizeof large - 1);
+        else
+            mh_outq_append(&res->body, malformed, sizeof malformed - 1);
     }
     bool drainable = true;
     if (c->req.body_state == MH_BODY_MORE) {
@@ -845,8 +861,10 @@ static bool pump_body(struct mh_conn *c)
             set_handler_deadline(c);
             break;
         case MH_PARSE_ERROR:
+            /* 400: bad framing (the server answers it); else our own failure to keep the
+             * bytes, which ends the connection */
             if (r->body_state != MH_BODY_TOO_LARGE)
-                r->body_state = MH_BODY_BAD;
+                r->body_state = status == 400 ? MH_BODY_BAD : MH_BODY_CLOSED;
             break;
         default:
             break;

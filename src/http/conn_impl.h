@@ -54,6 +54,7 @@ struct mh_conn {
     bool body_want_all; /* ...for all of them (req:body) rather than some */
     bool continue_sent; /* "100 Continue" went out */
     bool draining;      /* on_body discards */
+    uint32_t chunk_ext_bytes; /* http_parse.c: extension bytes on this chunk-size line */
 
     /* output: the wire queue */
     struct mh_outq out;

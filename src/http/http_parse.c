@@ -6,6 +6,9 @@
 
 enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE };
 
+/* Bytes of chunk extensions allowed on one chunk-size line (400 beyond). */
+#define MH_CHUNK_EXT_MAX 1024
+
 static inline struct mh_conn *conn_of(llhttp_t *p)
 {
     return p->data;
@@ -31,10 +34,29 @@ static int on_url_complete(llhttp_t *p)
     return 0;
 }
 
+/*
+ * Field names are tokens (RFC 9110 §5.1): llhttp lets a space or a tab
+ * inside a name through ("X A: 1"), and "Host : a" is a smuggling vector
+ * (RFC 9112 §5.1). A span callback's return value is llhttp's error code,
+ * so these surface as HPE_INVALID_HEADER_TOKEN, a 400. Trailer fields come
+ * through here too.
+ */
+static int check_name(const char *at, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!mh_is_tchar((unsigned char)at[i]))
+            return HPE_INVALID_HEADER_TOKEN;
+    return 0;
+}
+
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
     struct mh_conn *c = conn_of(p);
     struct mh_request *r = &c->req.head;
+    if (check_name(at, len))
+        return HPE_INVALID_HEADER_TOKEN;
+    if (c->head_len != 0)
+        return 0; /* a trailer field (the head is done): checked, not kept */
     if (r->nheaders == 0 || c->last_was_value) {
         if (mh_request_add_header(r, offset_in_head(c, at), (uint32_t)len) < 0)
             return -1;
@@ -48,6 +70,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
     struct mh_conn *c = conn_of(p);
+    if (c->head_len != 0)
+        return 0; /* a trailer value (llhttp checked its characters) */
     struct mh_header *h = &c->req.head.headers[c->req.head.nheaders - 1];
     if (!c->last_was_value) {
         h->value.off = offset_in_head(c, at);
@@ -116,11 +140,24 @@ static int check_head(struct mh_conn *c)
         }
     }
     mh_request_split_target(r, base);
+    if (host >= 0 &&
+        !mh_authority_valid(base + r->headers[host].value.off, r->headers[host].value.len))
+        return 400;
     if (r->host.len == 0) {
         if (host >= 0)
             r->host = r->headers[host].value;
         else if (r->http_minor >= 1)
             return 400;
+    } else if (!mh_authority_valid(base + r->host.off, r->host.len)) {
+        return 400;
+    } else if (r->path.len == 0) {
+        /*
+         * "GET http://a HTTP/1.1": the path is "/" (RFC 9112 §3.2.2). The
+         * head has that byte already, in the version after the target
+         * (" HTTP/1.x", checked above), so the slice points there.
+         */
+        r->path.off = (uint32_t)t_end + 5;
+        r->path.len = 1;
     }
     if (r->path.len == 0 ||
         (base[r->path.off] != '/' && r->method != HTTP_OPTIONS && r->method != HTTP_CONNECT)) {
@@ -154,8 +191,24 @@ static int on_headers_complete(llhttp_t *p)
     r->keep_alive = llhttp_should_keep_alive(p);
     r->content_length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
     r->has_body = (p->flags & F_CHUNKED) || r->content_length > 0;
+    c->chunk_ext_bytes = 0;
     c->pause = MH_PAUSE_HEAD;
     return HPE_PAUSED;
+}
+
+/* Chunk extensions are checked by llhttp and ignored by us; their size is bounded here. */
+static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
+{
+    struct mh_conn *c = conn_of(p);
+    (void)at;
+    c->chunk_ext_bytes += (uint32_t)len;
+    return c->chunk_ext_bytes > MH_CHUNK_EXT_MAX ? HPE_INVALID_CHUNK_SIZE : 0;
+}
+
+static int on_chunk_header(llhttp_t *p)
+{
+    conn_of(p)->chunk_ext_bytes = 0; /* the limit is per chunk-size line */
+    return 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -190,6 +243,9 @@ static const llhttp_settings_t *settings(void)
         s.on_headers_complete = on_headers_complete;
         s.on_body = on_body;
         s.on_message_complete = on_message_complete;
+        s.on_chunk_extension_name = on_chunk_extension;
+        s.on_chunk_extension_value = on_chunk_extension;
+        s.on_chunk_header = on_chunk_header;
         ready = 1;
     }
     return &s;
@@ -213,6 +269,34 @@ static bool method_is_token(struct mh_conn *c)
     return p > start && p < end && *p == ' ';
 }
 
+/*
+ * llhttp says HPE_INVALID_VERSION both for "HTTP/2.0" and for a request
+ * line with bytes after the version ("GET / HTTP/1.1 x"). Only a
+ * well-formed line (method SP target SP HTTP/d.d CRLF) with a version we do
+ * not speak is a 505; anything else is a malformed line, a 400.
+ */
+static int version_status(struct mh_conn *c)
+{
+    const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
+    while (p < end && (*p == '\r' || *p == '\n'))
+        p++;
+    const char *last_sp = NULL;
+    int spaces = 0;
+    while (p < end && *p != '\r' && *p != '\n') {
+        if (*p == ' ') {
+            spaces++;
+            last_sp = p;
+        }
+        p++;
+    }
+    if (spaces != 2 || p == end || *p != '\r')
+        return 400;
+    const char *v = last_sp + 1;
+    bool shaped = p - v == 8 && memcmp(v, "HTTP/", 5) == 0 && v[5] >= '0' && v[5] <= '9' &&
+                  v[6] == '.' && v[7] >= '0' && v[7] <= '9';
+    return shaped ? 505 : 400;
+}
+
 static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
 {
     switch (e) {
@@ -221,7 +305,7 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
     case HPE_USER:
         return c->req.body_state == MH_BODY_TOO_LARGE ? 413 : 500;
     case HPE_INVALID_VERSION:
-        return 505;
+        return version_status(c);
     case HPE_INVALID_TRANSFER_ENCODING:
         return 501;
     case HPE_INVALID_METHOD:

@@ -61,7 +61,7 @@ enum mh_body_state {
     MH_BODY_NONE,      /* no body, or all of it parsed */
     MH_BODY_MORE,      /* more body bytes to come */
     MH_BODY_TOO_LARGE, /* past max_body_bytes: the response becomes 413 */
-    MH_BODY_BAD,       /* malformed framing */
+    MH_BODY_BAD,       /* malformed framing: the server answers 400 itself */
     MH_BODY_TIMEOUT,   /* read_timeout passed while the body was still coming */
     MH_BODY_CLOSED,    /* the peer went away before the end of the body */
 };

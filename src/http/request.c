@@ -116,6 +116,65 @@ void mh_request_split_target(struct mh_request *r, const char *base)
     }
 }
 
+/* RFC 3986 reg-name bytes besides pct-encoded: unreserved / sub-delims */
+static const unsigned char regname[256] = {
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1,  ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1,  ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1,  ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1,  ['E'] = 1, ['F'] = 1,
+    ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1,  ['M'] = 1, ['N'] = 1,
+    ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,  ['U'] = 1, ['V'] = 1,
+    ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['0'] = 1, ['1'] = 1,  ['2'] = 1, ['3'] = 1,
+    ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,  ['-'] = 1, ['.'] = 1,
+    ['_'] = 1, ['~'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1, [')'] = 1,
+    ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1,
+};
+
+static bool is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'f');
+}
+
+bool mh_authority_valid(const char *s, size_t len)
+{
+    size_t i = 0;
+    if (len > 0 && s[0] == '[') {
+        /* IP-literal: IPv6 (hex, ':' and '.') or IPvFuture ("v", unreserved, sub-delims, ':') */
+        i = 1;
+        while (i < len && s[i] != ']') {
+            unsigned char c = (unsigned char)s[i];
+            if (!regname[c] && c != ':')
+                return false;
+            i++;
+        }
+        if (i >= len || i == 1)
+            return false;
+        i++; /* ']' */
+    } else {
+        while (i < len && s[i] != ':') {
+            unsigned char c = (unsigned char)s[i];
+            if (c == '%') {
+                if (i + 2 >= len || !is_hex((unsigned char)s[i + 1]) ||
+                    !is_hex((unsigned char)s[i + 2]))
+                    return false;
+                i += 3;
+                continue;
+            }
+            if (!regname[c])
+                return false;
+            i++;
+        }
+    }
+    if (i == len)
+        return true;
+    if (s[i] != ':')
+        return false;
+    for (i++; i < len; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
 static int hexval(unsigned char c)
 {
     if (c >= '0' && c <= '9')

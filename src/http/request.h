@@ -75,6 +75,14 @@ static inline bool mh_is_tchar(unsigned char c)
     return mh_tchar[c];
 }
 
+/*
+ * Whether s[0..len) is a valid Host / absolute-form authority (RFC 9110
+ * §7.2, RFC 3986 §3.2.2): a reg-name (unreserved, pct-encoded, sub-delims),
+ * an IPv4 address (a reg-name too), or "[" IPv6 / IPvFuture "]", then an
+ * optional ":" port of digits. Empty is valid (RFC 9112 §3.2: no authority).
+ */
+bool mh_authority_valid(const char *s, size_t len);
+
 /* Whether a header value contains CR, LF or NUL (one pass, no calls). */
 static inline bool mh_value_has_stop(const char *v, size_t len)
 {

@@ -1402,6 +1402,18 @@ enum mh_route_status mh_router_lookup(const struct mh_router *r, const char *met
     if (m->path_len && m->path[0] == '/') {
         mask = collect_methods(hroot, m->path, 0, m->path_len) |
                collect_methods(r->root, m->path, 0, m->path_len);
+        /*
+         * As Go's ServeMux: a method that would have been redirected to
+         * path + "/" counts as allowed, so with only "GET /x/", "POST /x" is
+         * a 405 (Allow: GET, HEAD), not a 404.
+         */
+        if (n && m->path[n - 1] != '/' && scratch_len >= n + 1) {
+            if (m->path != scratch)
+                memcpy(scratch, m->path, n);
+            scratch[n] = '/';
+            mask |= collect_methods(hroot, scratch, 0, n + 1) |
+                    collect_methods(r->root, scratch, 0, n + 1);
+        }
     }
     if (!mask)
         return MH_ROUTE_NOT_FOUND;

@@ -13,6 +13,7 @@
 #include "client.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "url.h"
 
 #include <ctype.h>
 #include <lauxlib.h>
@@ -338,82 +339,6 @@ static int l_resp_tostring(lua_State *L)
 
 /* ---- fetch --------------------------------------------------------------------- */
 
-struct url {
-    bool tls;
-    char host[256];
-    unsigned port;
-    const char *authority, *path;
-    size_t authority_len, path_len;
-};
-
-static const char *parse_url(const char *s, size_t len, struct url *u)
-{
-    const char *end = s + len, *p;
-    if (len >= 7 && strncasecmp(s, "http://", 7) == 0) {
-        u->tls = false;
-        p = s + 7;
-    } else if (len >= 8 && strncasecmp(s, "https://", 8) == 0) {
-        u->tls = true;
-        p = s + 8;
-    } else {
-        return "invalid URL: only http:// and https:// are supported";
-    }
-    u->authority = p;
-    while (p < end && *p != '/' && *p != '?' && *p != '#')
-        p++;
-    u->authority_len = (size_t)(p - u->authority);
-    u->path = p;
-    while (p < end && *p != '#')
-        p++;
-    u->path_len = (size_t)(p - u->path);
-    const char *a = u->authority, *aend = a + u->authority_len, *hend;
-    if (memchr(a, '@', u->authority_len))
-        return "invalid URL: user info is not supported";
-    u->port = u->tls ? 443 : 80;
-    const char *portp = NULL;
-    if (a < aend && *a == '[') {
-        hend = memchr(a, ']', u->authority_len);
-        if (!hend)
-            return "invalid URL: bad IPv6 address";
-        a++;
-        if (hend + 1 < aend) {
-            if (hend[1] != ':')
-                return "invalid URL: bad authority";
-            portp = hend + 2;
-        }
-    } else {
-        hend = memchr(a, ':', u->authority_len);
-        if (hend)
-            portp = hend + 1;
-        else
-            hend = aend;
-    }
-    size_t hl = (size_t)(hend - a);
-    if (hl == 0 || hl >= sizeof u->host)
-        return "invalid URL: bad host";
-    for (size_t i = 0; i < hl; i++)
-        if ((unsigned char)a[i] <= ' ' || a[i] == '\x7f')
-            return "invalid URL: bad host";
-    memcpy(u->host, a, hl);
-    u->host[hl] = 0;
-    if (portp) {
-        unsigned port = 0;
-        if (portp == aend)
-            return "invalid URL: bad port";
-        for (const char *q = portp; q < aend; q++) {
-            if (*q < '0' || *q > '9' || (port = port * 10 + (unsigned)(*q - '0')) > 65535)
-                return "invalid URL: bad port";
-        }
-        if (port == 0)
-            return "invalid URL: bad port";
-        u->port = port;
-    }
-    for (size_t i = 0; i < u->path_len; i++)
-        if ((unsigned char)u->path[i] <= ' ' || u->path[i] == '\x7f')
-            return "invalid URL: bad character in the path";
-    return NULL;
-}
-
 static bool bad_header_text(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -494,7 +419,7 @@ static void collect_headers(lua_State *L, int opts, bool *has_host, bool *has_ua
 }
 
 /* Serializes the request (head and body, one string) onto the stack. Raises for misuse. */
-static void build_request(lua_State *L, int opts, const struct url *u, const char *method,
+static void build_request(lua_State *L, int opts, const struct mh_url *u, const char *method,
                           size_t mlen)
 {
     size_t blen = 0;
@@ -570,8 +495,8 @@ static int l_fetch(lua_State *L)
         luaL_typeerror(L, 3, "table");
     lua_settop(L, 3);
     mh_task_check(L, "http.fetch");
-    struct url u;
-    const char *err = parse_url(url, ulen, &u);
+    struct mh_url u;
+    const char *err = mh_url_parse(url, ulen, &u);
     if (err) {
         lua_pushnil(L);
         lua_pushstring(L, err);

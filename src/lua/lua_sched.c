@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "lua_errors.h"
+#include "lua_guard.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_vm.h"
@@ -9,6 +10,7 @@
 #include "req.h"
 
 #include <lauxlib.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +41,22 @@ static struct mh_task *task_get(struct mh_gen *g)
     t->timer.data = t;
     g->ntasks++;
     return t;
+}
+
+/*
+ * A coroutine the CPU hook raised or yielded out of is not reused: an error
+ * thrown from a hook leaves the thread's "hooks allowed" flag off (Lua
+ * restores it only in a pcall), so no hook could stop its next task.
+ */
+static void task_renew_thread(struct mh_task *t)
+{
+    lua_State *L = t->gen->L;
+    if (!lua_checkstack(L, 2))
+        return;
+    luaL_unref(L, LUA_REGISTRYINDEX, t->co_ref);
+    t->co = lua_newthread(L);
+    t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    *(struct mh_task **)lua_getextraspace(t->co) = t;
 }
 
 static void task_put(struct mh_task *t)
@@ -193,13 +211,30 @@ static const char *kind_name(enum mh_task_kind k)
     }
 }
 
+/* How a task failed, after its kind ("handler", "timer", ...) in the log line. */
+static const char *const guard_what[] = {
+    [MH_GUARD_NONE] = "error",
+    [MH_GUARD_CPU] = "exceeded handler_cpu_limit",
+    [MH_GUARD_MEMORY] = "exceeded lua_memory_limit",
+};
+
 /* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace)
+static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace,
+                           enum mh_guard_kind guard)
 {
     char where[64];
     size_t tlen;
     const char *target = mh_req_slice(r, r->head.target, &tlen);
-    mh_log(MH_LOG_ERROR, "handler error (%s %.*s from %s): %s", mh_req_method(r), (int)tlen, target,
+    /*
+     * After a malformed or oversized body the answer is the server's 400 or
+     * 413 (the protocol's finish) and the handler's failure is most likely
+     * its reaction to `nil, err`: not a server fault.
+     */
+    bool client_fault = guard == MH_GUARD_NONE &&
+                        (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE);
+    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR, "handler %s%s (route %s; %s %.*s from %s): %s",
+           guard_what[guard], client_fault ? " after a bad request body" : "",
+           t->label ? t->label : "none", mh_req_method(r), (int)tlen, target,
            r->ops->remote_addr(r, where, sizeof where), trace);
     if (r->closed)
         return;
@@ -207,6 +242,8 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
         mh_req_abort(r);
         return;
     }
+    if (client_fault)
+        return;
     mh_lua_answer_error(t, r, trace);
 }
 
@@ -224,7 +261,7 @@ static void background_count(struct mh_task *t, int delta)
  * co, an error status with the message on top, or KILLED. Everything the
  * task owns is released before it goes back to the pool.
  */
-static void task_end(struct mh_task *t, int st, int nres)
+static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind guard)
 {
     struct mh_gen *g = t->gen;
     lua_State *co = t->co;
@@ -235,19 +272,24 @@ static void task_end(struct mh_task *t, int st, int nres)
         const char *trace = lua_tostring(g->L, -1);
         if (!trace)
             trace = "?";
+        if (st == LUA_ERRMEM)
+            guard = MH_GUARD_MEMORY;
         if (r)
-            handler_failed(t, r, trace);
-        else if (t->kind == MH_TASK_RUN)
+            handler_failed(t, r, trace, guard);
+        else if (t->kind == MH_TASK_RUN && guard == MH_GUARD_NONE)
             mh_log(MH_LOG_ERROR, "%s", trace);
         else
-            mh_log(MH_LOG_ERROR, "%s error: %s", kind_name(t->kind), trace);
+            mh_log(MH_LOG_ERROR, "%s %s: %s", kind_name(t->kind), guard_what[guard], trace);
         lua_pop(g->L, 1);
         t->exit_status = 1;
-        if (t->kind != MH_TASK_RUN && g->host && g->host->metrics_table)
-            mh_metrics_count_task_error(g->host->metrics_table,
-                                        t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
-                                        : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
-                                                                      : MH_METRICS_THREAD);
+        struct mh_metrics *m = g->host ? g->host->metrics_table : NULL;
+        if (m && t->kind != MH_TASK_RUN && t->kind != MH_TASK_HANDLER)
+            mh_metrics_count_task_error(m, t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
+                                           : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
+                                                                         : MH_METRICS_THREAD);
+        if (m && guard != MH_GUARD_NONE)
+            mh_metrics_count_guard(m, guard == MH_GUARD_CPU ? MH_METRICS_CPU_LIMIT
+                                                            : MH_METRICS_MEMORY_LIMIT);
     }
     if (st == KILLED)
         lua_pushliteral(co, "killed");
@@ -259,6 +301,13 @@ static void task_end(struct mh_task *t, int st, int nres)
     if (st != LUA_OK)
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
     lua_settop(co, 0);
+    if (guard == MH_GUARD_MEMORY) {
+        /* What the task built is garbage now: collect it and give the pages back. */
+        lua_gc(g->L, LUA_GCCOLLECT);
+        malloc_trim(0);
+    }
+    if (guard == MH_GUARD_CPU)
+        task_renew_thread(t);
     release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
@@ -289,7 +338,9 @@ static void task_resume(struct mh_task *t, int nargs)
     struct mh_task **running = (struct mh_task **)lua_getextraspace(g->L);
     struct mh_task *outer = *running;
     *running = t;
+    struct mh_guard_saved saved = mh_guard_enter(co, t->label);
     int st = lua_resume(co, g->L, nargs, &nres);
+    enum mh_guard_kind guard = mh_guard_leave(saved);
     *running = outer;
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
@@ -299,16 +350,20 @@ static void task_resume(struct mh_task *t, int nargs)
                 mh_req_flush(t->request);
             return;
         }
-        lua_pushliteral(co, "coroutine.yield() outside a coroutine: only moonhttp calls may wait");
+        if (guard == MH_GUARD_CPU) /* yielded out of by the CPU hook: the task ends here */
+            lua_pushliteral(co, "cpu limit exceeded (the error was caught; the task is ended)");
+        else
+            lua_pushliteral(co,
+                            "coroutine.yield() outside a coroutine: only moonhttp calls may wait");
         st = LUA_ERRRUN;
     }
-    task_end(t, st, nres);
+    task_end(t, st, nres, guard);
 }
 
 void mh_task_kill(struct mh_task *t)
 {
     cancel_wait(t);
-    task_end(t, KILLED, 0);
+    task_end(t, KILLED, 0, MH_GUARD_NONE);
 }
 
 void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const char *extra,
@@ -325,6 +380,7 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const ch
     t->request = r;
     t->on_done = NULL;
     r->handler_data = t;
+    t->label = r->head.route ? mh_route_pattern(r->head.route) : NULL;
     lua_State *co = t->co;
     /*
      * Fresh req/res objects per request, so a reference a handler keeps
@@ -360,6 +416,7 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     t->request = NULL;
     t->on_done = on_done;
     t->exit_status = 0;
+    t->label = "(run script)";
     lua_xmove(g->L, t->co, nargs + 1);
     task_resume(t, nargs);
     return t;
@@ -381,6 +438,7 @@ struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum m
     t->kind = kind;
     t->request = NULL;
     t->exit_status = 0;
+    t->label = kind_name(kind); /* "timer", "light thread", "on_start" in the stall logs */
     lua_xmove(from, t->co, nargs + 1);
     background_count(t, 1);
     /* Started from the loop, so no task ever runs inside another's C call. */
@@ -507,6 +565,22 @@ bool mh_task_output_high(const struct mh_task *t)
     return t->request && mh_req_output_high(t->request);
 }
 
+/* coroutine.lua: a user coroutine is resumed (the CPU watchdog hooks the thread that runs) */
+static int l_guard_into(lua_State *L)
+{
+    lua_State *co = lua_tothread(L, 1);
+    if (co)
+        mh_guard_switch(co);
+    return 0;
+}
+
+/* ...and its resume returned to the calling thread, L: passes the results through */
+static int l_guard_back(lua_State *L)
+{
+    mh_guard_switch(L);
+    return lua_gettop(L);
+}
+
 void mh_sched_open(lua_State *L)
 {
     lua_pushcfunction(L, l_sleep);
@@ -520,5 +594,7 @@ void mh_sched_open(lua_State *L)
     lua_pushliteral(L, "moonhttp.coroutine");
     lua_call(L, 1, 1);
     mh_sched_push_marker(L);
-    lua_call(L, 1, 0);
+    lua_pushcfunction(L, l_guard_into);
+    lua_pushcfunction(L, l_guard_back);
+    lua_call(L, 3, 0);
 }

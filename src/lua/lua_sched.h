@@ -80,6 +80,7 @@ struct mh_task {
     /* Called at the end with the results (or the error) on top of co: light threads. */
     void (*on_end)(struct mh_task *t, bool ok, int nres);
     void *end_data;
+    const char *label; /* route pattern (or NULL), for the guards' logs and heartbeat */
     struct mh_task *next_free;
 };
 

@@ -9,6 +9,7 @@
 #include "lua_thread.h"
 #include "lua_timer.h"
 #include "lua_errors.h"
+#include "lua_guard.h"
 #include "lua_handler.h"
 #include "lua_json.h"
 #include "lua_request.h"
@@ -345,6 +346,26 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
 #define HEAP_GRAIN     16
 #define HEAP_CACHE_MAX 4096 /* blocks kept per class */
 
+/*
+ * Every byte taken from malloc is counted against lua_memory_limit
+ * (lua_guard.h): growth may be refused, shrinking never is (Lua relies on
+ * that). Small blocks are counted when malloc'd and when freed, not while
+ * they move through the free lists, so the common case costs nothing; the
+ * cached blocks (at most HEAP_CACHE_MAX per class) count as used. When ptr
+ * is NULL, osize is the kind of object, not a size.
+ */
+#ifndef MH_SANITIZE
+static void *fresh_block(size_t size)
+{
+    if (!mh_guard_mem_grow(size))
+        return NULL;
+    void *block = malloc(size);
+    if (!block)
+        mh_guard_mem_shrink(size);
+    return block;
+}
+#endif
+
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     struct mh_lua_heap *h = ud;
@@ -358,15 +379,25 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         if ((block = h->free[nclass])) {
             h->free[nclass] = *(void **)block;
             h->count[nclass]--;
-        } else if (!(block = malloc((nclass + 1) * HEAP_GRAIN))) {
+        } else if (!(block = fresh_block((nclass + 1) * HEAP_GRAIN))) {
             return NULL;
         }
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
     } else if (nsize) {
-        if (ptr && oclass >= MH_LUA_HEAP_CLASSES)
-            return realloc(ptr, nsize); /* large to large */
-        if (!(block = malloc(nsize)))
+        if (ptr && oclass >= MH_LUA_HEAP_CLASSES) { /* large to large */
+            if (nsize > osize && !mh_guard_mem_grow(nsize - osize))
+                return NULL;
+            if (!(block = realloc(ptr, nsize))) {
+                if (nsize > osize)
+                    mh_guard_mem_shrink(nsize - osize);
+                return NULL;
+            }
+            if (nsize < osize)
+                mh_guard_mem_shrink(osize - nsize);
+            return block;
+        }
+        if (!(block = fresh_block(nsize)))
             return NULL;
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
@@ -378,17 +409,26 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
             h->count[oclass]++;
         } else {
             free(ptr);
+            mh_guard_mem_shrink(oclass < MH_LUA_HEAP_CLASSES ? (oclass + 1) * HEAP_GRAIN : osize);
         }
     }
     return block;
 #else
     (void)h;
-    (void)osize;
+    size_t old = ptr ? osize : 0;
     if (nsize == 0) {
         free(ptr);
+        mh_guard_mem_shrink(old);
         return NULL;
     }
-    return realloc(ptr, nsize);
+    if (nsize > old && !mh_guard_mem_grow(nsize - old))
+        return NULL;
+    void *block = realloc(ptr, nsize);
+    if (!block && nsize > old)
+        mh_guard_mem_shrink(nsize - old);
+    else if (block && nsize < old)
+        mh_guard_mem_shrink(old - nsize);
+    return block;
 #endif
 }
 
@@ -398,6 +438,7 @@ static void lua_heap_free(struct mh_lua_heap *h)
         while (h->free[i]) {
             void *next = *(void **)h->free[i];
             free(h->free[i]);
+            mh_guard_mem_shrink((size_t)(i + 1) * HEAP_GRAIN);
             h->free[i] = next;
         }
         h->count[i] = 0;
@@ -417,6 +458,7 @@ static struct mh_gen *gen_alloc(struct mh_config *config)
         return NULL;
     g->config = config;
     g->refs = 1;
+    mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     g->not_found_ref = g->method_not_allowed_ref = g->settings_ref = LUA_NOREF;
     g->metrics_proxy.ops = &metrics_proxy_ops;
     g->L = lua_newstate(lua_alloc, &g->heap);

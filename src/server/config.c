@@ -69,6 +69,15 @@ static const struct setting settings[] = {
      "pending http.timer/http.every timers per worker; past it they return nil, err"},
     {"send_timeout", T_DURATION, OFF(send_timeout), 0, 86400,
      "seconds a response may make no progress (client reads nothing) before it is cut (0 = off)"},
+    {"handler_cpu_limit", T_DURATION, OFF(handler_cpu_limit), 0, 86400,
+     "seconds a handler, timer or thread may run without yielding before it gets "
+     "\"cpu limit exceeded\" (0 = off)"},
+    {"lua_memory_limit", T_BYTES, OFF(lua_memory_limit), 0, 1L << 40,
+     "bytes of Lua memory per worker; the allocation past it fails with Lua's memory error "
+     "(0 = off)"},
+    {"worker_stall_timeout", T_DURATION, OFF(worker_stall_timeout), 0, 86400,
+     "seconds a worker's event loop may go without a turn before the master kills and "
+     "replaces it (0 = off)"},
     {"shared", T_SHARED, OFF(shared), MH_SHARED_MIN_SIZE, 32.0 * (1L << 30),
      "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
      "(e.g. cache=16m,limits=1m)"},
@@ -113,6 +122,9 @@ void mh_config_init(struct mh_config *c)
     c->access_log_format = xstrdup("common");
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
+    c->handler_cpu_limit = 2;
+    c->lua_memory_limit = 1L << 30;
+    c->worker_stall_timeout = 10;
     c->mode = MH_MODE_SERVE;
 }
 

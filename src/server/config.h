@@ -57,6 +57,9 @@ struct mh_config {
     char *pid_file;          /* path or "off" */
     char *metrics;           /* listen address of the metrics endpoint, or "off" */
     long max_pending_timers; /* http.timer / http.every not yet fired, per worker generation */
+    double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
+    long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
+    double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];

@@ -2,6 +2,7 @@
 #include "master.h"
 
 #include "log.h"
+#include "lua_guard.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "shared_zones.h"
@@ -13,13 +14,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define CRASH_WINDOW 1.0 /* a worker dying sooner than this after its start "crashed at once" */
 #define BACKOFF_MIN  0.1
 #define BACKOFF_MAX  10.0
-#define KILL_GRACE   5.0 /* after shutdown_timeout, before SIGKILL */
+/* After shutdown_timeout, before SIGKILL: a stop always ends within shutdown_timeout + 1 s. */
+#define KILL_GRACE 0.5
+/* Heartbeat slots: workers and the old ones still finishing after reloads. */
+#define NBEATS 2048
+/* How often the master looks at heartbeats and stop deadlines. */
+#define SUPERVISE_EVERY 0.1
 /*
  * A worker that exits cleanly was signalled itself, most often together with
  * the master (Ctrl-C signals the whole process group): the master's own
@@ -35,6 +42,11 @@ struct child {
     bool ready;    /* reported that it serves */
     bool retiring; /* old code: told (or to be told) to stop */
     bool signaled; /* SIGTERM sent */
+    bool stalled;  /* killed for a loop that stopped ticking */
+    int beat;      /* slot in the heartbeat table, -1 if none was free */
+    uint64_t last_beats;
+    ev_tstamp last_beat_at;
+    ev_tstamp kill_at; /* a retiring worker still running then is killed; 0 = none */
 };
 
 struct master {
@@ -53,6 +65,9 @@ struct master {
     ev_signal sigterm, sigint, sighup;
     ev_child child_watcher;
     ev_timer restart_timer, kill_timer;
+    ev_timer supervise_timer;
+    struct mh_heartbeat *beats; /* shared with the workers: NBEATS slots */
+    int spawning_beat;          /* the slot of the worker being forked (for child_main) */
     double backoff;
     bool stopping;
     bool failed; /* no worker could start: the master exits 1 */
@@ -74,6 +89,8 @@ static void child_main(struct master *m)
     ev_io_stop(loop, &m->ready_io);
     ev_timer_stop(loop, &m->restart_timer);
     ev_timer_stop(loop, &m->kill_timer);
+    ev_ref(loop); /* the supervise timer was unref'd */
+    ev_timer_stop(loop, &m->supervise_timer);
     ev_loop_fork(loop);
     close(m->ready_pipe[0]);
     struct mh_worker w;
@@ -86,6 +103,8 @@ static void child_main(struct master *m)
     mh_gen_unref(m->gen); /* the worker holds this process's copy now */
     m->gen = NULL;
     mh_worker_set_ops(&w, m->ops);
+    if (m->spawning_beat >= 0)
+        w.heartbeat = &m->beats[m->spawning_beat];
     for (size_t i = 0; i < m->nlisteners; i++) {
         free(m->listeners[i].addr); /* the fds are the worker's now */
         m->listeners[i].addr = NULL;
@@ -130,6 +149,15 @@ static int spawn(struct master *m)
         m->children = c;
         m->cap = cap;
     }
+    m->spawning_beat = -1;
+    for (int i = 0; m->beats && i < NBEATS && m->spawning_beat < 0; i++) {
+        if (atomic_load(&m->beats[i].pid) == 0) {
+            m->spawning_beat = i;
+            atomic_store(&m->beats[i].pid, -1); /* taken; the worker writes its pid */
+            atomic_store(&m->beats[i].beats, 0);
+            m->beats[i].label[0] = 0;
+        }
+    }
     /* Signals wait until the child has its own watchers (unblocked in child_main). */
     sigset_t all, old;
     sigfillset(&all);
@@ -140,12 +168,16 @@ static int spawn(struct master *m)
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         mh_log(MH_LOG_ERROR, "fork: %s", strerror(errno));
+        if (m->spawning_beat >= 0)
+            atomic_store(&m->beats[m->spawning_beat].pid, 0);
         return -1;
     }
     struct child *c = &m->children[m->nchildren++];
     memset(c, 0, sizeof *c);
     c->pid = pid;
     c->started = ev_time();
+    c->beat = m->spawning_beat;
+    c->last_beat_at = c->started;
     mh_log(MH_LOG_DEBUG, "worker %d started", (int)pid);
     return 0;
 }
@@ -170,6 +202,7 @@ static void retire_old_if_ready(struct master *m)
         if (c->retiring && !c->signaled) {
             kill(c->pid, SIGUSR2); /* graceful stop without shutdown_delay */
             c->signaled = true;
+            c->kill_at = ev_time() + m->config->shutdown_timeout + KILL_GRACE;
         }
     }
 }
@@ -203,6 +236,51 @@ static void describe_exit(int status, char *buf, size_t len)
         snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
 }
 
+/*
+ * Every SUPERVISE_EVERY: a serving worker whose heartbeat has not moved for
+ * worker_stall_timeout has a loop stuck in one task (or in C): it is killed
+ * and, like any worker that died, replaced. A retiring worker still running
+ * at its deadline is killed too.
+ */
+static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct master *m = t->data;
+    (void)revents;
+    ev_tstamp now = ev_time();
+    double stall = m->config->worker_stall_timeout;
+    for (size_t i = 0; i < m->nchildren; i++) {
+        struct child *c = &m->children[i];
+        if (c->kill_at > 0 && now >= c->kill_at) {
+            mh_log(MH_LOG_WARN, "old worker %d did not stop in shutdown_timeout; killing it",
+                   (int)c->pid);
+            kill(c->pid, SIGKILL);
+            c->kill_at = 0;
+        }
+        if (c->beat < 0 || c->stalled)
+            continue;
+        struct mh_heartbeat *hb = &m->beats[c->beat];
+        uint64_t beats = atomic_load(&hb->beats);
+        if (beats != c->last_beats || atomic_load(&hb->pid) != c->pid) {
+            c->last_beats = beats;
+            c->last_beat_at = now;
+            continue;
+        }
+        if (stall <= 0 || !c->ready || now - c->last_beat_at < stall)
+            continue;
+        char label[MH_GUARD_LABEL_MAX];
+        memcpy(label, hb->label, sizeof label);
+        label[sizeof label - 1] = 0;
+        mh_log(MH_LOG_ERROR,
+               "worker %d stalled: its event loop has not run for %.1f s (worker_stall_timeout; "
+               "stuck in route %s); killing and replacing it",
+               (int)c->pid, now - c->last_beat_at, label[0] ? label : "unknown");
+        mh_metrics_count_guard(m->ops->metrics, MH_METRICS_STALL);
+        c->stalled = true;
+        kill(c->pid, SIGKILL);
+    }
+    (void)loop;
+}
+
 static void on_stop(struct ev_loop *loop, ev_signal *s, int revents);
 
 static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
@@ -214,6 +292,8 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
         return;
     struct child dead = *c;
     *c = m->children[--m->nchildren];
+    if (dead.beat >= 0)
+        atomic_store(&m->beats[dead.beat].pid, 0);
     mh_metrics_forget_worker(m->ops->metrics, dead.pid);
     char how[64];
     describe_exit(w->rstatus, how, sizeof how);
@@ -255,8 +335,11 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
                                 : BACKOFF_MIN;
     else
         m->backoff = 0;
+    if (dead.stalled)
+        m->backoff = 0; /* it served fine until one request stalled it */
     mh_log(MH_LOG_ERROR, "worker %d exited unexpectedly (%s) after %.1f s; restarting%s",
-           (int)dead.pid, how, lived, m->backoff ? " after a back-off" : "");
+           (int)dead.pid, dead.stalled ? "killed: stalled" : how, lived,
+           m->backoff ? " after a back-off" : "");
     if (m->backoff) {
         mh_log(MH_LOG_WARN, "worker restart in %.1f s", m->backoff);
         if (!ev_is_active(&m->restart_timer)) {
@@ -386,6 +469,17 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     m.restart_timer.data = &m;
     ev_init(&m.kill_timer, on_kill_timer);
     m.kill_timer.data = &m;
+    m.beats = mmap(NULL, NBEATS * sizeof *m.beats, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m.beats == MAP_FAILED) {
+        mh_log(MH_LOG_WARN, "cannot map the heartbeat table (%s): no worker_stall_timeout",
+               strerror(errno));
+        m.beats = NULL;
+    }
+    ev_timer_init(&m.supervise_timer, on_supervise, SUPERVISE_EVERY, SUPERVISE_EVERY);
+    m.supervise_timer.data = &m;
+    ev_timer_start(loop, &m.supervise_timer);
+    ev_unref(loop);
     for (size_t i = 0; i < m.nlisteners; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", m.listeners[i].addr,
                mh_listener_port(&m.listeners[i]));
@@ -397,6 +491,10 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     ev_child_stop(loop, &m.child_watcher);
     ev_timer_stop(loop, &m.kill_timer);
     ev_timer_stop(loop, &m.restart_timer);
+    ev_ref(loop);
+    ev_timer_stop(loop, &m.supervise_timer);
+    if (m.beats)
+        munmap(m.beats, NBEATS * sizeof *m.beats);
     ev_signal_stop(loop, &m.sigterm);
     ev_signal_stop(loop, &m.sigint);
     ev_signal_stop(loop, &m.sighup);

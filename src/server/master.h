@@ -18,7 +18,10 @@
  *     being reset with the old worker's socket, as it would be with one
  *     SO_REUSEPORT socket per worker;
  *   - SIGTERM/SIGINT stop every worker gracefully (shutdown_timeout, then
- *     SIGKILL a little later) and the master exits 0.
+ *     SIGKILL half a second later) and the master exits 0; a retired worker
+ *     gets the same deadline;
+ *   - a worker whose heartbeat (lua_guard.h) has not moved for
+ *     worker_stall_timeout is killed and replaced.
  *
  * The master's loop is the default libev loop (ev_child needs it); a forked
  * worker stops the master's watchers and calls ev_loop_fork before serving.

@@ -5,6 +5,7 @@
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
+#include "lua_guard.h"
 #include "lua_timer.h"
 #include "req.h"
 #include "tls.h"
@@ -310,6 +311,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->host.reload_stats = &w->reload_stats;
     w->host.background_tasks = &w->background_tasks;
     mh_gen_set_host(gen, &w->host);
+    /* again: http.server{} may have changed it after the first state was made */
+    mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
     set_limits(&w->limits, config);
     mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs);
@@ -403,7 +406,14 @@ int mh_worker_run(struct mh_worker *w)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
     mh_timer_gen_started(w->gen);
+    const struct mh_config *c = w->config;
+    char err[256];
+    if (c->mode == MH_MODE_SERVE &&
+        mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
+                       w->heartbeat, err, sizeof err) < 0)
+        mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
     ev_run(w->loop, 0);
+    mh_guard_stop(w->loop);
     return w->exit_code;
 }
 

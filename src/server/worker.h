@@ -26,6 +26,7 @@ struct mh_deps;
 struct mh_devwatch;
 struct mh_access_log;
 struct mh_metrics;
+struct mh_heartbeat;
 
 struct mh_worker {
     struct ev_loop *loop;
@@ -67,6 +68,7 @@ struct mh_worker {
     struct mh_shm_dicts *shared; /* shared dicts; NULL until ops are set */
     bool record_metrics;         /* a metrics listener or http.metrics_handler() exists */
     ev_timer metrics_timer;      /* publishes this worker's connection gauges */
+    struct mh_heartbeat *heartbeat; /* slot in the master's table, or NULL (no master) */
 };
 
 /* What main sets up once per process tree (before any fork) for every worker. */
@@ -107,7 +109,11 @@ void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps);
  */
 int mh_worker_reload(struct mh_worker *w, const char *why);
 
-/* Runs the loop until a graceful stop completes; returns the exit code. */
+/*
+ * Runs the loop until a graceful stop completes; returns the exit code.
+ * Serving, it runs under the guards of lua_guard.h (CPU limit, forced end of
+ * a stop, heartbeat).
+ */
 int mh_worker_run(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
 

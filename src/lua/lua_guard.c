@@ -1,0 +1,235 @@
+#include "lua_guard.h"
+
+#include <errno.h>
+#include <lauxlib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct mh_guard mh_guard;
+
+/* The watchdog's tick: a POSIX timer signal aimed at the loop thread. */
+#define TICK_SIGNAL (SIGRTMIN + 3)
+/* Once the limit fired, the hook raises again every this many instructions. */
+#define REHOOK_COUNT 1000
+#define TICK_MIN     0.005
+#define TICK_MAX     0.05
+
+/* The watchdog's own state: touched only by the tick handler. */
+static struct {
+    timer_t timer;
+    unsigned long last_seq, hooked_seq;
+    double since, stop_deadline;
+} wd;
+
+/* Signals whose arrival starts the forced-stop clock, and libev's handlers for them. */
+static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2};
+static struct sigaction chained[3];
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void mh_guard_set_memory_limit(size_t bytes)
+{
+    mh_guard.mem_limit = bytes;
+}
+
+/*
+ * The count hook. The first time it raises "cpu limit exceeded" inside the
+ * task, as if the task's own code had failed, so to-be-closed variables and
+ * error handlers run. A task that caught it (pcall in a loop) and is still
+ * running REHOOK_COUNT instructions later is yielded out of from the hook
+ * (which pcall cannot catch); the scheduler then ends it as failed. Where a
+ * yield is not possible (inside a metamethod or a C callback) the hook
+ * raises again until it is.
+ */
+static void on_cpu_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    if (L != atomic_load_explicit(&mh_guard.hooked, memory_order_relaxed)) {
+        /* a thread that inherited the hook at its creation (lua_newthread copies it) */
+        lua_sethook(L, NULL, 0, 0);
+        return;
+    }
+    lua_sethook(L, on_cpu_hook, LUA_MASKCOUNT, REHOOK_COUNT);
+    if (mh_guard.cpu_raised && lua_isyieldable(L)) {
+        lua_yield(L, 0);
+        return;
+    }
+    mh_guard.cpu_raised = true;
+    luaL_error(L, "cpu limit exceeded");
+}
+
+/*
+ * Only called once the tick hooked a thread in this (outermost) resume, so
+ * the tick, which hooks once per resume, cannot race with it.
+ */
+void mh_guard_move_hook(lua_State *to)
+{
+    lua_State *from = atomic_exchange_explicit(&mh_guard.hooked, to, memory_order_relaxed);
+    if (from && from != to)
+        lua_sethook(from, NULL, 0, 0);
+    if (to)
+        lua_sethook(to, on_cpu_hook, LUA_MASKCOUNT, 1);
+    else
+        mh_guard.cpu_raised = false;
+}
+
+/* In front of libev's handler: notes the stop for the watchdog, then lets libev see it. */
+static void on_stop_signal(int sig, siginfo_t *info, void *uctx)
+{
+    atomic_store_explicit(&mh_guard.stop_signal, sig, memory_order_relaxed);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
+        if (stop_signals[i] != sig)
+            continue;
+        if (chained[i].sa_flags & SA_SIGINFO)
+            chained[i].sa_sigaction(sig, info, uctx);
+        else if (chained[i].sa_handler != SIG_IGN && chained[i].sa_handler != SIG_DFL)
+            chained[i].sa_handler(sig);
+    }
+}
+
+static void say(const char *msg)
+{
+    ssize_t n = write(STDERR_FILENO, msg, strlen(msg));
+    (void)n;
+}
+
+/* Copies the running task's label into the heartbeat slot, or clears it. */
+static void publish_label(struct mh_heartbeat *hb, const char *label)
+{
+    if (!hb)
+        return;
+    size_t n = label ? strnlen(label, MH_GUARD_LABEL_MAX - 1) : 0;
+    if (strncmp(hb->label, label ? label : "", MH_GUARD_LABEL_MAX) == 0)
+        return;
+    if (n)
+        memcpy(hb->label, label, n);
+    hb->label[n] = 0;
+}
+
+/*
+ * The watchdog: a timer signal handled on the loop thread, between any two
+ * of its instructions. It measures how long one resume has run (the same
+ * seq seen across ticks: mh_guard_enter bumps seq before it sets running,
+ * leave clears running before it bumps seq) and, past the limit, hooks the
+ * running coroutine, once per resume: lua_sethook may be called from a
+ * signal handler (the Lua manual; lua.c does it for Ctrl-C). Everything
+ * else here is async-signal-safe too: clock_gettime, memcpy, write, _exit.
+ * It also ends the process when a stop has taken longer than it may.
+ */
+static void on_tick(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    struct mh_guard *g = &mh_guard;
+    double now = mono_now();
+    unsigned long seq = atomic_load_explicit(&g->seq, memory_order_relaxed);
+    lua_State *co = atomic_load_explicit(&g->running, memory_order_relaxed);
+    if (seq != wd.last_seq) {
+        wd.last_seq = seq;
+        wd.since = now;
+    }
+    bool long_run = co && now - wd.since > MH_GUARD_LABEL_AFTER;
+    publish_label(g->heartbeat,
+                  long_run ? atomic_load_explicit(&g->label, memory_order_relaxed) : NULL);
+    if (co && g->cpu_limit > 0 && now - wd.since >= g->cpu_limit && wd.hooked_seq != seq) {
+        wd.hooked_seq = seq;
+        atomic_store_explicit(&g->hooked, co, memory_order_relaxed);
+        lua_sethook(co, on_cpu_hook, LUA_MASKCOUNT, 1);
+    }
+    if (!wd.stop_deadline && atomic_load_explicit(&g->stop_signal, memory_order_relaxed))
+        wd.stop_deadline = now + g->stop_after + MH_GUARD_STOP_GRACE;
+    if (wd.stop_deadline && now >= wd.stop_deadline) {
+        say("moonhttp: the stop did not finish in shutdown_timeout: the event loop is "
+            "stuck; exiting now\n");
+        _exit(1);
+    }
+    errno = saved;
+}
+
+static void on_beat(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)t;
+    (void)revents;
+    atomic_fetch_add_explicit(&mh_guard.heartbeat->beats, 1, memory_order_relaxed);
+}
+
+int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
+                   struct mh_heartbeat *slot, char *err, size_t errlen)
+{
+    struct mh_guard *g = &mh_guard;
+    if (g->started)
+        return 0;
+    g->cpu_limit = cpu_limit;
+    g->stop_after = stop_after;
+    g->heartbeat = slot;
+    double tick = cpu_limit > 0 ? cpu_limit / 40 : TICK_MAX;
+    tick = tick < TICK_MIN ? TICK_MIN : tick > TICK_MAX ? TICK_MAX : tick;
+    memset(&wd, 0, sizeof wd);
+    wd.last_seq = wd.hooked_seq = (unsigned long)-1;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_tick;
+    sa.sa_flags = SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(TICK_SIGNAL, &sa, NULL) < 0) {
+        snprintf(err, errlen, "guard: sigaction: %s", strerror(errno));
+        return -1;
+    }
+    /* Aimed at this thread: a resolver thread must not take the tick. */
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = TICK_SIGNAL;
+    sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    if (timer_create(CLOCK_MONOTONIC, &sev, &wd.timer) < 0) {
+        snprintf(err, errlen, "guard: timer_create: %s", strerror(errno));
+        return -1;
+    }
+    long ns = (long)(tick * 1e9);
+    struct itimerspec its = {{ns / 1000000000, ns % 1000000000},
+                             {ns / 1000000000, ns % 1000000000}};
+    timer_settime(wd.timer, 0, &its, NULL);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
+        struct sigaction stop;
+        memset(&stop, 0, sizeof stop);
+        stop.sa_sigaction = on_stop_signal;
+        stop.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigfillset(&stop.sa_mask);
+        sigaction(stop_signals[i], &stop, &chained[i]);
+    }
+    if (slot) {
+        atomic_store(&slot->pid, (int32_t)getpid());
+        ev_timer_init(&g->beat_timer, on_beat, MH_GUARD_BEAT_EVERY, MH_GUARD_BEAT_EVERY);
+        ev_timer_start(loop, &g->beat_timer);
+        ev_unref(loop); /* the heartbeat alone must not keep the loop running */
+    }
+    g->started = true;
+    return 0;
+}
+
+void mh_guard_stop(struct ev_loop *loop)
+{
+    struct mh_guard *g = &mh_guard;
+    if (!g->started)
+        return;
+    if (g->heartbeat) {
+        ev_ref(loop);
+        ev_timer_stop(loop, &g->beat_timer);
+    }
+    timer_delete(wd.timer);
+    signal(TICK_SIGNAL, SIG_IGN); /* a tick already queued must not kill us */
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaction(stop_signals[i], &chained[i], NULL);
+    g->started = false;
+}
