@@ -4,6 +4,9 @@
 -- call into the composed handler.
 local core = require "moonhttp.core"
 local cjson = require "cjson"
+local crypto = require "moonhttp.crypto"
+local web = require "moonhttp.web"
+web.install()
 
 local M = {
   sleep = core.sleep,
@@ -18,14 +21,18 @@ local M = {
   shared = core.shared,
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
-  -- when empty; '/' is not escaped); decode is lua-cjson's.
+  -- when empty; '/' is not escaped); decode answers nil, err on malformed
+  -- input (web.lua, over lua-cjson's decoder).
   json = {
     encode = core.json_encode,
-    decode = cjson.decode,
+    decode = web.json_decode,
     null = cjson.null,
     array = core.json_array,
     empty_array = core.json_empty_array,
   },
+  crypto = crypto.crypto,
+  base64 = crypto.base64,
+  hex = crypto.hex,
 }
 
 local routes = {}

@@ -2,6 +2,7 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_crypto.h"
 #include "lua_pgauth.h"
 #include "lua_signal.h"
 #include "lua_socket.h"
@@ -16,6 +17,7 @@
 #include "lua_response.h"
 #include "lua_sched.h"
 #include "lua_shared.h"
+#include "lua_web.h"
 #include "req.h"
 
 #include <lauxlib.h>
@@ -266,6 +268,10 @@ static void install_preloads(lua_State *L)
     lua_getfield(L, -1, "preload");
     lua_pushcfunction(L, open_core);
     lua_setfield(L, -2, "moonhttp.core");
+    lua_pushcfunction(L, mh_lua_crypto_open);
+    lua_setfield(L, -2, "moonhttp.crypto");
+    lua_pushcfunction(L, mh_lua_web_open);
+    lua_setfield(L, -2, "moonhttp.webcore");
     lua_pushcfunction(L, mh_lua_pgauth_open);
     lua_setfield(L, -2, "moonhttp.pgauth");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
