@@ -43,7 +43,6 @@ bool mh_client_tls_resumed(const struct mh_client_tls *t);
  */
 void mh_client_tls_transport(struct mh_client_tls *t, struct mh_transport *tp, int fd);
 
-
 /* Saves the session for resumption into *slot (allocated once, reused). */
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot);
 void mh_client_tls_session_free(void *session);

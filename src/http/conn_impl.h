@@ -48,12 +48,12 @@ struct mh_conn {
     unsigned long requests;
 
     /* request body */
-    uint64_t max_body;  /* this request's body limit: max_body_bytes or req:set_max_body */
-    bool body_asked;    /* the handler asked for body bytes: the limit is fixed */
-    bool body_wanted;   /* a handler waits for body bytes */
-    bool body_want_all; /* ...for all of them (req:body) rather than some */
-    bool continue_sent; /* "100 Continue" went out */
-    bool draining;      /* on_body discards */
+    uint64_t max_body;        /* this request's body limit: max_body_bytes or req:set_max_body */
+    bool body_asked;          /* the handler asked for body bytes: the limit is fixed */
+    bool body_wanted;         /* a handler waits for body bytes */
+    bool body_want_all;       /* ...for all of them (req:body) rather than some */
+    bool continue_sent;       /* "100 Continue" went out */
+    bool draining;            /* on_body discards */
     uint32_t chunk_ext_bytes; /* http_parse.c: extension bytes on this chunk-size line */
 
     /* output: the wire queue */

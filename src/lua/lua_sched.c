@@ -232,10 +232,10 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
      */
     bool client_fault = guard == MH_GUARD_NONE &&
                         (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE);
-    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR, "handler %s%s (route %s; %s %.*s from %s): %s",
-           guard_what[guard], client_fault ? " after a bad request body" : "",
-           t->label ? t->label : "none", mh_req_method(r), (int)tlen, target,
-           r->ops->remote_addr(r, where, sizeof where), trace);
+    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR,
+           "handler %s%s (route %s; %s %.*s from %s): %s", guard_what[guard],
+           client_fault ? " after a bad request body" : "", t->label ? t->label : "none",
+           mh_req_method(r), (int)tlen, target, r->ops->remote_addr(r, where, sizeof where), trace);
     if (r->closed)
         return;
     if (r->res.head_sent) {

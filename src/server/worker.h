@@ -64,10 +64,10 @@ struct mh_worker {
     bool log_requests; /* --dev: one info line per request */
     bool inherited;    /* serves sockets of a master */
     struct mh_access_log *access_log;
-    struct mh_metrics *metrics;  /* shared counters; NULL until ops are set */
-    struct mh_shm_dicts *shared; /* shared dicts; NULL until ops are set */
-    bool record_metrics;         /* a metrics listener or http.metrics_handler() exists */
-    ev_timer metrics_timer;      /* publishes this worker's connection gauges */
+    struct mh_metrics *metrics;     /* shared counters; NULL until ops are set */
+    struct mh_shm_dicts *shared;    /* shared dicts; NULL until ops are set */
+    bool record_metrics;            /* a metrics listener or http.metrics_handler() exists */
+    ev_timer metrics_timer;         /* publishes this worker's connection gauges */
     struct mh_heartbeat *heartbeat; /* slot in the master's table, or NULL (no master) */
 };
 
