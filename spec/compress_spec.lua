@@ -226,3 +226,61 @@ end)
     assert.truthy(out:find("compress", 1, true), out)
   end)
 end)
+
+-- A route's own compress option replaces the server's setting for that route.
+describe("per-route compression", function()
+  local function app(server_setting)
+    return [[
+local http = require "moonhttp"
+]] .. server_setting .. [[
+
+local function text(req, res)
+  res:header("Content-Type", "text/plain")
+  res:write(string.rep("x", 5000))
+end
+local function bin(req, res)
+  res:header("Content-Type", "application/octet-stream")
+  res:write(string.rep("y", 5000))
+end
+http.handle("GET /server", text)
+http.handle("GET /off", text, { compress = false })
+http.handle("GET /on", text, { compress = true })
+http.handle("GET /big-only", text, { compress = { min_bytes = 10000 } })
+http.handle("GET /bin", bin, { compress = { types = { "application/octet-stream" }, level = 9 } })
+]]
+  end
+
+  -- { server setting, path, gzipped? }
+  local rows = {
+    { "http.server{ compress = true }", "/server", true },
+    { "http.server{ compress = true }", "/off", false },
+    { "http.server{ compress = true }", "/big-only", false },
+    { "", "/server", false },
+    { "", "/on", true },
+    { "", "/bin", true },
+  }
+  for _, row in ipairs(rows) do
+    it(string.format("%s with %q: %s", row[2], row[1], row[3] and "gzip" or "as sent"), function()
+      local srv = H.start(app(row[1]))
+      local r = srv:get(row[2], { ["Accept-Encoding"] = "gzip" })
+      srv:stop()
+      assert.are.equal(200, r.status)
+      local want = string.rep(row[2] == "/bin" and "y" or "x", 5000)
+      if row[3] then
+        assert.are.equal("gzip", r.headers["content-encoding"])
+        assert.are.equal(want, gunzip(r.body))
+      else
+        assert.is_nil(r.headers["content-encoding"])
+        assert.are.equal(want, r.body)
+      end
+    end)
+  end
+
+  it("rejects a bad route option at the user's line", function()
+    local script = H.script('local http = require "moonhttp"\n'
+      .. 'http.handle("GET /", function() end, { compress = { level = 12 } })\n')
+    local code, out = H.run({ "--check", script })
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find(":2: http.handle: compress.level", 1, true), out)
+  end)
+end)

@@ -76,7 +76,7 @@ local function parse_size(v, what, level)
   error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
 end
 
-local route_options = { max_body = true }
+local route_options = { max_body = true, compress = true }
 
 local function add_route(scope, pattern, handler, opts, level)
   check_open("http.handle")
@@ -91,7 +91,7 @@ local function add_route(scope, pattern, handler, opts, level)
     if type(opts) ~= "table" then error("http.handle: options must be a table", level) end
     for k in pairs(opts) do
       if not route_options[k] then
-        error("http.handle: unknown route option \"" .. tostring(k) .. "\" (known: max_body)", level)
+        error("http.handle: unknown route option \"" .. tostring(k) .. "\" (known: max_body, compress)", level)
       end
     end
     if opts.max_body ~= nil then max_body = parse_size(opts.max_body, "http.handle: max_body", level + 1) end
@@ -112,6 +112,7 @@ local function add_route(scope, pattern, handler, opts, level)
     where = where(level + 1),
     scope = scope,
     max_body = max_body,
+    compress = opts and opts.compress, -- checked by core.register, at `where`
   }
 end
 
@@ -310,7 +311,7 @@ function M._finalize()
   local on_error = special.on_error
   for _, r in ipairs(routes) do
     local h = with_max_body(compose(r.handler, r.scope, r.pattern), r.max_body)
-    core.register(r.pattern, with_on_error(h, on_error), r.where)
+    core.register(r.pattern, with_on_error(h, on_error), r.where, r.compress)
   end
   routes = {}
   -- Without middleware or on_error the core answers 404 and 405 itself, with no Lua call.

@@ -5,6 +5,7 @@
 #include "lua_handler.h"
 #include "lua_vm.h"
 #include "mime.h"
+#include "req.h"
 
 #include <lauxlib.h>
 #include <limits.h>
@@ -131,5 +132,9 @@ void mh_lua_files_open(lua_State *L)
 void mh_lua_compress_prepare(void *ud, struct mh_req *r)
 {
     struct mh_gen *g = ud;
-    mh_compress_install(&g->compress_pool, &g->config->compress, r);
+    const struct mh_compress_conf *conf = &g->config->compress;
+    int id = r->head.handler_id;
+    if (id >= 0 && id < g->nroute_compress && g->route_compress[id])
+        conf = g->route_compress[id];
+    mh_compress_install(&g->compress_pool, conf, r);
 }

@@ -15,7 +15,8 @@ void mh_lua_files_open(lua_State *L);
 
 /*
  * The dispatcher's prepare hook (dispatch.h); ud is the generation. Installs
- * gzip on r when the generation's compress setting is on.
+ * gzip on r by the route's own compress option when it has one, else by the
+ * server's compress setting.
  */
 void mh_lua_compress_prepare(void *ud, struct mh_req *r);
 

@@ -62,7 +62,33 @@ static struct mh_gen *check_loading(lua_State *L, const char *what)
     return g;
 }
 
-/* core.register(pattern, handler, where) */
+/* Keeps a route's compress option (the value at idx) for handler `id`. */
+static void set_route_compress(lua_State *L, struct mh_gen *g, int id, int idx, const char *where)
+{
+    struct mh_compress_conf *conf = malloc(sizeof *conf);
+    if (!conf)
+        luaL_error(L, "%s: out of memory", where);
+    char err[256];
+    if (mh_config_compress_from_lua(conf, L, idx, "compress", err, sizeof err) < 0) {
+        free(conf);
+        luaL_error(L, "%s: http.handle: %s", where, err);
+    }
+    if (id >= g->nroute_compress) {
+        int n = id + 16;
+        struct mh_compress_conf **a = realloc(g->route_compress, (size_t)n * sizeof *a);
+        if (!a) {
+            free(conf);
+            luaL_error(L, "%s: out of memory", where);
+        }
+        memset(a + g->nroute_compress, 0, (size_t)(n - g->nroute_compress) * sizeof *a);
+        g->route_compress = a;
+        g->nroute_compress = n;
+    }
+    free(g->route_compress[id]);
+    g->route_compress[id] = conf;
+}
+
+/* core.register(pattern, handler, where [, compress]) */
 static int l_register(lua_State *L)
 {
     struct mh_gen *g = check_loading(L, "http.handle");
@@ -80,6 +106,8 @@ static int l_register(lua_State *L)
         lua_pushfstring(L, "%s: %s", where, err);
         return lua_error(L);
     }
+    if (!lua_isnoneornil(L, 4))
+        set_route_compress(L, g, id, 4, where);
     return 0;
 }
 
@@ -488,6 +516,9 @@ static void gen_free(struct mh_gen *g)
         lua_close(g->L); /* C handler values are collected: their free functions run */
     mh_lua_handlers_free(g);
     mh_compress_pool_destroy(&g->compress_pool);
+    for (int i = 0; i < g->nroute_compress; i++)
+        free(g->route_compress[i]);
+    free(g->route_compress);
     lua_heap_free(&g->heap);
     mh_router_builder_free(g->_builder);
     mh_router_free(g->router);
@@ -609,7 +640,7 @@ static int build_site(struct mh_gen *g, char *err, size_t errlen)
     s->handlers = &g->handlers;
     s->clean = strcmp(g->config->clean_path, "rewrite") == 0 ? MH_CLEAN_REWRITE : MH_CLEAN_REDIRECT;
     s->redirect_code = (int)g->config->redirect_code;
-    if (g->config->compress.on) {
+    if (g->config->compress.on || g->nroute_compress > 0) {
         s->prepare = mh_lua_compress_prepare;
         s->prepare_ud = g;
     }

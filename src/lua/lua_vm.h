@@ -68,6 +68,9 @@ struct mh_gen {
     bool wants_metrics;                    /* the script called http.metrics_handler() */
     const struct mh_shm_dicts *shared;     /* the server's shared dicts; NULL until serving */
     struct mh_compress_pool compress_pool; /* gzip filters of this generation's requests */
+    /* A route's own compress option, by handler id (NULL: the server's setting). */
+    struct mh_compress_conf **route_compress;
+    int nroute_compress; /* slots in route_compress */
 };
 
 /*

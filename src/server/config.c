@@ -759,8 +759,8 @@ static int compress_types(lua_State *L, int t, struct mh_compress_conf *c, const
  * compress = true | false | { types = {...}, min_bytes = n, level = 1..9 }:
  * a table turns compression on; types replace the default list when given.
  */
-static int lua_compress(lua_State *L, int idx, struct mh_compress_conf *c, const char *what,
-                        char *err, size_t errlen)
+int mh_config_compress_from_lua(struct mh_compress_conf *c, lua_State *L, int idx, const char *what,
+                                char *err, size_t errlen)
 {
     idx = lua_absindex(L, idx);
     mh_compress_conf_init(c);
@@ -823,7 +823,8 @@ static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_Sta
     if (s->type == T_SHARED)
         return mh_config_shared_from_lua(c->shared, &c->nshared, L, vidx, err, errlen);
     if (s->type == T_COMPRESS)
-        return lua_compress(L, vidx, (struct mh_compress_conf *)field, "compress", err, errlen);
+        return mh_config_compress_from_lua((struct mh_compress_conf *)field, L, vidx, "compress",
+                                           err, errlen);
     if (s->type == T_LISTEN) {
         clear_listen(c);
         if (t == LUA_TSTRING)

@@ -51,13 +51,13 @@ struct mh_config {
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */
     char *log_level;
-    char *workers;           /* "N" | "auto" */
-    double shutdown_delay;   /* serve on, http.stopping() true, before a graceful stop */
-    char *access_log;        /* path, "-" (stdout) or "off" */
-    char *access_log_format; /* "common" | "combined" | "json" */
-    char *pid_file;          /* path or "off" */
-    char *metrics;           /* listen address of the metrics endpoint, or "off" */
-    long max_pending_timers; /* http.timer / http.every not yet fired, per worker generation */
+    char *workers;               /* "N" | "auto" */
+    double shutdown_delay;       /* serve on, http.stopping() true, before a graceful stop */
+    char *access_log;            /* path, "-" (stdout) or "off" */
+    char *access_log_format;     /* "common" | "combined" | "json" */
+    char *pid_file;              /* path or "off" */
+    char *metrics;               /* listen address of the metrics endpoint, or "off" */
+    long max_pending_timers;     /* http.timer / http.every not yet fired, per worker generation */
     double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
     long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
     double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
@@ -69,7 +69,7 @@ struct mh_config {
     char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
     size_t nshared;
     struct mh_shared_decl shared[MH_MAX_SHARED]; /* sorted by name */
-    struct mh_compress_conf compress; /* response compression (off by default) */
+    struct mh_compress_conf compress;            /* response compression (off by default) */
 
     /* command line only */
     enum mh_run_mode mode;
@@ -108,6 +108,15 @@ int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char 
  */
 int mh_config_changed(const struct mh_config *c, struct lua_State *L, int idx, char *out,
                       size_t outlen);
+
+/*
+ * Parses a `compress` value at idx (true, false, or { types =, min_bytes =,
+ * level = }) into c, starting from mh_compress_conf_init. Used by the
+ * setting and by a route's compress option. Returns 0, or -1 with err
+ * (prefixed by `what`).
+ */
+int mh_config_compress_from_lua(struct mh_compress_conf *c, struct lua_State *L, int idx,
+                                const char *what, char *err, size_t errlen);
 
 /*
  * Parses a `shared` value (a table { name = size } at idx, sizes as numbers
