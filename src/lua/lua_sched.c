@@ -249,11 +249,72 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
 
 #define KILLED (-1) /* task_end's status for mh_task_kill */
 
+static bool is_background(const struct mh_task *t)
+{
+    return t->kind != MH_TASK_HANDLER && t->kind != MH_TASK_RUN;
+}
+
+/* Counts t for the worker's stop and keeps it on its generation's list (delta +1 or -1). */
 static void background_count(struct mh_task *t, int delta)
 {
-    const struct mh_gen_host *host = t->gen->host;
+    struct mh_gen *g = t->gen;
+    const struct mh_gen_host *host = g->host;
     if (t->kind != MH_TASK_HANDLER && host && host->background_tasks)
         *host->background_tasks += (unsigned)delta;
+    if (!is_background(t))
+        return;
+    if (delta > 0) {
+        t->_bg_prev = NULL;
+        t->_bg_next = g->_background;
+        if (g->_background)
+            g->_background->_bg_prev = t;
+        g->_background = t;
+        return;
+    }
+    if (t->_bg_prev)
+        t->_bg_prev->_bg_next = t->_bg_next;
+    else
+        g->_background = t->_bg_next;
+    if (t->_bg_next)
+        t->_bg_next->_bg_prev = t->_bg_prev;
+    t->_bg_prev = t->_bg_next = NULL;
+    if (!g->_background && ev_is_active(&g->_retire_timer)) {
+        /* The last one ended in time. t still holds its own reference to g. */
+        ev_timer_stop(g->loop ? g->loop : EV_DEFAULT, &g->_retire_timer);
+        mh_gen_unref(g);
+    }
+}
+
+static void on_retire_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct mh_gen *g = w->data;
+    (void)loop;
+    (void)revents;
+    unsigned n = 0;
+    for (struct mh_task *t = g->_background; t; t = t->_bg_next)
+        n++;
+    mh_log(MH_LOG_WARN,
+           "reload: %u background task%s of the previous code still running after "
+           "shutdown_timeout; killing them",
+           n, n == 1 ? "" : "s");
+    /*
+     * At most the tasks there are now: a killed task's cleanup could start
+     * another thread. Killing one may end others (its threads), so take the
+     * head each time. The timer's reference keeps g alive meanwhile.
+     */
+    for (; n > 0 && g->_background; n--)
+        mh_task_kill(g->_background);
+    mh_gen_unref(g);
+}
+
+void mh_task_retire_background(struct mh_gen *g, double grace)
+{
+    if (!g->_background || ev_is_active(&g->_retire_timer))
+        return;
+    ev_timer_init(&g->_retire_timer, on_retire_timeout, grace, 0.);
+    g->_retire_timer.data = g;
+    mh_gen_ref(g);
+    ev_timer_start(g->loop ? g->loop : EV_DEFAULT, &g->_retire_timer);
 }
 
 /*

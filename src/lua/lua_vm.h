@@ -70,7 +70,9 @@ struct mh_gen {
     struct mh_compress_pool compress_pool; /* gzip filters of this generation's requests */
     /* A route's own compress option, by handler id (NULL: the server's setting). */
     struct mh_compress_conf **route_compress;
-    int nroute_compress; /* slots in route_compress */
+    int nroute_compress;         /* slots in route_compress */
+    struct mh_task *_background; /* running timer callbacks, threads, on_start (lua_sched.c) */
+    ev_timer _retire_timer;      /* retired: kills what is left of _background */
 };
 
 /*
