@@ -265,6 +265,15 @@ void mh_http_parser_init(struct mh_conn *c)
     c->parser.data = c;
 }
 
+/* The request line's first byte: llhttp skips empty lines before it. */
+static const char *request_line(const struct mh_conn *c)
+{
+    const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
+    while (p < end && (*p == '\r' || *p == '\n'))
+        p++;
+    return p;
+}
+
 /*
  * llhttp says HPE_INVALID_VERSION both for "HTTP/2.0" and for a request
  * line with bytes after the version ("GET / HTTP/1.1 x"). Only a
@@ -273,9 +282,7 @@ void mh_http_parser_init(struct mh_conn *c)
  */
 static int version_status(struct mh_conn *c)
 {
-    const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
-    while (p < end && (*p == '\r' || *p == '\n'))
-        p++;
+    const char *p = request_line(c), *end = c->in.data + c->in.len;
     const char *last_sp = NULL;
     int spaces = 0;
     while (p < end && *p != '\r' && *p != '\n') {
@@ -322,10 +329,7 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
 static int other_method(struct mh_conn *c)
 {
     const char *line = c->in.data + c->req_start, *end = c->in.data + c->in.len;
-    const char *p = line;
-    while (p < end && (*p == '\r' || *p == '\n'))
-        p++;
-    const char *tok = p;
+    const char *tok = request_line(c), *p = tok;
     while (p < end && mh_is_tchar((unsigned char)*p))
         p++;
     size_t len = (size_t)(p - tok);

@@ -254,7 +254,11 @@ static bool is_background(const struct mh_task *t)
     return t->kind != MH_TASK_HANDLER && t->kind != MH_TASK_RUN;
 }
 
-/* Counts t for the worker's stop and keeps it on its generation's list (delta +1 or -1). */
+/*
+ * Counts t for the worker's stop (a stop also waits for a `run` script) and
+ * keeps it on its generation's list of background tasks, the ones a reload
+ * may kill (delta +1 or -1).
+ */
 static void background_count(struct mh_task *t, int delta)
 {
     struct mh_gen *g = t->gen;

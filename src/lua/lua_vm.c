@@ -381,20 +381,25 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
  * (lua_guard.h): growth may be refused, shrinking never is (Lua relies on
  * that). Small blocks are counted when malloc'd and when freed, not while
  * they move through the free lists, so the common case costs nothing; the
- * cached blocks (at most HEAP_CACHE_MAX per class) count as used. When ptr
- * is NULL, osize is the kind of object, not a size.
+ * cached blocks (at most HEAP_CACHE_MAX per class) count as used. (In
+ * lua_alloc, when ptr is NULL, osize is the kind of object, not a size.)
+ *
+ * counted_realloc: realloc of a block counted as `old` bytes (0 for a new one).
  */
-#ifndef MH_SANITIZE
-static void *fresh_block(size_t size)
+static void *counted_realloc(void *ptr, size_t old, size_t nsize)
 {
-    if (!mh_guard_mem_grow(size))
+    if (nsize > old && !mh_guard_mem_grow(nsize - old))
         return NULL;
-    void *block = malloc(size);
-    if (!block)
-        mh_guard_mem_shrink(size);
+    void *block = realloc(ptr, nsize);
+    if (!block) {
+        if (nsize > old)
+            mh_guard_mem_shrink(nsize - old);
+        return NULL;
+    }
+    if (nsize < old)
+        mh_guard_mem_shrink(old - nsize);
     return block;
 }
-#endif
 
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -409,25 +414,15 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         if ((block = h->free[nclass])) {
             h->free[nclass] = *(void **)block;
             h->count[nclass]--;
-        } else if (!(block = fresh_block((nclass + 1) * HEAP_GRAIN))) {
+        } else if (!(block = counted_realloc(NULL, 0, (nclass + 1) * HEAP_GRAIN))) {
             return NULL;
         }
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
     } else if (nsize) {
-        if (ptr && oclass >= MH_LUA_HEAP_CLASSES) { /* large to large */
-            if (nsize > osize && !mh_guard_mem_grow(nsize - osize))
-                return NULL;
-            if (!(block = realloc(ptr, nsize))) {
-                if (nsize > osize)
-                    mh_guard_mem_shrink(nsize - osize);
-                return NULL;
-            }
-            if (nsize < osize)
-                mh_guard_mem_shrink(osize - nsize);
-            return block;
-        }
-        if (!(block = fresh_block(nsize)))
+        if (ptr && oclass >= MH_LUA_HEAP_CLASSES)
+            return counted_realloc(ptr, osize, nsize); /* large to large */
+        if (!(block = counted_realloc(NULL, 0, nsize)))
             return NULL;
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
@@ -451,14 +446,7 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         mh_guard_mem_shrink(old);
         return NULL;
     }
-    if (nsize > old && !mh_guard_mem_grow(nsize - old))
-        return NULL;
-    void *block = realloc(ptr, nsize);
-    if (!block && nsize > old)
-        mh_guard_mem_shrink(nsize - old);
-    else if (block && nsize < old)
-        mh_guard_mem_shrink(old - nsize);
-    return block;
+    return counted_realloc(ptr, old, nsize);
 #endif
 }
 
