@@ -17,7 +17,7 @@
 
 static struct ev_loop *loop_of(struct mh_task *t)
 {
-    return t->gen->loop ? t->gen->loop : EV_DEFAULT;
+    return mh_gen_loop(t->gen);
 }
 
 static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents);
@@ -284,7 +284,7 @@ static void background_count(struct mh_task *t, int delta)
     t->_bg_prev = t->_bg_next = NULL;
     if (!g->_background && ev_is_active(&g->_retire_timer)) {
         /* The last one ended in time. t still holds its own reference to g. */
-        ev_timer_stop(g->loop ? g->loop : EV_DEFAULT, &g->_retire_timer);
+        ev_timer_stop(mh_gen_loop(g), &g->_retire_timer);
         mh_gen_unref(g);
     }
 }
@@ -318,7 +318,7 @@ void mh_task_retire_background(struct mh_gen *g, double grace)
     ev_timer_init(&g->_retire_timer, on_retire_timeout, grace, 0.);
     g->_retire_timer.data = g;
     mh_gen_ref(g);
-    ev_timer_start(g->loop ? g->loop : EV_DEFAULT, &g->_retire_timer);
+    ev_timer_start(mh_gen_loop(g), &g->_retire_timer);
 }
 
 /*
@@ -611,7 +611,7 @@ static int l_sleep(lua_State *L)
 static int l_now(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    struct ev_loop *loop = g->loop ? g->loop : EV_DEFAULT;
+    struct ev_loop *loop = mh_gen_loop(g);
     lua_pushnumber(L, ev_now(loop));
     return 1;
 }

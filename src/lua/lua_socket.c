@@ -145,7 +145,7 @@ static struct sock_state *state_of(lua_State *L)
     struct sock_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
     luaL_setmetatable(L, STATE_MT);
-    st->loop = g && g->loop ? g->loop : EV_DEFAULT;
+    st->loop = mh_gen_loop(g);
     st->pool = mh_socket_pool_new(st->loop);
     st->dns = mh_dns_new(st->loop);
     if (!st->pool || !st->dns)

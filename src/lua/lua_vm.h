@@ -75,6 +75,12 @@ struct mh_gen {
     ev_timer _retire_timer;      /* retired: kills what is left of _background */
 };
 
+/* The loop the generation serves on (the default loop until it serves, and for NULL). */
+static inline struct ev_loop *mh_gen_loop(const struct mh_gen *g)
+{
+    return g && g->loop ? g->loop : EV_DEFAULT;
+}
+
 /*
  * Creates a generation: a fresh Lua state with the moonhttp module, runs
  * `script`, then closes registration and builds the router. For
