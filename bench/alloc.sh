@@ -10,7 +10,7 @@
 # over all processes of the server (nginx's master and worker). "allocations"
 # are malloc + calloc + realloc + the aligned family; frees are shown apart.
 #
-#   bench/alloc.sh [moonhttp|nginx-lua|floor] [N1 N2]     (default moonhttp 1000 11000)
+#   bench/alloc.sh [moonhttp|nginx-lua|floor] [N1 N2]     (default moonhttp 11000 31000)
 #
 # The requests come from bench/client/kaclient.c: one connection, the 12
 # routes in a fixed order, so runs are repeatable. Go is not supported: its
@@ -20,8 +20,8 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 SERVER=${1:-moonhttp}
-N1=${2:-1000}
-N2=${3:-11000}
+N1=${2:-11000}
+N2=${3:-31000}
 case "$SERVER" in
 go | h2o)
     echo "alloc.sh: $SERVER is not supported (Go does not use malloc; h2o serves a file, not the routes)" >&2

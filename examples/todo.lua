@@ -46,8 +46,8 @@ end
 local function read_todo(req, res)
   local body, err = req:body()
   if not body then return fail(res, 400, err) end
-  local ok, value = pcall(json.decode, body)
-  if not ok or type(value) ~= "table" or type(value.title) ~= "string" then
+  local value = json.decode(body) -- nil, err on malformed JSON
+  if type(value) ~= "table" or type(value.title) ~= "string" then
     return fail(res, 422, "expected a JSON object with a string title")
   end
   return value

@@ -1,6 +1,7 @@
 -- Hostile and malformed input, written as data: the bytes a client sends,
 -- the status it must get, and whether the connection stays open after.
 local H = require "helper"
+local socket = require "socket"
 
 local big_target = "/" .. string.rep("a", 3000)
 local big_header = "X-Big: " .. string.rep("b", 3000) .. "\r\n"
@@ -22,8 +23,17 @@ local cases = {
   { "HTTP/1.2", "GET /hello HTTP/1.2\r\nHost: a\r\n\r\n", 505 },
   { "HTTP/0.9 version", "GET /hello HTTP/0.9\r\nHost: a\r\n\r\n", 505 },
   { "bad protocol name", "GET /hello FOO/1.1\r\nHost: a\r\n\r\n", 400 },
-  { "lowercase method", "get /hello HTTP/1.1\r\nHost: a\r\n\r\n", 501 },
-  { "unknown method", "FROB /hello HTTP/1.1\r\nHost: a\r\n\r\n", 501 },
+  -- Any token is a method (RFC 9110 §9.1), routed as Go's ServeMux does: "get" is not "GET".
+  { "lowercase method on a GET route", "get /hello HTTP/1.1\r\nHost: a\r\n\r\n", 405, keep = true, allow = "GET, HEAD" },
+  { "unknown method on a GET route", "FROB /hello HTTP/1.1\r\nHost: a\r\n\r\n", 405, keep = true, allow = "GET, HEAD" },
+  { "unknown method reaches a route for any method", "FROB /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", 200, keep = true, body = "hello", method = "FROB" },
+  { "lowercase method reaches a route for any method", "purge /echo HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, body = "", method = "purge" },
+  { "unknown method with a chunked body", "MKFOO /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 200, keep = true, body = "abc", method = "MKFOO" },
+  { "unknown method, then a pipelined GET", "FROB /echo HTTP/1.1\r\nHost: a\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", { 200, 200 }, keep = true },
+  { "a method of 31 bytes", string.rep("M", 31) .. " /echo HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, method = string.rep("M", 31) },
+  { "a method over 31 bytes", string.rep("M", 32) .. " /echo HTTP/1.1\r\nHost: a\r\n\r\n", 501 },
+  { "a method with a byte that is not a token", "G@T /echo HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
+  { "a method without a space after it", "FROB/echo HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
   { "two spaces in the request line", "GET  /hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
   { "space in the target", "GET /he llo HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
   { "target without a slash", "GET hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
@@ -117,6 +127,7 @@ describe("hostile input", function()
         end
         if case.body then assert.equal(case.body, res.body) end
         if case.allow then assert.equal(case.allow, res.headers["allow"]) end
+        if case.method then assert.equal(case.method, res.headers["x-method"]) end
       end
       assert.equal(case.keep == true, not c:closed_by_peer(0.3),
         case.keep and "connection should stay open" or "connection should be closed")
@@ -128,6 +139,17 @@ describe("hostile input", function()
     local log = srv:logtext()
     assert.truthy(log:find("handler error after a bad request body (route POST /body-assert", 1, true), log)
     assert.falsy(log:find("[error]", 1, true), log)
+  end)
+
+  it("routes a method llhttp does not know when it arrives a byte at a time", function()
+    local c = srv:connect()
+    for b in ("purge /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nok"):gmatch(".") do
+      assert(c:send(b))
+      socket.sleep(0.002)
+    end
+    local res = assert(c:read_response())
+    assert.same({ 200, "purge", "ok" }, { res.status, res.headers["x-method"], res.body })
+    c:close()
   end)
 
   it("keeps serving after all of that", function()

@@ -143,6 +143,8 @@ describe("metrics", function()
   it("add up across workers, whichever worker answers the scrape", function()
     local srv = H.start(H.script(APP .. 'http.handle("GET /metrics", http.metrics_handler())\n'),
       { flags = { "--workers", "2" } })
+    -- the server listens once its first worker is ready; the second may still be starting
+    assert.truthy(O.wait_for(function() return metric(scrape(srv.port), "moonhttp_workers") == 2 end, 5))
     for _ = 1, 20 do srv:get("/hello") end
     local text = scrape(srv.port)
     assert.equal(20, metric(text, 'moonhttp_requests_total{pattern="GET /hello",status="2xx"}'), text)

@@ -300,6 +300,28 @@ describe("http.tcp() over TLS, against moonhttp's own HTTPS listener", function(
     assert.equal("200\thello over tls\n", get('"localhost", PORT, { tls = { verify = false } }'))
   end)
 
+  it("resumes the saved TLS session on the next handshake to the same host and port", function()
+    local out = run(string.format([[
+      local CA = %q
+      local function once()
+        local s = http.tcp()
+        assert(s:connect("localhost", PORT, { tls = { ca = CA } }))
+        s:send("GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        local all = s:receive("a")
+        local resumed = s:tls_resumed()
+        s:close()
+        return resumed, all:match("\r\n\r\n(.*)$")
+      end
+      print(once())
+      print(once())
+      print(once())
+      local plain = http.tcp()
+      assert(plain:connect("localhost", PORT))
+      print(plain:tls_resumed())
+    ]], path("ca.pem")), srv.port)
+    assert.equal("false\thello over tls\ntrue\thello over tls\ntrue\thello over tls\nfalse\n", out)
+  end)
+
   it("upgrades a plain connection with tls_handshake", function()
     local out = run(string.format([[
       local s = http.tcp()

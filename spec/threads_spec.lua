@@ -204,4 +204,43 @@ describe("timers", function()
     assert.truthy(after:find("NEW"), after)
     assert.falsy(after:find("GEN"), after)
   end)
+
+  it("kills the previous code's background loops shutdown_timeout after a reload", function()
+    local file = H.tmpname(".count")
+    local script = H.script(string.format([[
+      local http = require "moonhttp"
+      local function mark(tag) local f = io.open(%q, "a"); f:write(tag, "\n"); f:close() end
+      http.on_start(function()
+        -- loops that never return: an on_start function, a light thread, a timer callback
+        http.spawn(function() while true do mark("GEN-thread"); http.sleep(0.02) end end)
+        http.timer(0, function() while true do mark("GEN-timer"); http.sleep(0.02) end end)
+        while true do mark("GEN-start"); http.sleep(0.02) end
+      end)
+      http.handle("/", function(req, res) res:write("GEN") end)
+    ]], file))
+    local srv = H.start(script, { flags = { "--shutdown-timeout", "0.5" } })
+    H.sleep(0.2)
+    H.write_file(script, (H.read_file(script):gsub("GEN", "NEW")))
+    srv:signal("HUP")
+    H.sleep(0.2)
+    assert.equal("NEW", srv:get("/").body)
+    -- within shutdown_timeout the old loops still run...
+    H.write_file(file, "")
+    H.sleep(0.1)
+    local during = H.read_file(file)
+    -- ...and after it they are gone
+    H.sleep(0.6)
+    H.write_file(file, "")
+    H.sleep(0.15)
+    local after = H.read_file(file)
+    local log = srv:logtext()
+    assert.equal(0, srv:stop())
+    os.remove(file)
+    for _, tag in ipairs({ "GEN-start", "GEN-thread", "GEN-timer" }) do
+      assert.truthy(during:find(tag, 1, true), tag .. " should still run: " .. during)
+      assert.falsy(after:find(tag, 1, true), tag .. " should be killed: " .. after)
+    end
+    assert.truthy(after:find("NEW-start", 1, true), after)
+    assert.truthy(log:find("3 background tasks of the previous code still running after shutdown_timeout; killing them", 1, true), log)
+  end)
 end)

@@ -4,6 +4,9 @@
 -- call into the composed handler.
 local core = require "moonhttp.core"
 local cjson = require "cjson"
+local crypto = require "moonhttp.crypto"
+local web = require "moonhttp.web"
+web.install()
 
 local M = {
   sleep = core.sleep,
@@ -14,17 +17,22 @@ local M = {
   every = core.every,
   on_start = core.on_start,
   server = core.server,
+  files = core.files,
   shared = core.shared,
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
-  -- when empty; '/' is not escaped); decode is lua-cjson's.
+  -- when empty; '/' is not escaped); decode answers nil, err on malformed
+  -- input (web.lua, over lua-cjson's decoder).
   json = {
     encode = core.json_encode,
-    decode = cjson.decode,
+    decode = web.json_decode,
     null = cjson.null,
     array = core.json_array,
     empty_array = core.json_empty_array,
   },
+  crypto = crypto.crypto,
+  base64 = crypto.base64,
+  hex = crypto.hex,
 }
 
 local routes = {}
@@ -68,7 +76,7 @@ local function parse_size(v, what, level)
   error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
 end
 
-local route_options = { max_body = true }
+local route_options = { max_body = true, compress = true }
 
 local function add_route(scope, pattern, handler, opts, level)
   check_open("http.handle")
@@ -83,7 +91,7 @@ local function add_route(scope, pattern, handler, opts, level)
     if type(opts) ~= "table" then error("http.handle: options must be a table", level) end
     for k in pairs(opts) do
       if not route_options[k] then
-        error("http.handle: unknown route option \"" .. tostring(k) .. "\" (known: max_body)", level)
+        error("http.handle: unknown route option \"" .. tostring(k) .. "\" (known: max_body, compress)", level)
       end
     end
     if opts.max_body ~= nil then max_body = parse_size(opts.max_body, "http.handle: max_body", level + 1) end
@@ -104,6 +112,7 @@ local function add_route(scope, pattern, handler, opts, level)
     where = where(level + 1),
     scope = scope,
     max_body = max_body,
+    compress = opts and opts.compress, -- checked by core.register, at `where`
   }
 end
 
@@ -302,7 +311,7 @@ function M._finalize()
   local on_error = special.on_error
   for _, r in ipairs(routes) do
     local h = with_max_body(compose(r.handler, r.scope, r.pattern), r.max_body)
-    core.register(r.pattern, with_on_error(h, on_error), r.where)
+    core.register(r.pattern, with_on_error(h, on_error), r.where, r.compress)
   end
   routes = {}
   -- Without middleware or on_error the core answers 404 and 405 itself, with no Lua call.

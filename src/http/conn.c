@@ -761,12 +761,11 @@ static void finish_response(struct mh_conn *c)
     if ((bs == MH_BODY_TOO_LARGE || bs == MH_BODY_BAD) && !res->head_sent) {
         static const char large[] = "request body too large\n";
         static const char malformed[] = "400 Bad Request: malformed request body\n";
+        bool too_large = bs == MH_BODY_TOO_LARGE;
         mh_response_reset(res);
-        res->status = bs == MH_BODY_TOO_LARGE ? 413 : 400;
-        if (bs == MH_BODY_TOO_LARGE)
-            mh_outq_append(&res->body, large, sizeof large - 1);
-        else
-            mh_outq_append(&res->body, malformed, sizeof malformed - 1);
+        res->status = too_large ? 413 : 400;
+        mh_outq_append(&res->body, too_large ? large : malformed,
+                       too_large ? sizeof large - 1 : sizeof malformed - 1);
     }
     bool drainable = true;
     if (c->req.body_state == MH_BODY_MORE) {

@@ -58,6 +58,8 @@ struct mh_conn {
     bool continue_sent;       /* "100 Continue" went out */
     bool draining;            /* on_body discards */
     uint32_t chunk_ext_bytes; /* http_parse.c: extension bytes on this chunk-size line */
+    /* http_parse.c: this request's method is not in llhttp's table (MH_METHOD_OTHER) */
+    uint32_t other_method_off, other_method_len;
 
     /* output: the wire queue */
     struct mh_outq out;

@@ -42,7 +42,7 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
 {
     struct mh_request *q = &r->head;
     const char *base = mh_req_head(r);
-    const char *method = llhttp_method_name((llhttp_method_t)q->method);
+    const char *method = mh_req_method(r);
     /* "OPTIONS * HTTP/1.1" asks about the server, not a resource: 200, as Go answers it. */
     if (q->method == HTTP_OPTIONS && q->path.len == 1 && base[q->path.off] == '*') {
         mh_req_respond(r, 200, NULL);

@@ -6,7 +6,8 @@
  * it set them), or start the matched handler, Lua or C alike.
  *
  * The app that owns a router describes it as a site. The Lua layer builds one
- * per generation (lua_app.c) and calls mh_dispatch from its own start, after
+ * per generation (lua_vm.c) and its app handler (lua_handler.c) calls
+ * mh_dispatch from its own start, after
  * pinning the generation; nothing here knows Lua.
  */
 #include "handler.h"

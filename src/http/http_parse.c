@@ -186,6 +186,14 @@ static int on_headers_complete(llhttp_t *p)
     struct mh_conn *c = conn_of(p);
     struct mh_request *r = &c->req.head;
     r->method = (uint8_t)p->method;
+    if (c->other_method_len) {
+        /* llhttp parsed it as "GET" (other_method): the name is the client's. */
+        r->method = MH_METHOD_OTHER;
+        memcpy(r->method_name, c->in.data + c->req_start + c->other_method_off,
+               c->other_method_len);
+        r->method_name[c->other_method_len] = '\0';
+        c->other_method_len = 0;
+    }
     r->http_major = p->http_major;
     r->http_minor = p->http_minor;
     r->keep_alive = llhttp_should_keep_alive(p);
@@ -257,16 +265,13 @@ void mh_http_parser_init(struct mh_conn *c)
     c->parser.data = c;
 }
 
-/* Whether the unknown method llhttp rejected is at least a well-formed token (then 501). */
-static bool method_is_token(struct mh_conn *c)
+/* The request line's first byte: llhttp skips empty lines before it. */
+static const char *request_line(const struct mh_conn *c)
 {
     const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
     while (p < end && (*p == '\r' || *p == '\n'))
         p++;
-    const char *start = p;
-    while (p < end && (mh_is_tchar((unsigned char)*p)))
-        p++;
-    return p > start && p < end && *p == ' ';
+    return p;
 }
 
 /*
@@ -277,9 +282,7 @@ static bool method_is_token(struct mh_conn *c)
  */
 static int version_status(struct mh_conn *c)
 {
-    const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
-    while (p < end && (*p == '\r' || *p == '\n'))
-        p++;
+    const char *p = request_line(c), *end = c->in.data + c->in.len;
     const char *last_sp = NULL;
     int spaces = 0;
     while (p < end && *p != '\r' && *p != '\n') {
@@ -308,11 +311,46 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
         return version_status(c);
     case HPE_INVALID_TRANSFER_ENCODING:
         return 501;
-    case HPE_INVALID_METHOD:
-        return method_is_token(c) ? 501 : 400;
     default:
         return 400;
     }
+}
+
+/*
+ * llhttp knows a fixed table of methods and stops at any other, but any
+ * token is a method (RFC 9110 §9.1) and Go routes them all. When llhttp
+ * stops at the method, the request line is checked here: a token followed
+ * by a space is fed to llhttp as "GET" (the same parse: a body only with
+ * Content-Length or chunked) and its own name is kept for routing. Returns
+ * 1 when the parser is past the method (parse_pos at the space), 0 when
+ * the token is not complete yet (the parser is reset to the message start),
+ * or an error status.
+ */
+static int other_method(struct mh_conn *c)
+{
+    const char *line = c->in.data + c->req_start, *end = c->in.data + c->in.len;
+    const char *tok = request_line(c), *p = tok;
+    while (p < end && mh_is_tchar((unsigned char)*p))
+        p++;
+    size_t len = (size_t)(p - tok);
+    if (p == end) {
+        if (len > MH_METHOD_NAME_MAX)
+            return 501;
+        llhttp_reset(&c->parser);
+        c->parse_pos = c->req_start;
+        return 0;
+    }
+    if (len == 0 || *p != ' ')
+        return 400;
+    if (len > MH_METHOD_NAME_MAX)
+        return 501;
+    llhttp_reset(&c->parser);
+    if (llhttp_execute(&c->parser, "GET", 3) != HPE_OK)
+        return 400;
+    c->other_method_off = (uint32_t)(tok - line);
+    c->other_method_len = (uint32_t)len;
+    c->parse_pos = (size_t)(p - c->in.data);
+    return 1;
 }
 
 enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
@@ -321,6 +359,18 @@ enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
     size_t avail = c->in.len - c->parse_pos;
     c->pause = MH_PAUSE_NONE;
     llhttp_errno_t e = llhttp_execute(&c->parser, start, avail);
+    if (e == HPE_INVALID_METHOD) {
+        int rc = other_method(c);
+        if (rc == 0)
+            return MH_PARSE_NEED_MORE;
+        if (rc > 1) {
+            *status = rc;
+            return MH_PARSE_ERROR;
+        }
+        start = c->in.data + c->parse_pos;
+        avail = c->in.len - c->parse_pos;
+        e = llhttp_execute(&c->parser, start, avail);
+    }
     if (e == HPE_OK) {
         c->parse_pos = c->in.len;
         return MH_PARSE_NEED_MORE;

@@ -19,6 +19,8 @@ const char *mh_req_header(const struct mh_req *r, const char *name, size_t nlen,
 
 const char *mh_req_method(const struct mh_req *r)
 {
+    if (r->head.method == MH_METHOD_OTHER)
+        return r->head.method_name;
     return llhttp_method_name((llhttp_method_t)r->head.method);
 }
 

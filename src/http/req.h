@@ -127,7 +127,7 @@ struct mh_req {
     void *handler_data; /* the handler's per-request state */
 
     /*
-     * The layer that started the request (the app: lua/lua_app.c, the
+     * The layer that started the request (the app: lua/lua_handler.c, the
      * metrics listener) may pin what the handler needs and release it here.
      * Called once, after the response is complete or the stream aborted and
      * after the observers (access log, metrics) saw the request.

@@ -151,18 +151,16 @@ bool mh_authority_valid(const char *s, size_t len)
             return false;
         i++; /* ']' */
     } else {
-        while (i < len && s[i] != ':') {
-            unsigned char c = (unsigned char)s[i];
-            if (c == '%') {
-                if (i + 2 >= len || !is_hex((unsigned char)s[i + 1]) ||
-                    !is_hex((unsigned char)s[i + 2]))
-                    return false;
-                i += 3;
-                continue;
-            }
-            if (!regname[c])
+        /* A run of plain bytes is one table load each (this is on every request). */
+        for (;;) {
+            while (i < len && regname[(unsigned char)s[i]])
+                i++;
+            if (i == len || s[i] != '%')
+                break;
+            if (i + 2 >= len || !is_hex((unsigned char)s[i + 1]) ||
+                !is_hex((unsigned char)s[i + 2]))
                 return false;
-            i++;
+            i += 3;
         }
     }
     if (i == len)

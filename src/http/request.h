@@ -22,6 +22,14 @@ struct mh_header {
     struct mh_slice name, value;
 };
 
+/*
+ * A method that is a valid token but not in llhttp's table ("get", "PURGEX"):
+ * routed like any other, as Go's ServeMux does. Its name is copied into
+ * method_name (at most MH_METHOD_NAME_MAX bytes; a longer one is a 501).
+ */
+#define MH_METHOD_OTHER    255
+#define MH_METHOD_NAME_MAX 31
+
 struct mh_request {
     struct mh_slice target; /* request-target as sent */
     struct mh_slice path;   /* escaped path part of target */
@@ -29,7 +37,7 @@ struct mh_request {
     struct mh_slice host;   /* Host header or authority of an absolute target */
     struct mh_header *headers;
     uint32_t nheaders, headers_cap;
-    uint8_t method; /* llhttp_method_t */
+    uint8_t method; /* llhttp_method_t, or MH_METHOD_OTHER (then see method_name) */
     uint8_t http_major, http_minor;
     bool keep_alive;      /* the client allows reuse */
     bool expect_continue; /* "Expect: 100-continue" */
@@ -47,6 +55,7 @@ struct mh_request {
     const char *allow;     /* 405: "GET, HEAD" (for the app's method_not_allowed handler) */
     size_t allow_len;
     char _allow[MH_ROUTE_ALLOW_MAX];
+    char method_name[MH_METHOD_NAME_MAX + 1]; /* MH_METHOD_OTHER only: NUL-terminated */
 };
 
 /* Clears per-request fields, keeping the header array's memory. */

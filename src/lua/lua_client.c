@@ -47,7 +47,7 @@ struct lresp {
 static struct ev_loop *loop_of_gen(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    return g && g->loop ? g->loop : EV_DEFAULT;
+    return mh_gen_loop(g);
 }
 
 /* ---- closing --------------------------------------------------------------- */

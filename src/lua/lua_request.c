@@ -392,6 +392,8 @@ void mh_lua_request_open(lua_State *L)
     luaL_newlibtable(L, methods);
     lua_pushvalue(L, mt);
     luaL_setfuncs(L, methods, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, mt, "__methods"); /* for mh_lua_web_open to extend */
     lua_pushvalue(L, mt);
     lua_insert(L, -2);
     lua_pushcclosure(L, req_index, 2); /* upvalues: metatable, methods */

@@ -249,6 +249,8 @@ void mh_lua_response_open(lua_State *L)
     luaL_newlibtable(L, methods);
     lua_pushvalue(L, mt);
     luaL_setfuncs(L, methods, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, mt, "__methods"); /* for mh_lua_web_open to extend */
     lua_pushvalue(L, mt);
     lua_pushcfunction(L, mh_json_encode_l);
     lua_pushcclosure(L, res_json, 2); /* upvalues: metatable, http.json.encode */

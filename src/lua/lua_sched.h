@@ -82,6 +82,7 @@ struct mh_task {
     void *end_data;
     const char *label; /* route pattern (or NULL), for the guards' logs and heartbeat */
     struct mh_task *next_free;
+    struct mh_task *_bg_prev, *_bg_next; /* the generation's background tasks */
 };
 
 /* What a handler's req/res userdata point to; r is NULL once the request ended. */
@@ -167,6 +168,15 @@ void mh_task_on_abort(struct mh_task *t);
  */
 void mh_task_on_stopping(struct mh_task *t);
 bool mh_task_stream_stopping(const struct mh_task *t);
+
+/*
+ * A generation retired by a reload: its background tasks (timer callbacks,
+ * light threads, on_start functions) still running get `grace` seconds
+ * (shutdown_timeout) to end, then they are killed, so a loop that never
+ * returns cannot keep the old code and its memory alive. Without background
+ * tasks this does nothing. Requests in flight end on their own.
+ */
+void mh_task_retire_background(struct mh_gen *g, double grace);
 
 /* Frees the pooled coroutines of a generation (before lua_close). */
 void mh_task_pool_free(struct mh_gen *g);

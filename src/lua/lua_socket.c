@@ -91,7 +91,8 @@ struct lsock {
     bool resolving;
     struct mh_dns_addrs addrs;
     int addr_i;
-    bool tls_next; /* connect goes on with a handshake */
+    bool tls_next;    /* connect goes on with a handshake */
+    bool tls_resumed; /* the last handshake resumed a saved session */
     bool verify;
     char ca[256];
     char server_name[256];
@@ -144,7 +145,7 @@ static struct sock_state *state_of(lua_State *L)
     struct sock_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
     luaL_setmetatable(L, STATE_MT);
-    st->loop = g && g->loop ? g->loop : EV_DEFAULT;
+    st->loop = mh_gen_loop(g);
     st->pool = mh_socket_pool_new(st->loop);
     st->dns = mh_dns_new(st->loop);
     if (!st->pool || !st->dns)
@@ -433,6 +434,7 @@ static void handshake_done(struct lsock *k)
     struct mh_socket *s = k->s;
     struct mh_client_tls *tls = s->tls;
     s->tls = NULL;
+    k->tls_resumed = mh_client_tls_resumed(tls);
     mh_client_tls_transport(tls, &s->tr, s->tr.fd);
     struct tls_session *x = session_for(k->st, k->key, true);
     if (x)
@@ -706,7 +708,7 @@ static int l_connect(lua_State *L)
     else
         opts = 0;
     sock_close(k); /* connect on a connected socket starts over */
-    k->tls_next = false;
+    k->tls_next = k->tls_resumed = false;
     if (opts) {
         int ty = lua_getfield(L, opts, "tls");
         if (ty != LUA_TNIL && (ty != LUA_TBOOLEAN || lua_toboolean(L, -1))) {
@@ -926,6 +928,18 @@ static int l_reused(lua_State *L)
     return 1;
 }
 
+/*
+ * sock:tls_resumed() → whether this socket's TLS handshake resumed the
+ * session saved from an earlier one to the same key (false without TLS, and
+ * for a connection from the pool: it made no handshake of its own).
+ */
+static int l_tls_resumed(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    lua_pushboolean(L, k->s && k->tls_resumed);
+    return 1;
+}
+
 static int l_tostring(lua_State *L)
 {
     struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
@@ -957,6 +971,7 @@ void mh_socket_open(lua_State *L)
         {"settimeouts", l_settimeouts},
         {"keepalive", l_keepalive},
         {"reused", l_reused},
+        {"tls_resumed", l_tls_resumed},
         {"close", l_close},
         {NULL, NULL},
     };

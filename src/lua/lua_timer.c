@@ -71,7 +71,7 @@ static struct timer_state *state_of(lua_State *L)
     struct mh_gen *g = mh_gen_of(L);
     struct timer_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
-    st->loop = g->loop ? g->loop : EV_DEFAULT;
+    st->loop = mh_gen_loop(g);
     st->max = g->config->max_pending_timers;
     luaL_setmetatable(L, STATE_MT);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);

@@ -2,12 +2,14 @@
 
 #include "log.h"
 #include "lua_client.h"
+#include "lua_crypto.h"
 #include "lua_pgauth.h"
 #include "lua_signal.h"
 #include "lua_socket.h"
 #include "lua_thread.h"
 #include "lua_timer.h"
 #include "lua_errors.h"
+#include "lua_files.h"
 #include "lua_guard.h"
 #include "lua_handler.h"
 #include "lua_json.h"
@@ -15,6 +17,7 @@
 #include "lua_response.h"
 #include "lua_sched.h"
 #include "lua_shared.h"
+#include "lua_web.h"
 #include "req.h"
 
 #include <lauxlib.h>
@@ -59,7 +62,33 @@ static struct mh_gen *check_loading(lua_State *L, const char *what)
     return g;
 }
 
-/* core.register(pattern, handler, where) */
+/* Keeps a route's compress option (the value at idx) for handler `id`. */
+static void set_route_compress(lua_State *L, struct mh_gen *g, int id, int idx, const char *where)
+{
+    struct mh_compress_conf *conf = malloc(sizeof *conf);
+    if (!conf)
+        luaL_error(L, "%s: out of memory", where);
+    char err[256];
+    if (mh_config_compress_from_lua(conf, L, idx, "compress", err, sizeof err) < 0) {
+        free(conf);
+        luaL_error(L, "%s: http.handle: %s", where, err);
+    }
+    if (id >= g->nroute_compress) {
+        int n = id + 16;
+        struct mh_compress_conf **a = realloc(g->route_compress, (size_t)n * sizeof *a);
+        if (!a) {
+            free(conf);
+            luaL_error(L, "%s: out of memory", where);
+        }
+        memset(a + g->nroute_compress, 0, (size_t)(n - g->nroute_compress) * sizeof *a);
+        g->route_compress = a;
+        g->nroute_compress = n;
+    }
+    free(g->route_compress[id]);
+    g->route_compress[id] = conf;
+}
+
+/* core.register(pattern, handler, where [, compress]) */
 static int l_register(lua_State *L)
 {
     struct mh_gen *g = check_loading(L, "http.handle");
@@ -77,6 +106,8 @@ static int l_register(lua_State *L)
         lua_pushfstring(L, "%s: %s", where, err);
         return lua_error(L);
     }
+    if (!lua_isnoneornil(L, 4))
+        set_route_compress(L, g, id, 4, where);
     return 0;
 }
 
@@ -236,6 +267,7 @@ static int open_core(lua_State *L)
     mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
+    mh_lua_files_open(L);
     mh_socket_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
@@ -264,6 +296,10 @@ static void install_preloads(lua_State *L)
     lua_getfield(L, -1, "preload");
     lua_pushcfunction(L, open_core);
     lua_setfield(L, -2, "moonhttp.core");
+    lua_pushcfunction(L, mh_lua_crypto_open);
+    lua_setfield(L, -2, "moonhttp.crypto");
+    lua_pushcfunction(L, mh_lua_web_open);
+    lua_setfield(L, -2, "moonhttp.webcore");
     lua_pushcfunction(L, mh_lua_pgauth_open);
     lua_setfield(L, -2, "moonhttp.pgauth");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
@@ -345,20 +381,25 @@ static int finalize_routes(lua_State *L, char *err, size_t errlen)
  * (lua_guard.h): growth may be refused, shrinking never is (Lua relies on
  * that). Small blocks are counted when malloc'd and when freed, not while
  * they move through the free lists, so the common case costs nothing; the
- * cached blocks (at most HEAP_CACHE_MAX per class) count as used. When ptr
- * is NULL, osize is the kind of object, not a size.
+ * cached blocks (at most HEAP_CACHE_MAX per class) count as used. (In
+ * lua_alloc, when ptr is NULL, osize is the kind of object, not a size.)
+ *
+ * counted_realloc: realloc of a block counted as `old` bytes (0 for a new one).
  */
-#ifndef MH_SANITIZE
-static void *fresh_block(size_t size)
+static void *counted_realloc(void *ptr, size_t old, size_t nsize)
 {
-    if (!mh_guard_mem_grow(size))
+    if (nsize > old && !mh_guard_mem_grow(nsize - old))
         return NULL;
-    void *block = malloc(size);
-    if (!block)
-        mh_guard_mem_shrink(size);
+    void *block = realloc(ptr, nsize);
+    if (!block) {
+        if (nsize > old)
+            mh_guard_mem_shrink(nsize - old);
+        return NULL;
+    }
+    if (nsize < old)
+        mh_guard_mem_shrink(old - nsize);
     return block;
 }
-#endif
 
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -373,25 +414,15 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         if ((block = h->free[nclass])) {
             h->free[nclass] = *(void **)block;
             h->count[nclass]--;
-        } else if (!(block = fresh_block((nclass + 1) * HEAP_GRAIN))) {
+        } else if (!(block = counted_realloc(NULL, 0, (nclass + 1) * HEAP_GRAIN))) {
             return NULL;
         }
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
     } else if (nsize) {
-        if (ptr && oclass >= MH_LUA_HEAP_CLASSES) { /* large to large */
-            if (nsize > osize && !mh_guard_mem_grow(nsize - osize))
-                return NULL;
-            if (!(block = realloc(ptr, nsize))) {
-                if (nsize > osize)
-                    mh_guard_mem_shrink(nsize - osize);
-                return NULL;
-            }
-            if (nsize < osize)
-                mh_guard_mem_shrink(osize - nsize);
-            return block;
-        }
-        if (!(block = fresh_block(nsize)))
+        if (ptr && oclass >= MH_LUA_HEAP_CLASSES)
+            return counted_realloc(ptr, osize, nsize); /* large to large */
+        if (!(block = counted_realloc(NULL, 0, nsize)))
             return NULL;
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
@@ -415,14 +446,7 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         mh_guard_mem_shrink(old);
         return NULL;
     }
-    if (nsize > old && !mh_guard_mem_grow(nsize - old))
-        return NULL;
-    void *block = realloc(ptr, nsize);
-    if (!block && nsize > old)
-        mh_guard_mem_shrink(nsize - old);
-    else if (block && nsize < old)
-        mh_guard_mem_shrink(old - nsize);
-    return block;
+    return counted_realloc(ptr, old, nsize);
 #endif
 }
 
@@ -455,6 +479,7 @@ static struct mh_gen *gen_alloc(struct mh_config *config)
     mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     g->not_found_ref = g->method_not_allowed_ref = g->settings_ref = LUA_NOREF;
     g->metrics_proxy.ops = &metrics_proxy_ops;
+    mh_compress_pool_init(&g->compress_pool, 16);
     g->L = lua_newstate(lua_alloc, &g->heap);
     if (g->L) {
         lua_atpanic(g->L, on_lua_panic);
@@ -478,6 +503,10 @@ static void gen_free(struct mh_gen *g)
     if (g->L)
         lua_close(g->L); /* C handler values are collected: their free functions run */
     mh_lua_handlers_free(g);
+    mh_compress_pool_destroy(&g->compress_pool);
+    for (int i = 0; i < g->nroute_compress; i++)
+        free(g->route_compress[i]);
+    free(g->route_compress);
     lua_heap_free(&g->heap);
     mh_router_builder_free(g->_builder);
     mh_router_free(g->router);
@@ -599,6 +628,10 @@ static int build_site(struct mh_gen *g, char *err, size_t errlen)
     s->handlers = &g->handlers;
     s->clean = strcmp(g->config->clean_path, "rewrite") == 0 ? MH_CLEAN_REWRITE : MH_CLEAN_REDIRECT;
     s->redirect_code = (int)g->config->redirect_code;
+    if (g->config->compress.on || g->nroute_compress > 0) {
+        s->prepare = mh_lua_compress_prepare;
+        s->prepare_ud = g;
+    }
     if (g->not_found_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, g->not_found_ref);
         int rc = mh_lua_handler_register(L, g, -1, false, &s->not_found);

@@ -11,6 +11,7 @@
 #include <lua.h>
 #include <stdbool.h>
 
+#include "compress_filter.h"
 #include "config.h"
 #include "dispatch.h"
 #include "handler.h"
@@ -64,9 +65,21 @@ struct mh_gen {
     bool started;               /* registration is closed */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
-    bool wants_metrics;                /* the script called http.metrics_handler() */
-    const struct mh_shm_dicts *shared; /* the server's shared dicts; NULL until serving */
+    bool wants_metrics;                    /* the script called http.metrics_handler() */
+    const struct mh_shm_dicts *shared;     /* the server's shared dicts; NULL until serving */
+    struct mh_compress_pool compress_pool; /* gzip filters of this generation's requests */
+    /* A route's own compress option, by handler id (NULL: the server's setting). */
+    struct mh_compress_conf **route_compress;
+    int nroute_compress;         /* slots in route_compress */
+    struct mh_task *_background; /* running timer callbacks, threads, on_start (lua_sched.c) */
+    ev_timer _retire_timer;      /* retired: kills what is left of _background */
 };
+
+/* The loop the generation serves on (the default loop until it serves, and for NULL). */
+static inline struct ev_loop *mh_gen_loop(const struct mh_gen *g)
+{
+    return g && g->loop ? g->loop : EV_DEFAULT;
+}
 
 /*
  * Creates a generation: a fresh Lua state with the moonhttp module, runs

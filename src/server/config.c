@@ -12,7 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
-enum setting_type { T_DURATION, T_BYTES, T_INT, T_BOOL, T_STRING, T_LISTEN, T_TLS, T_SHARED };
+enum setting_type {
+    T_DURATION,
+    T_BYTES,
+    T_INT,
+    T_BOOL,
+    T_STRING,
+    T_LISTEN,
+    T_TLS,
+    T_SHARED,
+    T_COMPRESS,
+};
 
 struct setting {
     const char *name; /* Lua key; the flag is --name with '_' as '-' */
@@ -91,6 +101,8 @@ static const struct setting settings[] = {
     {"shared", T_SHARED, OFF(shared), MH_SHARED_MIN_SIZE, 32.0 * (1L << 30),
      "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
      "(e.g. cache=16m,limits=1m)"},
+    {"compress", T_COMPRESS, OFF(compress), 0, 0,
+     "gzip responses: on, off, a level 1..9, or (script) { types, min_bytes, level }"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 _Static_assert(NSETTINGS <= sizeof((struct mh_config *)0)->_from_cli,
@@ -132,6 +144,7 @@ void mh_config_init(struct mh_config *c)
     c->access_log_format = xstrdup("common");
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
+    mh_compress_conf_init(&c->compress);
     c->handler_cpu_limit = 2;
     c->http2 = c->h2c = true;
     c->h2_max_concurrent_streams = 100;
@@ -424,6 +437,22 @@ static int set_string_value(struct mh_config *c, const struct setting *s, const 
         return -1;
     case T_SHARED:
         return shared_from_flag(c, s, v, err, errlen);
+    case T_COMPRESS: {
+        struct mh_compress_conf *cc = (struct mh_compress_conf *)field;
+        char *end;
+        long level = strtol(v, &end, 10);
+        mh_compress_conf_init(cc);
+        if (!strcmp(v, "on") || !strcmp(v, "off")) {
+            cc->on = v[1] == 'n';
+        } else if (end != v && !*end && level >= 1 && level <= 9) {
+            cc->on = true;
+            cc->level = (int)level;
+        } else {
+            snprintf(err, errlen, "compress: \"%s\" is not on, off or a level 1..9", v);
+            return -1;
+        }
+        return 0;
+    }
     }
     return -1;
 }
@@ -545,6 +574,9 @@ void mh_config_print_help(const char *argv0)
         case T_TLS:
         case T_SHARED:
             snprintf(def, sizeof def, "none");
+            break;
+        case T_COMPRESS:
+            snprintf(def, sizeof def, "off");
             break;
         }
         printf("  %-28s %s (default %s)\n", flag, s->help, def);
@@ -714,6 +746,79 @@ static int lua_listen_entry(struct mh_config *c, const struct setting *s, lua_St
     return rc;
 }
 
+static int compress_types(lua_State *L, int t, struct mh_compress_conf *c, const char *what,
+                          char *err, size_t errlen)
+{
+    if (lua_type(L, t) != LUA_TTABLE) {
+        snprintf(err, errlen, "%s.types: expected a list of media types", what);
+        return -1;
+    }
+    mh_compress_conf_clear_types(c);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, t);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, t, i);
+        size_t len;
+        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        const char *e = s ? mh_compress_conf_add_type(c, s, len) : "expected a string";
+        lua_pop(L, 1);
+        if (e) {
+            snprintf(err, errlen, "%s.types[%lld]: %s", what, (long long)i, e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * compress = true | false | { types = {...}, min_bytes = n, level = 1..9 }:
+ * a table turns compression on; types replace the default list when given.
+ */
+int mh_config_compress_from_lua(struct mh_compress_conf *c, lua_State *L, int idx, const char *what,
+                                char *err, size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    mh_compress_conf_init(c);
+    if (lua_type(L, idx) == LUA_TBOOLEAN) {
+        c->on = lua_toboolean(L, idx);
+        return 0;
+    }
+    if (lua_type(L, idx) != LUA_TTABLE) {
+        snprintf(err, errlen, "%s: expected a boolean or { types, min_bytes, level }", what);
+        return -1;
+    }
+    c->on = true;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        int rc = 0;
+        if (!strcmp(k, "types")) {
+            rc = compress_types(L, lua_gettop(L), c, what, err, errlen);
+        } else if (!strcmp(k, "min_bytes") || !strcmp(k, "level")) {
+            int isnum;
+            lua_Integer v = lua_tointegerx(L, -1, &isnum);
+            bool level = k[0] == 'l';
+            if (!isnum || v < (level ? 1 : 0) || v > (level ? 9 : (lua_Integer)1 << 40)) {
+                snprintf(err, errlen, "%s.%s: expected a whole number %s", what, k,
+                         level ? "1..9" : ">= 0");
+                rc = -1;
+            } else if (level) {
+                c->level = (int)v;
+            } else {
+                c->min_bytes = (uint64_t)v;
+            }
+        } else {
+            snprintf(err, errlen, "%s: unknown key \"%s\" (types, min_bytes, level)", what, k);
+            rc = -1;
+        }
+        lua_pop(L, 1);
+        if (rc < 0) {
+            lua_pop(L, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_State *L, int vidx,
                            char *err, size_t errlen)
 {
@@ -731,6 +836,9 @@ static int apply_lua_value(struct mh_config *c, const struct setting *s, lua_Sta
         return lua_certs(&c->tls, L, vidx, "tls", err, errlen);
     if (s->type == T_SHARED)
         return mh_config_shared_from_lua(c->shared, &c->nshared, L, vidx, err, errlen);
+    if (s->type == T_COMPRESS)
+        return mh_config_compress_from_lua((struct mh_compress_conf *)field, L, vidx, "compress",
+                                           err, errlen);
     if (s->type == T_LISTEN) {
         clear_listen(c);
         if (t == LUA_TSTRING)
@@ -842,6 +950,8 @@ static bool same_setting(const struct setting *s, const struct mh_config *a,
                 a->shared[i].size != b->shared[i].size)
                 return false;
         return true;
+    case T_COMPRESS: /* both start from mh_compress_conf_init's memset: padding compares too */
+        return memcmp(&a->compress, &b->compress, sizeof a->compress) == 0;
     }
     return false;
 }

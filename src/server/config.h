@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "compress.h"
 #include "tls_certs.h"
 
 struct lua_State;
@@ -73,6 +74,7 @@ struct mh_config {
     char *tls_cert, *tls_key; /* --tls-cert/--tls-key: replace `tls` when given */
     size_t nshared;
     struct mh_shared_decl shared[MH_MAX_SHARED]; /* sorted by name */
+    struct mh_compress_conf compress;            /* response compression (off by default) */
 
     /* command line only */
     enum mh_run_mode mode;
@@ -111,6 +113,15 @@ int mh_config_apply_lua(struct mh_config *c, struct lua_State *L, int idx, char 
  */
 int mh_config_changed(const struct mh_config *c, struct lua_State *L, int idx, char *out,
                       size_t outlen);
+
+/*
+ * Parses a `compress` value at idx (true, false, or { types =, min_bytes =,
+ * level = }) into c, starting from mh_compress_conf_init. Used by the
+ * setting and by a route's compress option. Returns 0, or -1 with err
+ * (prefixed by `what`).
+ */
+int mh_config_compress_from_lua(struct mh_compress_conf *c, struct lua_State *L, int idx,
+                                const char *what, char *err, size_t errlen);
 
 /*
  * Parses a `shared` value (a table { name = size } at idx, sizes as numbers

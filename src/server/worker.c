@@ -6,6 +6,7 @@
 #include "devwatch.h"
 #include "log.h"
 #include "lua_guard.h"
+#include "lua_sched.h"
 #include "lua_timer.h"
 #include "req.h"
 #include "tls.h"
@@ -148,6 +149,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
     mh_timer_gen_retired(old);
+    mh_task_retire_background(old, w->config->shutdown_timeout);
     mh_timer_gen_started(g);
     /* old keeps its host: requests in flight on it still need the loop. */
     mh_gen_unref(old);

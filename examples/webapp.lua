@@ -1,0 +1,80 @@
+-- A small web app: a login that keeps a signed session cookie, a form, a
+-- file upload streamed to disk, and a live feed of server-sent events.
+--   moonhttp examples/webapp.lua    then open http://localhost:8080/
+-- Its spec (spec/webapp_example_spec.lua) drives it with moonhttp.test.
+local http = require "moonhttp"
+local session = require "moonhttp.session"
+
+http.server{ max_body_bytes = 64 << 20 }
+
+local SECRET = os.getenv("WEBAPP_SECRET") or "change me: a secret of at least 32 bytes"
+local UPLOADS = os.getenv("WEBAPP_UPLOADS") or "/tmp"
+local USERS = { ann = "wonderland", bob = "builder" }
+
+http.use(session.middleware{ secret = SECRET, max_age = 3600 })
+
+local function user_of(req) return session.of(req).data.user end
+
+http.handle("GET /{$}", function(req, res)
+  local user = user_of(req)
+  res:header("Content-Type", "text/html; charset=utf-8")
+  res:write(user and ("<p>Hello, " .. user .. "</p>") or "<p>Please log in.</p>",
+    [[<form method="post" action="/login">name <input name="user"> password <input name="password" type="password"> <button>log in</button></form>
+<form method="post" action="/upload" enctype="multipart/form-data"><input type="file" name="file"> <button>upload</button></form>]])
+end)
+
+http.handle("POST /login", function(req, res)
+  local form, err = req:form()
+  if not form then return res:json({ error = err }, 400) end
+  local s = session.of(req)
+  if not form.user or USERS[form.user] ~= form.password then
+    return res:json({ error = "wrong name or password" }, 403)
+  end
+  s.data.user = form.user
+  s:save()
+  res:redirect("/", 303)
+end)
+
+http.handle("POST /logout", function(req, res)
+  session.of(req):destroy()
+  res:redirect("/", 303)
+end)
+
+http.handle("GET /me", function(req, res)
+  local user = user_of(req)
+  if not user then return res:json({ error = "not logged in" }, 401) end
+  res:json({ user = user })
+end)
+
+-- Files go to UPLOADS under a name we choose: never trust part.filename as a path.
+http.handle("POST /upload", function(req, res)
+  if not user_of(req) then return res:json({ error = "not logged in" }, 401) end
+  local parts, err = req:multipart()
+  if not parts then return res:json({ error = err }, 400) end
+  local saved = {}
+  for part in parts do
+    if part.filename then
+      local path = UPLOADS .. "/upload-" .. http.hex.encode(http.crypto.random(8))
+      local size, serr = part:save(path)
+      if not size then return res:json({ error = serr }, 400) end
+      saved[#saved + 1] = { field = part.name, filename = part.filename, size = size,
+                            sha256 = http.hex.encode(http.crypto.sha256(io.open(path, "rb"):read("a"))) }
+      os.remove(path)
+    end
+  end
+  if parts.err then return res:json({ error = parts.err }, 400) end
+  res:json({ saved = saved })
+end)
+
+-- A feed of numbered events; a reconnecting browser resumes after Last-Event-ID.
+http.handle("GET /feed", function(req, res)
+  local n = tonumber(req:header("Last-Event-ID")) or 0
+  local sse = res:sse()
+  while true do
+    n = n + 1
+    local ok = sse:send{ event = "tick", id = n, data = "tick " .. n }
+    if not ok then return end -- the client went away
+    if n % 10 == 0 then sse:comment("keep-alive") end
+    http.sleep(tonumber(req:arg("every")) or 1)
+  end
+end)

@@ -1,0 +1,144 @@
+-- moonhttp.test: test an app through the real binary, from busted (or any
+-- Lua 5.4 with luasocket). It is not loaded inside the server.
+--
+--   local test = require "moonhttp.test"
+--   local app = test.start("examples/webapp.lua", { max_body_bytes = "2m" })
+--   local status, headers, body = app:get("/", { headers = { Cookie = "a=1" } })
+--   app:post("/form", "a=1", { headers = { ["Content-Type"] = "application/x-www-form-urlencoded" } })
+--   app:stop()
+--
+-- settings become command-line flags (max_body_bytes = "2m" -> --max-body-bytes 2m;
+-- true -> a bare flag). The binary is opts.bin, $MOONHTTP_BIN or "moonhttp".
+-- headers come back with lowercase names (repeated ones joined with ", ";
+-- headers["set-cookie"] is a list). Requests that fail raise with the
+-- server's log attached, so a busted failure shows what the server said.
+local socket = require "socket"
+
+local M = {}
+
+local App = {}
+App.__index = App
+
+local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return "" end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function M.start(script, settings, opts)
+  opts = opts or {}
+  local bin = opts.bin or os.getenv("MOONHTTP_BIN") or "moonhttp"
+  local args = { "--listen", "127.0.0.1:0", "--workers", "1" }
+  for k, v in pairs(settings or {}) do
+    local flag = "--" .. k:gsub("_", "-")
+    if v == true then args[#args + 1] = flag
+    elseif v ~= false then args[#args + 1] = flag; args[#args + 1] = tostring(v) end
+  end
+  local log = os.tmpname()
+  local cmd = quote(bin)
+  for _, a in ipairs(args) do cmd = cmd .. " " .. quote(a) end
+  cmd = cmd .. " " .. quote(script)
+  local pipe = assert(io.popen("sh -c " .. quote(cmd .. " >" .. log .. " 2>&1 </dev/null & echo $!"), "r"))
+  local pid = tonumber(pipe:read("l"))
+  pipe:close()
+  local self = setmetatable({ pid = pid, log = log, script = script }, App)
+  local deadline = socket.gettime() + 10
+  while socket.gettime() < deadline do
+    local port = slurp(log):match("listening on [^\n]* %(port (%d+)%)")
+    if port then self.port = tonumber(port); return self end
+    if not self:alive() then break end
+    socket.sleep(0.02)
+  end
+  local text = slurp(log)
+  self:stop()
+  error("moonhttp.test: " .. script .. " did not start:\n" .. text, 2)
+end
+
+function App:alive()
+  return os.execute("kill -0 " .. self.pid .. " 2>/dev/null") == true
+end
+
+--- The server's log so far.
+function App:logtext() return self.final_log or slurp(self.log) end
+
+function App:fail(msg, level)
+  error("moonhttp.test: " .. msg .. "\n--- server log (" .. self.script .. ") ---\n" .. self:logtext(), level or 3)
+end
+
+-- Reads one response; returns status, headers, body.
+local function read_response(app, s)
+  local function line()
+    local l, err = s:receive("*l")
+    if not l then app:fail("reading the response: " .. tostring(err), 5) end
+    return l
+  end
+  local status = tonumber(line():match("^HTTP/1%.%d (%d%d%d)"))
+  if not status then app:fail("bad status line", 4) end
+  local headers = {}
+  while true do
+    local l = line()
+    if l == "" then break end
+    local k, v = l:match("^([^:]+):%s*(.-)%s*$")
+    k = k:lower()
+    if k == "set-cookie" then
+      headers[k] = headers[k] or {}
+      table.insert(headers[k], v)
+    else
+      headers[k] = headers[k] and headers[k] .. ", " .. v or v
+    end
+  end
+  local body = ""
+  if (headers["transfer-encoding"] or ""):lower():find("chunked") then
+    local parts = {}
+    while true do
+      local size = tonumber(line():match("^%x+"), 16)
+      if size == 0 then repeat until line() == "" break end
+      parts[#parts + 1] = s:receive(size)
+      line()
+    end
+    body = table.concat(parts)
+  elseif headers["content-length"] then
+    body = s:receive(tonumber(headers["content-length"])) or ""
+  elseif status >= 200 and status ~= 204 and status ~= 304 then
+    body = s:receive("*a") or ""
+  end
+  return status, headers, body
+end
+
+--- app:request(method, path, body, { headers = {} }) -> status, headers, body
+function App:request(method, path, body, opts)
+  local s = socket.tcp()
+  s:settimeout(opts and opts.timeout or 10)
+  local ok, err = s:connect("127.0.0.1", self.port)
+  if not ok then self:fail("connect: " .. tostring(err)) end
+  local lines = { method .. " " .. path .. " HTTP/1.1", "Host: 127.0.0.1:" .. self.port, "Connection: close" }
+  for k, v in pairs(opts and opts.headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+  if body then lines[#lines + 1] = "Content-Length: " .. #body end
+  assert(s:send(table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or "")))
+  local status, headers, rbody = read_response(self, s)
+  s:close()
+  return status, headers, rbody
+end
+
+function App:get(path, opts) return self:request("GET", path, nil, opts) end
+function App:post(path, body, opts) return self:request("POST", path, body or "", opts) end
+
+--- Stops the server (SIGTERM, then SIGKILL after 10 s) and removes its log
+--- file (app:logtext() still answers); returns true once it is gone.
+function App:stop()
+  if self.stopped then return true end
+  self.stopped = true
+  os.execute("kill -TERM " .. self.pid .. " 2>/dev/null")
+  local deadline = socket.gettime() + 10
+  while self:alive() and socket.gettime() < deadline do socket.sleep(0.02) end
+  if self:alive() then os.execute("kill -KILL " .. self.pid .. " 2>/dev/null") end
+  self.final_log = self:logtext()
+  os.remove(self.log)
+  return true
+end
+
+return M

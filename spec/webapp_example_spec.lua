@@ -1,0 +1,61 @@
+-- examples/webapp.lua, tested the way an app's author would: with moonhttp.test.
+local test = require "moonhttp.test"
+local cjson = require "cjson"
+
+describe("examples/webapp.lua", function()
+  local app
+  setup(function() app = test.start("examples/webapp.lua", { workers = 1 }) end)
+  teardown(function() app:stop() end)
+
+  local FORM = { ["Content-Type"] = "application/x-www-form-urlencoded" }
+
+  local function login()
+    local status, headers = app:post("/login", "user=ann&password=wonderland", { headers = FORM })
+    assert.equal(303, status)
+    return headers["set-cookie"][1]:match("^(session=[^;]+)")
+  end
+
+  it("logs in with a form and keeps the user in a session cookie", function()
+    local cookie = login()
+    local status, _, body = app:get("/me", { headers = { Cookie = cookie } })
+    assert.equal(200, status)
+    assert.same({ user = "ann" }, cjson.decode(body))
+    assert.equal(401, (app:get("/me")))
+  end)
+
+  it("refuses a wrong password and a malformed form", function()
+    assert.equal(403, (app:post("/login", "user=ann&password=no", { headers = FORM })))
+    assert.equal(400, (app:post("/login", "user=%zz", { headers = FORM })))
+  end)
+
+  it("a tampered session cookie is no session", function()
+    local cookie = login()
+    assert.equal(401, (app:get("/me", { headers = { Cookie = cookie:sub(1, -3) .. "xx" } })))
+  end)
+
+  it("streams an upload to disk", function()
+    local cookie = login()
+    local data = string.rep("0123456789", 30000)
+    local body = "--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d.txt\"\r\n\r\n"
+      .. data .. "\r\n--XX--\r\n"
+    local status, _, rbody = app:post("/upload", body, { headers = {
+      Cookie = cookie, ["Content-Type"] = "multipart/form-data; boundary=XX" } })
+    assert.equal(200, status)
+    local saved = cjson.decode(rbody).saved[1]
+    assert.equal("d.txt", saved.filename)
+    assert.equal(#data, saved.size)
+  end)
+
+  it("a broken upload is a 400", function()
+    local status = app:post("/upload", "--XX\r\nnonsense", { headers = {
+      Cookie = login(), ["Content-Type"] = "multipart/form-data; boundary=XX" } })
+    assert.equal(400, status)
+  end)
+
+  it("serves the page", function()
+    local status, headers, body = app:get("/")
+    assert.equal(200, status)
+    assert.matches("text/html", headers["content-type"])
+    assert.matches("Please log in", body)
+  end)
+end)
