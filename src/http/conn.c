@@ -257,17 +257,22 @@ static void update_io(struct mh_conn *c)
     c->io_events = ev;
 }
 
-static void schedule_write(struct mh_conn *c);
-
+/* HTTP/2 asks even with an empty wire queue: its frames wait inside nghttp2 (mh_h2_pump). */
 void mh_conn_schedule_write(struct mh_conn *c)
 {
-    schedule_write(c);
+    struct mh_http_ctx *w = c->h;
+    if (c->in_pending || c->closed)
+        return;
+    c->in_pending = true;
+    c->next_pending = w->_pending;
+    w->_pending = c;
+    c->refs++;
 }
 
 static void schedule_write(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
-    if (c->in_pending || c->closed || (mh_outq_empty(&c->out) && !c->h2))
+    if (c->in_pending || c->closed || mh_outq_empty(&c->out))
         return;
     c->in_pending = true;
     c->next_pending = w->_pending;

@@ -252,7 +252,8 @@ static void leave(struct mh_h2 *h)
 
 void mh_h2_want_write(struct mh_h2 *h)
 {
-    if (!h->c->closed && h->session)
+    if (!h->c->closed && h->session &&
+        (nghttp2_session_want_write(h->session) || !mh_outq_empty(&h->c->out)))
         mh_conn_schedule_write(h->c);
 }
 

@@ -110,19 +110,26 @@ int mh_h2_stream_header(struct mh_h2_stream *s, const uint8_t *name, size_t nlen
     return 0;
 }
 
-/* llhttp's method number for a method name; -1 for one it does not know. */
-static int method_number(const char *m, size_t len)
+/*
+ * The method as HTTP/1 would have it: llhttp's number for a method it
+ * knows, else MH_METHOD_OTHER with the name copied (nghttp2 checked it is
+ * a token). -1: a name too long to keep (501, as on HTTP/1).
+ */
+static int set_method(struct mh_request *r, const char *m, size_t len)
 {
-    if (len == 3 && !memcmp(m, "GET", 3))
-        return HTTP_GET;
-    if (len == 4 && !memcmp(m, "POST", 4))
-        return HTTP_POST;
-    for (int i = 0; i < 64; i++) {
-        const char *name = llhttp_method_name((llhttp_method_t)i);
-        if (name && strlen(name) == len && !memcmp(name, m, len) && strcmp(name, "<unknown>"))
-            return i;
+#define MH_H2_METHOD(num, name, string)                                                            \
+    if (len == sizeof #string - 1 && !memcmp(m, #string, len)) {                                   \
+        r->method = (uint8_t)(num);                                                                \
+        return 0;                                                                                  \
     }
-    return -1;
+    HTTP_METHOD_MAP(MH_H2_METHOD)
+#undef MH_H2_METHOD
+    if (len == 0 || len > MH_METHOD_NAME_MAX)
+        return -1;
+    r->method = MH_METHOD_OTHER;
+    memcpy(r->method_name, m, len);
+    r->method_name[len] = '\0';
+    return 0;
 }
 
 /*
@@ -167,12 +174,12 @@ void mh_h2_stream_head_done(struct mh_h2_stream *s, bool end_stream)
     s->req.body_state = end_stream ? MH_BODY_NONE : MH_BODY_MORE;
     if (s->bad_status)
         return;
-    int m = method_number(s->head.data + s->method.off, s->method.len);
-    if (m < 0 || m == HTTP_CONNECT) {
+    /* CONNECT (RFC 9113 §8.5) has no :path: this server does not tunnel */
+    if (set_method(r, s->head.data + s->method.off, s->method.len) < 0 ||
+        r->method == HTTP_CONNECT) {
         s->bad_status = 501;
         return;
     }
-    r->method = (uint8_t)m;
     if (r->target.len == 0) {
         s->bad_status = 400;
         return;
@@ -377,8 +384,13 @@ static bool skipped_header(const char *name, size_t len)
 #define NV(n, v, vl)                                                                               \
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE})
 
-/* Submits the head: :status, the model's pairs (names lowercased), the server's fields. */
-static int submit_head(struct mh_h2_stream *s, bool complete, bool bodyless)
+/*
+ * Submits the head: :status, the model's pairs (names lowercased), the
+ * server's fields, chosen as HTTP/1's serializer chooses them (response.c):
+ * a HEAD answer keeps the Content-Length its body would have had. staged:
+ * the body bytes the handler produced so far (dropped already for HEAD).
+ */
+static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
 {
     struct mh_response *res = &s->req.res;
     struct mh_h2 *h = s->h2;
@@ -388,7 +400,7 @@ static int submit_head(struct mh_h2_stream *s, bool complete, bool bodyless)
     if (!nv)
         return -1;
     size_t n = 0;
-    char status[4], length[24];
+    char status[8], length[24];
     snprintf(status, sizeof status, "%03d", res->status % 1000);
     nv[n++] = NV(":status", status, 3);
     /* lowercased names, in one scratch buffer sized first so pointers into it stay valid */
@@ -421,18 +433,16 @@ static int submit_head(struct mh_h2_stream *s, bool complete, bool bodyless)
     const char *date = mh_http_date(h->c->h, &dlen); /* "Date: ...\r\n" */
     nv[n++] =
         (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
-    if (!res->has_type && !bodyless && (s->q.bytes > 0 || !complete))
+    bool bodyless = mh_status_bodyless(res->status);
+    if (!res->has_type && !bodyless && (staged > 0 || !complete))
         nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
-    bool head_method = s->req.head.method == HTTP_HEAD;
-    if (res->has_length || (complete && !mh_status_bodyless(res->status))) {
-        uint64_t len = res->has_length ? res->declared_length : s->q.bytes;
-        if (!(head_method && !res->has_length)) {
-            int l = snprintf(length, sizeof length, "%llu", (unsigned long long)len);
-            nv[n++] = NV("content-length", length, (size_t)l);
-        }
+    if (!bodyless && (res->has_length || complete)) {
+        uint64_t len = res->has_length ? res->declared_length : staged;
+        int l = snprintf(length, sizeof length, "%llu", (unsigned long long)len);
+        nv[n++] = NV("content-length", length, (size_t)l);
     }
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
-    bool no_data = complete && (bodyless || mh_outq_empty(&s->q));
+    bool no_data = complete && mh_outq_empty(&s->q);
     int rv = nghttp2_submit_response(h->session, s->id, nv, n, no_data ? NULL : &prd);
     if (nv != stack)
         free(nv);
@@ -457,11 +467,11 @@ static void h2_send(struct mh_req *r, bool complete)
         res->status = 413;
         mh_outq_append(&res->body, large, sizeof large - 1);
     }
-    bool bodyless = r->head.method == HTTP_HEAD || mh_status_bodyless(res->status);
     if (mh_req_run_filters(r, complete) < 0)
         goto reset;
-    if (bodyless)
-        mh_outq_clear(&res->body);
+    uint64_t staged = res->body.bytes;
+    if (r->head.method == HTTP_HEAD || mh_status_bodyless(res->status))
+        mh_outq_clear(&res->body); /* no DATA: END_STREAM rides on the head or an empty frame */
     res->body_sent += res->body.bytes;
     if (mh_outq_move(&s->q, &res->body) < 0)
         goto reset;
@@ -471,7 +481,7 @@ static void h2_send(struct mh_req *r, bool complete)
         s->complete = true;
     if (!res->head_sent) {
         res->head_sent = true;
-        if (submit_head(s, complete, bodyless) < 0)
+        if (submit_head(s, complete, staged) < 0)
             goto reset;
     } else if (s->deferred) {
         s->deferred = false;
