@@ -291,7 +291,6 @@ static nghttp2_option *options(void)
         return opt;
     /* Window updates follow what the handler read, so an unread body is bounded by the window. */
     nghttp2_option_set_no_auto_window_update(opt, 1);
-    nghttp2_option_set_no_closed_streams(opt, 1);
     /* Queued SETTINGS/PING acknowledgements (a client that floods and does not read). */
     nghttp2_option_set_max_outbound_ack(opt, 100);
     nghttp2_option_set_max_settings(opt, 32);
@@ -299,14 +298,58 @@ static nghttp2_option *options(void)
     return opt;
 }
 
+static void finish_session(struct mh_h2 *h);
+
+/*
+ * nghttp2 gave up on the session (a fatal error: no GOAWAY of its own). A
+ * flood it caught (queued acknowledgements, CONTINUATION frames past
+ * max_continuations) still deserves a reason: GOAWAY ENHANCE_YOUR_CALM,
+ * written by hand after what was already serialized, then the close.
+ */
+static void fail_session(struct mh_h2 *h, int rv)
+{
+    struct mh_conn *c = h->c;
+    bool flood = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+    mh_log(flood ? MH_LOG_WARN : MH_LOG_DEBUG, "fd %d: HTTP/2 input: %s%s", c->fd,
+           nghttp2_strerror(rv), flood ? ": GOAWAY" : "");
+    if (!flood) {
+        mh_conn_close(c);
+        return;
+    }
+    uint32_t last = (uint32_t)nghttp2_session_get_last_proc_stream_id(h->session);
+    uint32_t code = NGHTTP2_ENHANCE_YOUR_CALM;
+    const uint8_t frame[17] = {0,
+                               0,
+                               8,
+                               NGHTTP2_GOAWAY,
+                               0,
+                               0,
+                               0,
+                               0,
+                               0,
+                               (uint8_t)(last >> 24),
+                               (uint8_t)(last >> 16),
+                               (uint8_t)(last >> 8),
+                               (uint8_t)last,
+                               (uint8_t)(code >> 24),
+                               (uint8_t)(code >> 16),
+                               (uint8_t)(code >> 8),
+                               (uint8_t)code};
+    if (mh_outq_acquire(&c->out, c->h->bufs) < 0 ||
+        mh_outq_append(&c->out, frame, sizeof frame) < 0) {
+        mh_conn_close(c);
+        return;
+    }
+    finish_session(h);
+}
+
 static int process(struct mh_h2 *h, const char *data, size_t n)
 {
     enter(h);
     ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, n);
     if (rv < 0) {
-        mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 input: %s", h->c->fd, nghttp2_strerror((int)rv));
         h->depth--;
-        mh_conn_close(h->c);
+        fail_session(h, (int)rv);
         return -1;
     }
     leave(h);

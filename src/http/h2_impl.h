@@ -29,6 +29,7 @@ struct mh_h2_stream {
     bool ended;       /* the handler finished (or never started) */
     bool complete;    /* the response is complete: EOF after q */
     bool deferred;    /* the data provider waits for q (NGHTTP2_ERR_DEFERRED) */
+    bool cut;         /* aborted after the head: RST_STREAM once q is out */
     bool closed;      /* nghttp2 closed the stream */
     bool body_asked;  /* the limit is fixed */
     bool body_wanted; /* the handler waits for body */
@@ -39,7 +40,9 @@ struct mh_h2_stream {
     bool has_length;    /* the request declared Content-Length */
     uint32_t ncookies;  /* cookie fields (joined into one at the end of the head) */
     struct mh_slice method;
-    ev_tstamp stalled_at; /* output waits on a zero flow-control window since (0 = not) */
+    /* send_timeout: the response must make progress (a DATA frame) by then; 0 = none.
+     * A zero flow-control window (slow read) is cut here, as a full socket is on HTTP/1. */
+    ev_tstamp send_deadline;
     struct mh_h2_stream *prev, *next; /* the session's streams */
 };
 

@@ -356,13 +356,18 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
     ssize_t n = mh_outq_read_front(&s->q, buf, length);
     if (n < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a file read failed: RST this stream */
+    if (n > 0)
+        s->send_deadline = after(s, limits(s)->send_timeout);
     if (s->high && s->q.bytes + s->req.res.body.bytes <= MH_REQ_LOW_WATER) {
         s->high = false;
         s->wake_writable = true;
     }
     if (mh_outq_empty(&s->q)) {
+        if (s->cut && n == 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* nghttp2 sends RST_STREAM */
         if (s->complete) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
+            s->send_deadline = 0;
             return n;
         }
         if (n == 0) {
@@ -376,7 +381,8 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
 static bool skipped_header(const char *name, size_t len)
 {
     /* connection-specific fields have no place in HTTP/2 (RFC 9113 §8.2.2) */
-    return (len == 10 && mh_strieq(name, len, "keep-alive", 10)) ||
+    return (len == 10 && mh_strieq(name, len, "connection", 10)) ||
+           (len == 10 && mh_strieq(name, len, "keep-alive", 10)) ||
            (len == 16 && mh_strieq(name, len, "proxy-connection", 16)) ||
            (len == 7 && mh_strieq(name, len, "upgrade", 7));
 }
@@ -416,6 +422,15 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
             free(nv);
         return -1;
     }
+    if (!res->has_server)
+        nv[n++] = NV("server", "moonhttp", 8);
+    size_t dlen;
+    const char *date = mh_http_date(h->c->h, &dlen); /* "Date: ...\r\n" */
+    nv[n++] =
+        (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
+    bool bodyless = mh_status_bodyless(res->status);
+    if (!res->has_type && !bodyless && (staged > 0 || !complete))
+        nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
     i = 0;
     while (mh_response_pair(res, &i, &name, &nlen, &value, &vlen)) {
         if (skipped_header(name, nlen))
@@ -427,15 +442,6 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
         nv[n++] =
             (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
     }
-    if (!res->has_server)
-        nv[n++] = NV("server", "moonhttp", 8);
-    size_t dlen;
-    const char *date = mh_http_date(h->c->h, &dlen); /* "Date: ...\r\n" */
-    nv[n++] =
-        (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
-    bool bodyless = mh_status_bodyless(res->status);
-    if (!res->has_type && !bodyless && (staged > 0 || !complete))
-        nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
     if (!bodyless && (res->has_length || complete)) {
         uint64_t len = res->has_length ? res->declared_length : staged;
         int l = snprintf(length, sizeof length, "%llu", (unsigned long long)len);
@@ -483,6 +489,8 @@ static void h2_send(struct mh_req *r, bool complete)
         res->head_sent = true;
         if (submit_head(s, complete, staged) < 0)
             goto reset;
+        if (!(complete && mh_outq_empty(&s->q)))
+            s->send_deadline = after(s, limits(s)->send_timeout);
     } else if (s->deferred) {
         s->deferred = false;
         nghttp2_session_resume_data(s->h2->session, s->id);
@@ -501,15 +509,29 @@ reset:
     mh_h2_want_write(s->h2);
 }
 
+/*
+ * The response is cut off (a handler error after the head): what was
+ * flushed still goes out, then RST_STREAM INTERNAL_ERROR (the data provider
+ * fails once the queue is empty), so the client sees the head and knows the
+ * body is torn. Other streams of the connection go on.
+ */
 static void h2_abort(struct mh_req *r)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    if (s->h2->session && !s->closed) {
-        nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
-        mh_h2_want_write(s->h2);
-    }
     r->closed = true;
-    mh_outq_clear(&s->q);
+    if (!s->h2->session || s->closed)
+        return;
+    if (r->res.head_sent && !s->complete) {
+        s->cut = true;
+        if (s->deferred) {
+            s->deferred = false;
+            nghttp2_session_resume_data(s->h2->session, s->id);
+        }
+    } else {
+        mh_outq_clear(&s->q);
+        nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    }
+    mh_h2_want_write(s->h2);
 }
 
 /* ---- request body ---------------------------------------------------------- */
@@ -586,7 +608,7 @@ ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
 {
     if (s->closed)
         return 0;
-    ev_tstamp at = earliest(s->header_deadline, s->write_deadline);
+    ev_tstamp at = earliest(earliest(s->header_deadline, s->write_deadline), s->send_deadline);
     if (s->req.body_state == MH_BODY_MORE && s->in_handler)
         at = earliest(at, s->read_deadline);
     return at;
@@ -606,7 +628,7 @@ void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now)
     }
     mh_log(MH_LOG_DEBUG, "fd %d: stream %d: %s timed out", s->h2->c->fd, s->id,
            s->head_done ? "response" : "request head");
-    s->header_deadline = s->write_deadline = s->read_deadline = 0;
+    s->header_deadline = s->write_deadline = s->read_deadline = s->send_deadline = 0;
     nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
 }
 

@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+# Raw HTTP/2 frames for spec/h2_spec.lua: one scenario against a server on
+# 127.0.0.1:PORT, then what came back as key=value lines:
+#   status.N=200     stream N's :status        body.N=...    its DATA (text)
+#   rst.N=CODE       RST_STREAM on stream N    goaway=CODE   GOAWAY's error code
+#   goaway_last=N    its last stream ID        closed=1      the server closed
+# Debian's python3-hyperframe and python3-hpack build and read the frames;
+# nothing here checks what the server does (the spec does).
+import socket
+import sys
+import time
+
+from hpack import Decoder, Encoder
+from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, GoAwayFrame, HeadersFrame,
+                              PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame)
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+CODES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTROL_ERROR",
+         4: "SETTINGS_TIMEOUT", 5: "STREAM_CLOSED", 6: "FRAME_SIZE_ERROR", 7: "REFUSED_STREAM",
+         8: "CANCEL", 9: "COMPRESSION_ERROR", 10: "CONNECT_ERROR", 11: "ENHANCE_YOUR_CALM",
+         12: "INADEQUATE_SECURITY", 13: "HTTP_1_1_REQUIRED"}
+
+
+class Client:
+    def __init__(self, port, settings=None, preface=True):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.enc, self.dec = Encoder(), Decoder()
+        self.out = {}
+        self.closed = False
+        self.buf = b""
+        if preface:
+            self.s.sendall(PREFACE + SettingsFrame(0, settings or {}).serialize())
+
+    def send(self, *frames):
+        try:
+            self.s.sendall(b"".join(f if isinstance(f, bytes) else f.serialize() for f in frames))
+        except OSError:
+            self.closed = True
+            self.note("closed", 1)
+
+    def block(self, path="/hello", method="GET", extra=(), pseudo=None):
+        fields = pseudo if pseudo is not None else [
+            (":method", method), (":scheme", "http"), (":path", path),
+            (":authority", "example.test")]
+        return self.enc.encode(list(fields) + list(extra))
+
+    def headers(self, sid, end_stream=True, **kw):
+        f = HeadersFrame(sid, self.block(**kw))
+        f.flags.add("END_HEADERS")
+        if end_stream:
+            f.flags.add("END_STREAM")
+        return f
+
+    def note(self, key, value):
+        self.out[key] = value
+
+    def read(self, until=None, timeout=2.0):
+        """Reads frames until until(self) is true, the server closes, or timeout."""
+        deadline = time.time() + timeout
+        while not self.closed and not (until and until(self)):
+            left = deadline - time.time()
+            if left <= 0:
+                break
+            self.s.settimeout(left)
+            try:
+                data = self.s.recv(65536)
+            except socket.timeout:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                self.closed = True
+                self.note("closed", 1)
+                break
+            self.buf += data
+            while len(self.buf) >= 9:
+                f, length = Frame.parse_frame_header(memoryview(self.buf[:9]))
+                if len(self.buf) < 9 + length:
+                    break
+                f.parse_body(memoryview(self.buf[9:9 + length]))
+                self.buf = self.buf[9 + length:]
+                self.frame(f)
+
+    def frame(self, f):
+        sid = f.stream_id
+        if isinstance(f, HeadersFrame):
+            for k, v in self.dec.decode(f.data):
+                k = k.decode() if isinstance(k, bytes) else k
+                v = v.decode() if isinstance(v, bytes) else v
+                if k == ":status":
+                    self.note("status.%d" % sid, v)
+                else:
+                    self.note("header.%d.%s" % (sid, k), v)
+        elif isinstance(f, DataFrame):
+            key = "body.%d" % sid
+            self.out[key] = self.out.get(key, "") + f.data.decode("latin-1")
+            if f.flow_controlled_length:  # keep the server's windows open
+                self.send(WindowUpdateFrame(0, f.flow_controlled_length),
+                          WindowUpdateFrame(sid, f.flow_controlled_length))
+        elif isinstance(f, RstStreamFrame):
+            self.note("rst.%d" % sid, CODES.get(f.error_code, f.error_code))
+        elif isinstance(f, GoAwayFrame):
+            self.note("goaway", CODES.get(f.error_code, f.error_code))
+            self.note("goaway_last", f.last_stream_id)
+        elif isinstance(f, PingFrame) and "ACK" not in f.flags:
+            self.send(PingFrame(0, f.opaque_data, flags=["ACK"]))
+        elif isinstance(f, SettingsFrame) and "ACK" not in f.flags:
+            self.send(SettingsFrame(0, flags=["ACK"]))
+
+    def report(self):
+        for k in sorted(self.out):
+            print("%s=%s" % (k, str(self.out[k]).replace("\n", "\\n")))
+
+
+def ended(sid):
+    return lambda c: ("status.%d" % sid) in c.out or ("rst.%d" % sid) in c.out or "goaway" in c.out
+
+
+def goaway(c):
+    return "goaway" in c.out
+
+
+def scenario(name, port):
+    if name == "half_preface":  # read_header_timeout covers the preface
+        c = Client(port, preface=False)
+        c.send(PREFACE[:10])
+        t = time.time()
+        c.read(timeout=4)
+        c.note("waited", "%.1f" % (time.time() - t))
+        return c
+    c = Client(port, settings={SettingsFrame.MAX_CONCURRENT_STREAMS: 100})
+    if name == "get":
+        c.send(c.headers(1, path="/host"))
+        c.read(ended(1))
+        c.read(timeout=0.3)
+    elif name == "post":
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False),
+               DataFrame(1, b"hello", flags=["END_STREAM"]))
+        c.read(ended(1))
+        c.read(timeout=0.3)
+    elif name.startswith("bad_"):  # one malformed request: stream 1
+        rows = {
+            "bad_no_path": dict(pseudo=[(":method", "GET"), (":scheme", "http"),
+                                        (":authority", "a")]),
+            "bad_no_method": dict(pseudo=[(":scheme", "http"), (":path", "/hello")]),
+            "bad_unknown_pseudo": dict(extra=[(":foo", "1")]),
+            "bad_pseudo_after_regular": dict(pseudo=[(":method", "GET"), (":scheme", "http"),
+                                                     ("x-a", "1"), (":path", "/hello")]),
+            "bad_uppercase_name": dict(extra=[("X-Upper", "1")]),
+            "bad_connection_header": dict(extra=[("connection", "keep-alive")]),
+            "bad_keep_alive_header": dict(extra=[("keep-alive", "5")]),
+            "bad_transfer_encoding": dict(extra=[("transfer-encoding", "chunked")]),
+            "bad_te_gzip": dict(extra=[("te", "gzip")]),
+            "bad_empty_path": dict(pseudo=[(":method", "GET"), (":scheme", "http"),
+                                           (":path", "")]),
+            "bad_two_paths": dict(pseudo=[(":method", "GET"), (":scheme", "http"),
+                                          (":path", "/hello"), (":path", "/x")]),
+        }
+        c.send(c.headers(1, **rows[name]))
+        c.read(ended(1))
+    elif name == "te_trailers":
+        c.send(c.headers(1, extra=[("te", "trailers")]))
+        c.read(ended(1))
+    elif name == "length_mismatch":  # Content-Length 10, 5 bytes of DATA
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False,
+                         extra=[("content-length", "10")]),
+               DataFrame(1, b"hello", flags=["END_STREAM"]))
+        c.read(ended(1))
+    elif name == "too_large":  # Content-Length past max_body_bytes: 413
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False,
+                         extra=[("content-length", "1000000")]))
+        c.read(ended(1))
+    elif name == "header_list":  # past max_header_bytes: 431
+        c.send(c.headers(1, extra=[("x-big-%d" % i, "v" * 200) for i in range(40)]))
+        c.read(ended(1))
+    elif name == "rapid_reset":  # CVE-2023-44487: open, reset, again
+        sid = 1
+        for _ in range(40):
+            batch = []
+            for _ in range(100):
+                batch += [c.headers(sid, path="/slow"), RstStreamFrame(sid, error_code=8)]
+                sid += 2
+            c.send(*batch)
+            if c.closed:
+                break
+        c.read(goaway, timeout=3)
+        c.note("opened", (sid - 1) // 2)
+    elif name == "continuation_flood":  # no END_HEADERS, ever
+        f = HeadersFrame(1, c.block())
+        c.send(f)
+        for i in range(2000):
+            c.send(ContinuationFrame(1, c.enc.encode([("x-c%d" % i, "v" * 100)])))
+            if c.closed:
+                break
+        c.read(goaway, timeout=3)
+    elif name == "settings_flood":
+        c.send(*[SettingsFrame(0, {SettingsFrame.ENABLE_PUSH: 0}) for _ in range(5000)])
+        c.read(goaway, timeout=3)
+    elif name == "ping_flood":
+        c.send(*[PingFrame(0, b"12345678") for _ in range(5000)])
+        c.read(goaway, timeout=3)
+    elif name == "empty_data_flood":
+        c.send(c.headers(1, path="/stream", method="POST", end_stream=False))
+        c.send(*[DataFrame(1, b"") for _ in range(5000)])
+        c.read(goaway, timeout=3)
+    elif name == "max_streams":  # settings say 4: the 5th open stream is refused
+        c.read(timeout=0.2)
+        c.send(*[c.headers(2 * i + 1, path="/slow") for i in range(5)])
+        c.read(lambda c: all(("status.%d" % (2 * i + 1)) in c.out for i in range(4)), timeout=4)
+    elif name == "even_stream":  # a client stream ID must be odd
+        c.send(c.headers(2))
+        c.read(goaway)
+    elif name == "decreasing_stream":  # IDs only grow: a lower, never-opened one is not served
+        c.send(c.headers(5))
+        c.read(ended(5))
+        c.send(c.headers(3))
+        c.read(ended(3), timeout=0.5)
+        c.send(c.headers(7))
+        c.read(ended(7))
+    elif name == "data_on_closed":  # DATA after the stream ended both ways
+        c.send(c.headers(1))
+        c.read(ended(1))
+        c.read(timeout=0.2)
+        c.send(DataFrame(1, b"late"))
+        c.read(lambda c: "goaway" in c.out or "rst.1" in c.out)
+    elif name == "data_on_idle":  # DATA on a stream never opened
+        c.send(DataFrame(7, b"x"))
+        c.read(goaway)
+    elif name == "oversized_frame":  # past SETTINGS_MAX_FRAME_SIZE (16384)
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False),
+               DataFrame(1, b"x" * 20000))
+        c.read(goaway)
+    elif name == "window_overflow":  # WINDOW_UPDATE past 2^31-1
+        c.send(WindowUpdateFrame(0, 2 ** 31 - 1))
+        c.read(goaway)
+    elif name == "slow_reader":  # a zero window: the handler waits, then the stream is cut
+        c = Client(port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(c.headers(1, path="/big"))
+        t = time.time()
+        c.read(lambda c: "rst.1" in c.out, timeout=5)
+        c.note("waited", "%.1f" % (time.time() - t))
+    elif name == "err_after_head":  # a handler error after the head resets its stream only
+        c.send(c.headers(1, path="/err_after_head"))
+        c.read(ended(1))
+        c.read(lambda c: "rst.1" in c.out, timeout=2)
+        c.send(c.headers(3, path="/hello"))
+        c.read(ended(3))
+    elif name == "concurrent":  # a slow stream does not hold a fast one
+        c.send(c.headers(1, path="/slow"), c.headers(3, path="/hello"))
+        c.read(ended(3), timeout=4)
+        c.note("slow_done_before_fast", int("status.1" in c.out))
+        c.read(ended(1), timeout=4)
+    else:
+        raise SystemExit("unknown scenario " + name)
+    return c
+
+
+if __name__ == "__main__":
+    scenario(sys.argv[1], int(sys.argv[2])).report()

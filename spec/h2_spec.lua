@@ -1,0 +1,266 @@
+-- HTTP/2 (issue 16) through the real binary: curl over h2c with prior
+-- knowledge and over TLS with ALPN, nghttp for many streams at once, and raw
+-- frames (spec/h2_frames.py, Debian's python3-hyperframe + python3-hpack)
+-- for the malformed requests and the floods.
+local H = require "helper"
+
+local q, sh = H.shell_quote, H.sh
+local PY = "/usr/bin/python3"
+local FRAMES = debug.getinfo(1, "S").source:sub(2):gsub("h2_spec%.lua$", "h2_frames.py")
+
+local APP = [[
+local http = require "moonhttp"
+http.server{ max_body_bytes = 100000, max_header_bytes = 4096, 
+  read_header_timeout = 1, send_timeout = 1, compress = { min_bytes = 100 }, %s }
+local progress = 0
+http.handle("GET /hello", function(req, res) res:write("hello") end)
+http.handle("GET /host", function(req, res) res:write(req.proto .. " " .. tostring(req:header("host"))) end)
+http.handle("POST /echo", function(req, res) res:write(req:body() or "") end)
+http.handle("POST /stream", function(req, res)
+  local n = 0
+  while true do
+    local c = req:read()
+    if not c then break end
+    n = n + #c
+  end
+  res:write(n)
+end)
+http.handle("GET /slow", function(req, res) http.sleep(0.5); res:write("slow") end)
+http.handle("GET /stream_out", function(req, res)
+  for i = 1, 5 do res:write(string.rep(tostring(i), 1000)); res:flush() end
+end)
+http.handle("GET /big", function(req, res)
+  progress = 0
+  for i = 1, 100 do
+    if not res:write(string.rep("x", 100000)) then break end
+    progress = i
+  end
+end)
+http.handle("GET /progress", function(req, res) res:write(progress) end)
+http.handle("GET /err", function(req, res) error("boom") end)
+http.handle("GET /err_after_head", function(req, res) res:write("a"); res:flush(); error("boom") end)
+http.handle("GET /static/", http.files(%q))
+]]
+
+local function start(dir, extra, opts)
+  return H.start(H.script(string.format(APP, extra or "", dir)), opts)
+end
+
+local function frames(srv, scenario)
+  local out, ok = sh(string.format("timeout 20 %s %s %s %d", PY, q(FRAMES), scenario, srv.port))
+  assert(ok, out)
+  local kv = {}
+  for k, v in out:gmatch("([^\n=]+)=([^\n]*)") do kv[k] = v end
+  return kv, out
+end
+
+local function curl(args)
+  return sh("curl -sS --max-time 10 " .. args)
+end
+
+describe("HTTP/2", function()
+  local srv, four, dir
+  setup(function()
+    dir = H.tmpname("-h2www")
+    assert(os.execute("mkdir -p " .. q(dir)))
+    H.write_file(dir .. "/a.txt", "static hello\n")
+    H.write_file(dir .. "/big.txt", string.rep("compressible text line\n", 2000))
+    srv = start(dir)
+    four = start(dir, "h2_max_concurrent_streams = 4")
+  end)
+  teardown(function()
+    srv:stop()
+    four:stop()
+    os.execute("rm -rf " .. q(dir))
+  end)
+
+  -- { curl arguments after the URL's path, what -w prints: status, length, encoding }
+  local same = {
+    { "GET a route", "/hello" },
+    { "GET a missing path (404)", "/nope" },
+    { "a method the route does not allow (405)", "/hello -X DELETE" },
+    { "a method llhttp does not know (405)", "/hello -X PURGEX" },
+    { "HEAD of a Lua route", "/hello -I" },
+    { "POST echo", "/echo -d hello" },
+    { "POST streamed through req:read", "/stream --data-binary @BODY" },
+    { "a body past max_body_bytes (413)", "/echo --data-binary @LARGE" },
+    { "a handler error before the head (500)", "/err" },
+    { "a streamed response (no Content-Length)", "/stream_out" },
+    { "a static file", "/static/a.txt" },
+    { "HEAD of a static file", "/static/a.txt -I" },
+    { "a static file range", "/static/a.txt -r 2-5" },
+    { "a static file gzipped", "/static/big.txt -H 'Accept-Encoding: gzip'" },
+    { "a big response", "/big" },
+  }
+
+  it("gives curl the same answers over h2c and TLS h2 as over HTTP/1.1", function()
+    local body = H.write_file(H.tmpname(".bin"), string.rep("0123456789", 9000))
+    local large = H.write_file(H.tmpname(".bin"), string.rep("z", 150000))
+    local tls = H.tmpname("-h2tls")
+    assert(os.execute("mkdir -p " .. q(tls)))
+    H.must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes " ..
+      "-keyout %s/k.pem -out %s/c.pem -days 2 -subj /CN=localhost 2>&1", q(tls), q(tls)))
+    local tsrv = start(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
+    local fmt = "-o /dev/null -w '%{http_code} %{size_download} [%header{content-type}] " ..
+        "[%header{content-length}] [%header{content-encoding}] %{http_version}\\n'"
+    for _, row in ipairs(same) do
+      local args = row[2]:gsub("@BODY", "@" .. body):gsub("@LARGE", "@" .. large)
+      local path, rest = args:match("^(%S+)(.*)$")
+      local function get(how, scheme, port)
+        if rest:find("-I", 1, true) then
+          local out = curl(string.format("%s -I %s://127.0.0.1:%d%s -k", how, scheme, port, path))
+          out = out:gsub("\r", ""):lower():gsub("date: [^\n]*\n", "")
+          return (out:gsub("^http/[%d.]+ (%d+)[^\n]*", "http %1"))
+        end
+        local out = curl(string.format("%s %s %s://127.0.0.1:%d%s%s -k", how, fmt, scheme, port, path, rest))
+        return out
+      end
+      local h1 = get("--http1.1", "http", srv.port)
+      local h2c = get("--http2-prior-knowledge", "http", srv.port)
+      local h2 = get("--http2", "https", tsrv.port)
+      if not rest:find("-I", 1, true) then
+        assert.truthy(h1:find(" 1.1\n$"), row[1] .. ": " .. h1)
+        assert.truthy(h2c:find(" 2\n$"), row[1] .. ": " .. h2c)
+        assert.truthy(h2:find(" 2\n$"), row[1] .. ": " .. h2)
+        h1, h2c, h2 = h1:gsub(" 1.1\n$", ""), h2c:gsub(" 2\n$", ""), h2:gsub(" 2\n$", "")
+      end
+      assert.equal(h1, h2c, row[1] .. " (h2c)")
+      assert.equal(h1, h2, row[1] .. " (TLS h2)")
+    end
+    tsrv:stop()
+    os.remove(body)
+    os.remove(large)
+    os.execute("rm -rf " .. q(tls))
+  end)
+
+  it("sets req.proto and takes Host from :authority", function()
+    local out = curl(string.format("--http2-prior-knowledge http://127.0.0.1:%d/host", srv.port))
+    assert.equal("HTTP/2.0 127.0.0.1:" .. srv.port, out)
+    local kv = frames(srv, "get")
+    assert.equal("200", kv["status.1"])
+    assert.equal("HTTP/2.0 example.test", kv["body.1"])
+  end)
+
+  it("serves many streams of one connection at once (nghttp, 40 streams)", function()
+    local urls = {}
+    for i = 1, 2 do
+      urls[#urls + 1] = string.format("http://127.0.0.1:%d/slow", srv.port)
+      urls[#urls + 1] = string.format("http://127.0.0.1:%d/static/big.txt", srv.port)
+    end
+    local t = H.now()
+    -- -m 10: each URI ten times, all on one connection
+    local out, ok = sh("timeout 20 nghttp -ns -m 10 " .. table.concat(urls, " "))
+    assert(ok, out)
+    local _, n = out:gsub(" 200 ", "")
+    assert.equal(40, n, out)
+    -- 20 slow streams of 0.5 s side by side: far under the 10 s they take one after another
+    assert.truthy(H.now() - t < 4, out)
+  end)
+
+  it("does not hold a fast stream behind a slow one", function()
+    local kv = frames(srv, "concurrent")
+    assert.equal("200", kv["status.3"])
+    assert.equal("200", kv["status.1"])
+    assert.equal("0", kv.slow_done_before_fast)
+  end)
+
+  it("resets only the stream whose handler failed after its head", function()
+    local kv = frames(srv, "err_after_head")
+    assert.equal("200", kv["status.1"])
+    assert.equal("INTERNAL_ERROR", kv["rst.1"])
+    assert.equal("200", kv["status.3"])
+    assert.equal("hello", kv["body.3"])
+  end)
+
+  it("makes a handler wait on a zero window with bounded memory, then cuts it at send_timeout", function()
+    local kv = frames(srv, "slow_reader")
+    assert.equal("CANCEL", kv["rst.1"])
+    local waited = tonumber(kv.waited)
+    assert.truthy(waited >= 0.8 and waited < 3, kv.waited)
+    -- 100 writes of 100 kB wanted; the wait stopped it within the high-water mark
+    local progress = curl(string.format("http://127.0.0.1:%d/progress", srv.port))
+    assert.truthy(tonumber(progress) <= 4, progress)
+  end)
+
+  -- { scenario, expected key/value pairs } (see spec/h2_frames.py)
+  local rows = {
+    { "post", { ["status.1"] = "200", ["body.1"] = "hello" } },
+    { "te_trailers", { ["status.1"] = "200" } },
+    -- RFC 9113 §8.3: pseudo-headers; §8.2.2: connection-specific fields; TE only "trailers"
+    { "bad_no_path", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_no_method", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_empty_path", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_two_paths", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_unknown_pseudo", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_pseudo_after_regular", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_uppercase_name", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_connection_header", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_keep_alive_header", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_transfer_encoding", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "bad_te_gzip", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "length_mismatch", { ["rst.1"] = "PROTOCOL_ERROR" } },
+    { "too_large", { ["status.1"] = "413" } },
+    { "header_list", { ["status.1"] = "431" } },
+    -- floods: GOAWAY ENHANCE_YOUR_CALM
+    { "rapid_reset", { goaway = "ENHANCE_YOUR_CALM" } },
+    { "continuation_flood", { goaway = "ENHANCE_YOUR_CALM", goaway_last = "1" } },
+    { "settings_flood", { goaway = "ENHANCE_YOUR_CALM" } },
+    { "ping_flood", { goaway = "ENHANCE_YOUR_CALM" } },
+    { "empty_data_flood", { goaway = "ENHANCE_YOUR_CALM" } },
+    -- limits and misuse
+    { "max_streams", { goaway = "PROTOCOL_ERROR", goaway_last = "7" }, four = true },
+    { "even_stream", { goaway = "PROTOCOL_ERROR" } },
+    { "data_on_idle", { goaway = "PROTOCOL_ERROR" } },
+    { "data_on_closed", { ["status.1"] = "200", goaway = "STREAM_CLOSED" } },
+    { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, ["status.7"] = "200" } },
+    { "oversized_frame", { goaway = "FRAME_SIZE_ERROR" } },
+    { "window_overflow", { goaway = "FLOW_CONTROL_ERROR" } },
+    { "half_preface", { closed = "1" } },
+  }
+  for _, row in ipairs(rows) do
+    it("raw frames: " .. row[1], function()
+      local kv, out = frames(row.four and four or srv, row[1])
+      for k, v in pairs(row[2]) do
+        assert.equal(v or nil, kv[k], row[1] .. " " .. k .. "\n" .. out)
+      end
+      -- the server keeps serving
+      assert.equal("hello", curl(string.format("--http2-prior-knowledge http://127.0.0.1:%d/hello", srv.port)))
+    end)
+  end
+
+  it("counts a Rapid Reset against the budget without starting the handlers", function()
+    local kv = frames(srv, "rapid_reset")
+    -- budget 1000 resets: GOAWAY names the last stream it processed, well before all 4000
+    assert.truthy(tonumber(kv.goaway_last) < 2 * 4000, kv.goaway_last)
+    assert.truthy(tonumber(kv.goaway_last) >= 2 * 900, kv.goaway_last)
+  end)
+
+  it("h2c = false: a connection preface is HTTP/1 (not upgraded)", function()
+    local off = start(dir, "h2c = false")
+    local out = curl(string.format("--http2-prior-knowledge -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/hello", off.port))
+    assert.falsy(out:find("^200"), out)
+    local c = off:connect()
+    c:send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    c:fill()
+    assert.truthy(c.buf:find("^HTTP/1.1 "), c.buf)
+    assert.equal("hello", curl(string.format("http://127.0.0.1:%d/hello", off.port)))
+    off:stop()
+  end)
+
+  it("http2 = false: TLS offers only http/1.1 in ALPN", function()
+    local tls = H.tmpname("-h2tls")
+    assert(os.execute("mkdir -p " .. q(tls)))
+    H.must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes " ..
+      "-keyout %s/k.pem -out %s/c.pem -days 2 -subj /CN=localhost 2>&1", q(tls), q(tls)))
+    local tsrv = start(dir, string.format("http2 = false, tls = { cert = %q, key = %q }",
+      tls .. "/c.pem", tls .. "/k.pem"))
+    local out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", tsrv.port))
+    assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
+    tsrv:stop()
+    local on = start(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
+    out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", on.port))
+    assert.truthy(out:find("ALPN: server accepted h2", 1, true), out)
+    on:stop()
+    os.execute("rm -rf " .. q(tls))
+  end)
+end)
