@@ -20,6 +20,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* Bytes every input starts with (fuzz_h2.c: the HTTP/2 connection preface). */
+#ifndef MH_FUZZ_PREFIX
+#define MH_FUZZ_PREFIX ""
+#endif
+
 static struct mh_config config;
 static struct mh_worker worker;
 
@@ -74,6 +79,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mh_conn *c =
         mh_http_accept(&worker.http, &worker.app.base, NULL, sv[0], &peer, sizeof *a);
     if (!c)
+        abort();
+    if (sizeof MH_FUZZ_PREFIX > 1 &&
+        write(sv[1], MH_FUZZ_PREFIX, sizeof MH_FUZZ_PREFIX - 1) != sizeof MH_FUZZ_PREFIX - 1)
         abort();
     size_t step = size ? (size_t)data[0] % 64 + 1 : 1;
     const uint8_t *p = size ? data + 1 : data;

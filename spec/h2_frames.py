@@ -245,6 +245,12 @@ def scenario(name, port):
         c.read(lambda c: "rst.1" in c.out, timeout=2)
         c.send(c.headers(3, path="/hello"))
         c.read(ended(3))
+    elif name == "graceful":  # the spec sends SIGTERM while stream 1 runs
+        c.send(c.headers(1, path="/slow"))
+        c.read(goaway, timeout=4)
+        c.send(c.headers(3, path="/hello"))
+        c.read(ended(1), timeout=4)
+        c.read(timeout=0.5)
     elif name == "concurrent":  # a slow stream does not hold a fast one
         c.send(c.headers(1, path="/slow"), c.headers(3, path="/hello"))
         c.read(ended(3), timeout=4)
