@@ -49,12 +49,15 @@ struct mh_config {
     long backlog;
     long redirect_code;
     bool tcp_nodelay;
+    char *clean_path; /* "redirect" | "rewrite" */
+
+    /* HTTP/2 (issue 16) */
     bool http2;                     /* ALPN h2 on TLS listeners */
     bool h2c;                       /* cleartext HTTP/2 with prior knowledge */
     long h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS */
     long h2_header_table_size;      /* HPACK dynamic table, both directions */
     long h2_flood_budget;           /* frames doing no work, per burst */
-    char *clean_path;               /* "redirect" | "rewrite" */
+
     char *log_level;
     char *workers;               /* "N" | "auto" */
     double shutdown_delay;       /* serve on, http.stopping() true, before a graceful stop */
