@@ -5,10 +5,10 @@
  * connection's non-blocking socket.
  *
  * TLS 1.2 only, ECDHE with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN
- * "h2" then "http/1.1" (only "http/1.1" when certs->http2 is off), session tickets (key rotated
- * hourly), renegotiation refused. Several certificates are chosen by SNI against their DNS names
- * (SAN dNSName entries and the subject CN; "*.example.com" matches one label); the first is the
- * default.
+ * "h2" then "http/1.1" (only "http/1.1" when certs->http2 is off), session
+ * tickets (key rotated hourly), renegotiation refused. Several certificates
+ * are chosen by SNI against their DNS names (SAN dNSName entries and the
+ * subject CN; "*.example.com" matches one label); the first is the default.
  *
  * A server (struct mh_tls_server) is the stable handle a listener holds. It
  * points at a refcounted configuration (mbedtls_ssl_config, certificates,
