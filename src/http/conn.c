@@ -394,7 +394,8 @@ static void conn_flush(struct mh_conn *c)
             return;
         }
         set_timeout(c, LINGER_SECONDS);
-    } else if (c->state == MH_CONN_IDLE) {
+    } else if (c->state == MH_CONN_IDLE || c->state == MH_CONN_H2) {
+        /* HTTP/2 too: an idle session must not pin a pooled buffer per connection */
         mh_outq_release(&c->out, w->bufs);
         if (c->wbuf.data)
             mh_buf_release(&c->wbuf, w->bufs);

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# HTTP/2 benchmark (issue 16): moonhttp vs nginx (lua, `listen ... http2`) vs
+# h2o (mruby), each one worker/thread pinned to CPU 0, h2load pinned to CPU 1,
+# GET /api/users with the same bytes from all three.
+#   h2c  h2load -c100 -m10 over cleartext HTTP/2 (prior knowledge)
+#   tls  the same over TLS 1.2 with ALPN h2, after the handshakes
+# Each run is timing-based: h2load --warm-up-time=$WARM (connections and
+# handshakes happen there) then -D $DURATION of measurement; the server's CPU
+# is read from the end of the warm-up to the end.
+# Runs alternate between the servers; the table shows medians of $RUNS of
+# requests/s and of server CPU microseconds per request (utime+stime of the
+# server's process tree over the run, divided by the requests). Then the RSS
+# of moonhttp with $IDLE idle h2c connections (bench/h2/idle.py).
+# Usage: bench/h2.sh [build/moonhttp]   (env: DURATION WARM RUNS IDLE H2_PORT_BASE)
+set -eu
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${1:-build/moonhttp}")
+DURATION=${DURATION:-5}
+WARM=${WARM:-1}
+RUNS=${RUNS:-3}
+IDLE=${IDLE:-10000}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-h2.XXXXXX")
+source bench/lib.sh
+SERVER_CPU=0
+CLIENT_CPU=1
+BASE=${H2_PORT_BASE:-18180}
+declare -A H2C=([moonhttp]=$BASE [nginx]=$((BASE + 1)) [h2o]=$((BASE + 2)))
+declare -A TLS=([moonhttp]=$((BASE + 10)) [nginx]=$((BASE + 11)) [h2o]=$((BASE + 12)))
+declare -A PID
+trap 'for p in "${PID[@]}"; do kill $(tree_pids $p) 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$WORK/cert.key" -out "$WORK/cert.pem" -subj /CN=localhost >/dev/null 2>&1
+
+start() { # name
+    local name=$1 dir=$WORK/$1
+    mkdir -p "$dir"
+    local fill="s|@PORT@|${H2C[$name]}|g; s|@TLSPORT@|${TLS[$name]}|g; s|@PREFIX@|$dir|g; s|@USER@|$(id -un)|g"
+    case $name in
+    moonhttp)
+        taskset -c $SERVER_CPU "$BIN" --workers 1 --log-level error --max-connections 15000 \
+            --listen "127.0.0.1:${H2C[$name]}" --listen "https://127.0.0.1:${TLS[$name]}" \
+            --tls-cert "$WORK/cert.pem" --tls-key "$WORK/cert.key" examples/api.lua >"$dir/log" 2>&1 &
+        ;;
+    nginx)
+        sed -e "$fill" bench/h2/nginx.conf.in >"$dir/nginx.conf"
+        taskset -c $SERVER_CPU nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/log" 2>&1 &
+        ;;
+    h2o)
+        sed -e "$fill" bench/h2/h2o.conf.in >"$dir/h2o.conf"
+        taskset -c $SERVER_CPU h2o -c "$dir/h2o.conf" >"$dir/log" 2>&1 &
+        ;;
+    esac
+    PID[$name]=$!
+    for _ in $(seq 50); do port_open "${TLS[$name]}" && port_open "${H2C[$name]}" && return 0; sleep 0.1; done
+    echo "bench/h2.sh: $name did not start, see $dir/log" >&2
+    cat "$dir/log" >&2
+    exit 1
+}
+
+# measure name mode: prints "rps us_per_req mean_ms"
+measure() {
+    local name=$1 mode=$2 url out p0 p1
+    if [ "$mode" = h2c ]; then url="http://127.0.0.1:${H2C[$name]}/api/users"; else url="https://127.0.0.1:${TLS[$name]}/api/users"; fi
+    out=$WORK/h2load.out
+    taskset -c $CLIENT_CPU h2load -c100 -m10 --warm-up-time="$WARM" -D "$DURATION" "$url" >"$out" 2>&1 &
+    local h=$!
+    sleep "$WARM"
+    p0=$(tree_ticks "${PID[$name]}")
+    wait $h || true
+    p1=$(tree_ticks "${PID[$name]}")
+    awk -v t=$((p1 - p0)) -v hz="$(getconf CLK_TCK)" '
+        /^finished in/ { rps = $4 + 0 }
+        /^requests:/ { ok = $8 + 0; bad = $10 + $12 + $14 }
+        /^time for request:/ { mean = $5 }
+        END {
+            if (mean ~ /us$/) m = mean / 1000; else if (mean ~ /ms$/) m = mean + 0; else m = mean * 1000
+            printf "%d %.2f %.2f %d %d\n", rps, ok ? t * 1e6 / hz / ok : 0, m, ok, bad }' "$out"
+}
+
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+for s in moonhttp nginx h2o; do start $s; done
+for s in moonhttp nginx h2o; do # the same answer from each
+    curl -sS --http2-prior-knowledge "http://127.0.0.1:${H2C[$s]}/api/users" | grep -qx '{"name":"baseline","users":\[\]}' ||
+        { echo "bench/h2.sh: $s answers /api/users with other bytes" >&2; exit 1; }
+done
+for mode in h2c tls; do
+    for r in $(seq "$RUNS"); do
+        for s in moonhttp nginx h2o; do
+            read -r rps us mean ok bad <<<"$(measure $s $mode)"
+            echo "$mode run $r $s: $rps req/s, $us us CPU/req, mean $mean ms, $ok ok, $bad failed" >&2
+            echo "$rps" >>"$WORK/$s.$mode.rps"; echo "$us" >>"$WORK/$s.$mode.us"; echo "$mean" >>"$WORK/$s.$mode.mean"
+        done
+    done
+done
+
+echo "| mode | server | req/s | CPU µs/req | mean ms | CPU/req ÷ moonhttp's |"
+echo "|---|---|---:|---:|---:|---:|"
+for mode in h2c tls; do
+    mus=$(median <"$WORK/moonhttp.$mode.us")
+    for s in moonhttp nginx h2o; do
+        us=$(median <"$WORK/$s.$mode.us")
+        echo "| $mode | $s | $(median <"$WORK/$s.$mode.rps") | $us | $(median <"$WORK/$s.$mode.mean") | $(awk -v a="$us" -v b="$mus" 'BEGIN { printf "%.2f", a / b }') |"
+    done
+done
+
+# Idle connections: RSS of the moonhttp worker before and with $IDLE open h2c connections.
+rss() { awk '/^VmRSS/ { print $2 }' /proc/"$1"/status; }
+r0=$(rss "${PID[moonhttp]}")
+exec {fd}> >(/usr/bin/python3 bench/h2/idle.py "${H2C[moonhttp]}" "$IDLE" >"$WORK/idle.out")
+for _ in $(seq 300); do grep -q '^open' "$WORK/idle.out" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+r1=$(rss "${PID[moonhttp]}")
+exec {fd}>&-
+echo
+echo "idle h2c: $(cat "$WORK/idle.out"): moonhttp RSS ${r0} kB before, ${r1} kB with them ($(( (r1 - r0) * 1024 / IDLE )) bytes each)"
