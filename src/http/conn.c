@@ -257,8 +257,7 @@ static void update_io(struct mh_conn *c)
     c->io_events = ev;
 }
 
-/* HTTP/2 asks even with an empty wire queue: its frames wait inside nghttp2 (mh_h2_pump). */
-void mh_conn_schedule_write(struct mh_conn *c)
+static inline void push_pending(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
     if (c->in_pending || c->closed)
@@ -269,15 +268,16 @@ void mh_conn_schedule_write(struct mh_conn *c)
     c->refs++;
 }
 
+/* HTTP/2 asks even with an empty wire queue: its frames wait inside nghttp2 (mh_h2_pump). */
+void mh_conn_schedule_write(struct mh_conn *c)
+{
+    push_pending(c);
+}
+
 static void schedule_write(struct mh_conn *c)
 {
-    struct mh_http_ctx *w = c->h;
-    if (c->in_pending || c->closed || mh_outq_empty(&c->out))
-        return;
-    c->in_pending = true;
-    c->next_pending = w->_pending;
-    w->_pending = c;
-    c->refs++;
+    if (!mh_outq_empty(&c->out))
+        push_pending(c);
 }
 
 /*
@@ -340,18 +340,23 @@ static bool out_pending(const struct mh_conn *c)
     return !mh_outq_empty(&c->out) || c->wbuf_sent < c->wbuf.len;
 }
 
+/*
+ * HTTP/2: frames are serialized as the wire queue empties, so it stays
+ * bounded. True when that queued more to write.
+ */
+static inline bool pump_h2(struct mh_conn *c)
+{
+    if (!c->h2 || c->state != MH_CONN_H2)
+        return false;
+    mh_h2_pump(c);
+    return !c->closed && out_pending(c);
+}
+
 static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
     bool progressed = false;
-    for (;;) {
-        if (c->closed)
-            break;
-        /* HTTP/2: frames are serialized as the wire queue empties, so it stays bounded. */
-        if (c->h2 && c->state == MH_CONN_H2 && !out_pending(c))
-            mh_h2_pump(c);
-        if (c->closed || !out_pending(c))
-            break;
+    while (!c->closed && (out_pending(c) || pump_h2(c))) {
         const char *p;
         size_t len;
         ssize_t n;
@@ -1071,7 +1076,7 @@ static bool make_room(struct mh_conn *c)
  * the connection preface when h2c is on (RFC 9113 §3.3: prior knowledge).
  * 1: HTTP/2, 0: HTTP/1, -1: the bytes so far are a prefix of the preface.
  */
-static int detect_protocol(struct mh_conn *c)
+static __attribute__((cold, noinline)) int detect_protocol(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
     const char *alpn = mh_tls_alpn(&c->tp);
@@ -1094,7 +1099,7 @@ static int detect_protocol(struct mh_conn *c)
     return 1;
 }
 
-static void start_h2(struct mh_conn *c)
+static __attribute__((cold, noinline)) void start_h2(struct mh_conn *c)
 {
     c->state = MH_CONN_H2;
     if (mh_h2_start(c, c->in.data, c->in.len) < 0)

@@ -18,20 +18,6 @@
 /* The flood budget refills over this many seconds. */
 #define FLOOD_REFILL_SECONDS 10.0
 
-static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
-{
-    if (a == 0)
-        return b;
-    if (b == 0)
-        return a;
-    return a < b ? a : b;
-}
-
-static ev_tstamp after(struct mh_h2 *h, double seconds)
-{
-    return seconds > 0 ? ev_now(h->c->h->loop) + seconds : 0;
-}
-
 static struct mh_h2_stream *stream_get(nghttp2_session *session, int32_t id)
 {
     return nghttp2_session_get_stream_user_data(session, id);
@@ -73,7 +59,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     struct mh_h2_stream *s = mh_h2_stream_new(h, frame->hd.stream_id);
     if (!s)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
-    s->header_deadline = after(h, h->c->h->limits->read_header_timeout);
+    s->header_deadline = mh_h2_after(h, h->c->h->limits->read_header_timeout);
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
     mh_conn_set_idle(h->c, false);
     return 0;
@@ -228,7 +214,7 @@ static void sweep(struct mh_h2 *h)
         }
     }
     if (had && !h->streams) {
-        h->idle_at = after(h, h->c->h->limits->idle_timeout);
+        h->idle_at = mh_h2_after(h, h->c->h->limits->idle_timeout);
         mh_conn_set_idle(h->c, true);
     }
 }
@@ -263,7 +249,7 @@ void mh_h2_update_deadline(struct mh_h2 *h)
         return;
     ev_tstamp at = h->streams ? 0 : h->idle_at;
     for (struct mh_h2_stream *s = h->streams; s; s = s->next)
-        at = earliest(at, mh_h2_stream_deadline(s));
+        at = mh_h2_earliest(at, mh_h2_stream_deadline(s));
     mh_conn_set_deadline(h->c, at);
 }
 
@@ -370,7 +356,8 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     c->h2 = h;
     h->flood_tokens = lim->h2_flood_budget;
     h->flood_at = ev_now(c->h->loop);
-    h->idle_at = after(h, lim->idle_timeout); /* the preface is in: idle until a stream opens */
+    h->idle_at =
+        mh_h2_after(h, lim->idle_timeout); /* the preface is in: idle until a stream opens */
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->h2_max_concurrent_streams},
         {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, lim->h2_header_table_size},

@@ -60,6 +60,21 @@ struct mh_h2 {
     struct mh_buf scratch;        /* lowercased response header names */
 };
 
+/* The earlier of two deadlines (0 = none), and `seconds` from now (0 = off stays 0). */
+static inline ev_tstamp mh_h2_earliest(ev_tstamp a, ev_tstamp b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
+static inline ev_tstamp mh_h2_after(const struct mh_h2 *h, double seconds)
+{
+    return seconds > 0 ? ev_now(h->c->h->loop) + seconds : 0;
+}
+
 static inline struct mh_h2_stream *mh_h2_stream_of(const struct mh_req *r)
 {
     return (struct mh_h2_stream *)r;

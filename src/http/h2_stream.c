@@ -19,20 +19,6 @@
 
 static const struct mh_req_ops h2_ops;
 
-static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
-{
-    if (a == 0)
-        return b;
-    if (b == 0)
-        return a;
-    return a < b ? a : b;
-}
-
-static ev_tstamp after(const struct mh_h2_stream *s, double seconds)
-{
-    return seconds > 0 ? ev_now(s->h2->c->h->loop) + seconds : 0;
-}
-
 static const struct mh_http_limits *limits(const struct mh_h2_stream *s)
 {
     return s->h2->c->h->limits;
@@ -246,9 +232,9 @@ void mh_h2_stream_start(struct mh_h2_stream *s)
         return;
     }
     s->req.started = ev_now(c->h->loop);
-    s->write_deadline = after(s, limits(s)->write_timeout);
+    s->write_deadline = mh_h2_after(s->h2, limits(s)->write_timeout);
     if (s->req.body_state == MH_BODY_MORE)
-        s->read_deadline = after(s, limits(s)->read_timeout);
+        s->read_deadline = mh_h2_after(s->h2, limits(s)->read_timeout);
     if (s->bad_status) {
         respond_bad(s);
         return;
@@ -357,7 +343,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
     if (n < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a file read failed: RST this stream */
     if (n > 0)
-        s->send_deadline = after(s, limits(s)->send_timeout);
+        s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
     if (s->high && s->q.bytes + s->req.res.body.bytes <= MH_REQ_LOW_WATER) {
         s->high = false;
         s->wake_writable = true;
@@ -490,7 +476,7 @@ static void h2_send(struct mh_req *r, bool complete)
         if (submit_head(s, complete, staged) < 0)
             goto reset;
         if (!(complete && mh_outq_empty(&s->q)))
-            s->send_deadline = after(s, limits(s)->send_timeout);
+            s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
     } else if (s->deferred) {
         s->deferred = false;
         nghttp2_session_resume_data(s->h2->session, s->id);
@@ -588,14 +574,14 @@ static uint64_t h2_pending(const struct mh_req *r)
 static void h2_set_read_timeout(struct mh_req *r, double seconds)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    s->read_deadline = after(s, seconds);
+    s->read_deadline = mh_h2_after(s->h2, seconds);
     mh_h2_update_deadline(s->h2);
 }
 
 static void h2_set_write_timeout(struct mh_req *r, double seconds)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    s->write_deadline = after(s, seconds);
+    s->write_deadline = mh_h2_after(s->h2, seconds);
     mh_h2_update_deadline(s->h2);
 }
 
@@ -608,9 +594,10 @@ ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
 {
     if (s->closed)
         return 0;
-    ev_tstamp at = earliest(earliest(s->header_deadline, s->write_deadline), s->send_deadline);
+    ev_tstamp at =
+        mh_h2_earliest(mh_h2_earliest(s->header_deadline, s->write_deadline), s->send_deadline);
     if (s->req.body_state == MH_BODY_MORE && s->in_handler)
-        at = earliest(at, s->read_deadline);
+        at = mh_h2_earliest(at, s->read_deadline);
     return at;
 }
 
