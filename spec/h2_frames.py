@@ -251,6 +251,16 @@ def scenario(name, port):
         c.send(c.headers(3, path="/hello"))
         c.read(ended(1), timeout=4)
         c.read(timeout=0.5)
+    elif name == "idle":  # no stream at all: GOAWAY after idle_timeout
+        t = time.time()
+        c.read(goaway, timeout=6)
+        c.note("waited", "%.1f" % (time.time() - t))
+    elif name == "head_timeout":  # a header block that never ends: read_header_timeout
+        c.read(timeout=0.2)  # SETTINGS acknowledged first: nothing may come between the frames
+        c.send(HeadersFrame(1, c.block()))
+        t = time.time()
+        c.read(lambda c: "rst.1" in c.out or "goaway" in c.out, timeout=4)
+        c.note("waited", "%.1f" % (time.time() - t))
     elif name == "concurrent":  # a slow stream does not hold a fast one
         c.send(c.headers(1, path="/slow"), c.headers(3, path="/hello"))
         c.read(ended(3), timeout=4)

@@ -11,7 +11,7 @@ local FRAMES = debug.getinfo(1, "S").source:sub(2):gsub("h2_spec%.lua$", "h2_fra
 local APP = [[
 local http = require "moonhttp"
 http.server{ max_body_bytes = 100000, max_header_bytes = 4096, 
-  read_header_timeout = 1, send_timeout = 1, compress = { min_bytes = 100 }, %s }
+  read_header_timeout = 1, send_timeout = 1, idle_timeout = 2, compress = { min_bytes = 100 }, %s }
 local progress = 0
 http.handle("GET /hello", function(req, res) res:write("hello") end)
 http.handle("GET /host", function(req, res) res:write(req.proto .. " " .. tostring(req:header("host"))) end)
@@ -186,6 +186,15 @@ describe("HTTP/2", function()
     assert.truthy(tonumber(progress) <= 4, progress)
   end)
 
+  it("applies idle_timeout to a connection without streams and read_header_timeout to a head", function()
+    local kv = frames(srv, "idle")
+    assert.equal("NO_ERROR", kv.goaway)
+    assert.truthy(tonumber(kv.waited) >= 1.5 and tonumber(kv.waited) < 4, kv.waited)
+    kv = frames(srv, "head_timeout")
+    assert.equal("CANCEL", kv["rst.1"])
+    assert.truthy(tonumber(kv.waited) >= 0.8 and tonumber(kv.waited) < 3, kv.waited)
+  end)
+
   -- { scenario, expected key/value pairs } (see spec/h2_frames.py)
   local rows = {
     { "post", { ["status.1"] = "200", ["body.1"] = "hello" } },
@@ -208,7 +217,7 @@ describe("HTTP/2", function()
     -- floods: GOAWAY ENHANCE_YOUR_CALM
     -- Rapid Reset: 1000 resets (h2_flood_budget) of 4000, then GOAWAY (nghttp2's own
     -- limit would say INTERNAL_ERROR: ENHANCE_YOUR_CALM is ours)
-    { "rapid_reset", { goaway = "ENHANCE_YOUR_CALM", goaway_last = "2001" } },
+    { "rapid_reset", { goaway = "ENHANCE_YOUR_CALM" } },
     { "continuation_flood", { goaway = "ENHANCE_YOUR_CALM", goaway_last = "1" } },
     { "settings_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     { "ping_flood", { goaway = "ENHANCE_YOUR_CALM" } },
@@ -233,6 +242,13 @@ describe("HTTP/2", function()
       assert.equal("hello", curl(string.format("--http2-prior-knowledge http://127.0.0.1:%d/hello", srv.port)))
     end)
   end
+
+  it("closes a Rapid Reset at the budget, not at the end of the 4,000 streams", function()
+    local kv = frames(srv, "rapid_reset")
+    -- h2_flood_budget 1000 resets (refilled at 100/s while the loop runs): stream ~2001
+    local last = tonumber(kv.goaway_last)
+    assert.truthy(last >= 1801 and last <= 2601, kv.goaway_last)
+  end)
 
   it("stops gracefully: GOAWAY with the last stream, the stream in flight completes", function()
     local g = start(dir)

@@ -356,8 +356,8 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     c->h2 = h;
     h->flood_tokens = lim->h2_flood_budget;
     h->flood_at = ev_now(c->h->loop);
-    h->idle_at =
-        mh_h2_after(h, lim->idle_timeout); /* the preface is in: idle until a stream opens */
+    /* the preface is in: idle (idle_timeout) until a stream opens */
+    h->idle_at = mh_h2_after(h, lim->idle_timeout);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->h2_max_concurrent_streams},
         {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, lim->h2_header_table_size},
