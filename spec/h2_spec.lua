@@ -274,6 +274,18 @@ describe("HTTP/2", function()
     os.remove(log)
   end)
 
+  it("counts requests by protocol in the metrics", function()
+    local m = start(dir, "", { flags = { "--metrics", "127.0.0.1:0" } })
+    local mport = tonumber(m:logtext():match("metrics on [^\n]* %(port (%d+)%)"))
+    for _ = 1, 3 do curl(string.format("--http2-prior-knowledge http://127.0.0.1:%d/hello", m.port)) end
+    curl(string.format("--http1.1 http://127.0.0.1:%d/hello", m.port))
+    local text = curl(string.format("http://127.0.0.1:%d/metrics", mport))
+    assert.truthy(text:find('moonhttp_requests_by_protocol_total{protocol="HTTP/2.0"} 3\n', 1, true), text)
+    local h1 = tonumber(text:match('moonhttp_requests_by_protocol_total{protocol="HTTP/1.1"} (%d+)'))
+    assert.truthy(h1 and h1 >= 1, text)
+    m:stop()
+  end)
+
   it("h2c = false: a connection preface is HTTP/1 (not upgraded)", function()
     local off = start(dir, "h2c = false")
     local out = curl(string.format("--http2-prior-knowledge -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/hello", off.port))

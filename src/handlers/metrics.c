@@ -45,6 +45,7 @@ struct mh_metrics {
     struct mh_reload_stats reload;
     unsigned long task_errors[MH_METRICS_TASK_KINDS];
     uint64_t guards[MH_METRICS_NGUARDS];
+    uint64_t protos[MH_METRICS_NPROTOS];
     struct worker_slot workers[NWORKER_SLOTS];
     struct route_slot other;     /* when the table is full */
     struct route_slot unmatched; /* 404, 405, redirects: no route */
@@ -137,6 +138,11 @@ void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, do
     ADD(&s->buckets[b], 1);
     ADD(&s->sum_us, (uint64_t)(seconds > 0 ? seconds * 1e6 : 0));
     ADD(&s->count, 1);
+}
+
+void mh_metrics_count_proto(struct mh_metrics *m, enum mh_metrics_proto proto)
+{
+    ADD(&m->protos[proto], 1);
 }
 
 void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what)
@@ -322,6 +328,15 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
             (unsigned long long)LOAD(&m->guards[MH_METRICS_CPU_LIMIT]),
             (unsigned long long)LOAD(&m->guards[MH_METRICS_MEMORY_LIMIT]),
             (unsigned long long)LOAD(&m->guards[MH_METRICS_STALL]));
+    appendf(out,
+            "# HELP moonhttp_requests_by_protocol_total Finished requests by protocol version.\n"
+            "# TYPE moonhttp_requests_by_protocol_total counter\n"
+            "moonhttp_requests_by_protocol_total{protocol=\"HTTP/1.0\"} %llu\n"
+            "moonhttp_requests_by_protocol_total{protocol=\"HTTP/1.1\"} %llu\n"
+            "moonhttp_requests_by_protocol_total{protocol=\"HTTP/2.0\"} %llu\n",
+            (unsigned long long)LOAD(&m->protos[MH_METRICS_HTTP10]),
+            (unsigned long long)LOAD(&m->protos[MH_METRICS_HTTP11]),
+            (unsigned long long)LOAD(&m->protos[MH_METRICS_HTTP2]));
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */
     return out->len > start ? 0 : -1;
 }

@@ -56,6 +56,15 @@ void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind
 /* Counts one finished request. pattern NULL: no route matched. */
 void mh_metrics_record(struct mh_metrics *m, const char *pattern, int status, double seconds);
 
+/* Requests by protocol version (moonhttp_requests_by_protocol_total). */
+enum mh_metrics_proto {
+    MH_METRICS_HTTP10,
+    MH_METRICS_HTTP11,
+    MH_METRICS_HTTP2,
+    MH_METRICS_NPROTOS
+};
+void mh_metrics_count_proto(struct mh_metrics *m, enum mh_metrics_proto proto);
+
 /* What a guard stopped (lua_guard.h, master.c), counted in moonhttp_guard_events_total. */
 enum mh_metrics_guard {
     MH_METRICS_CPU_LIMIT,    /* a task got "cpu limit exceeded" */

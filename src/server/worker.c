@@ -181,9 +181,13 @@ static void observe(void *ud, const struct mh_req *r)
     struct mh_worker *w = ud;
     double seconds = ev_time() - r->started;
     const struct mh_route *route = r->head.route;
-    if (w->record_metrics)
+    if (w->record_metrics) {
         mh_metrics_record(w->metrics, route ? mh_route_pattern(route) : NULL, r->res.status,
                           seconds);
+        mh_metrics_count_proto(w->metrics, r->head.http_major == 2 ? MH_METRICS_HTTP2
+                                           : r->head.http_minor    ? MH_METRICS_HTTP11
+                                                                   : MH_METRICS_HTTP10);
+    }
     if (w->access_log)
         mh_access_log_request(w->access_log, r, seconds);
     if (w->log_requests) {
