@@ -94,7 +94,8 @@ static const struct setting settings[] = {
     {"h2_max_concurrent_streams", T_INT, OFF(h2_max_concurrent_streams), 1, 1 << 20,
      "HTTP/2 streams a client may have open at once per connection"},
     {"h2_header_table_size", T_BYTES, OFF(h2_header_table_size), 0, 1 << 20,
-     "HTTP/2 HPACK dynamic table size (each direction)"},
+     "HTTP/2 HPACK dynamic table size clients may use for request headers "
+     "(SETTINGS_HEADER_TABLE_SIZE)"},
     {"h2_flood_budget", T_INT, OFF(h2_flood_budget), 10, 1 << 24,
      "HTTP/2 frames that do no work (PING, SETTINGS, PRIORITY, empty DATA, client RST_STREAM) a "
      "connection may send in a burst (refilled over 10 s); past it: GOAWAY ENHANCE_YOUR_CALM"},
