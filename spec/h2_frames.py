@@ -261,6 +261,11 @@ def scenario(name, port):
         t = time.time()
         c.read(lambda c: "rst.1" in c.out or "goaway" in c.out, timeout=4)
         c.note("waited", "%.1f" % (time.time() - t))
+    elif name == "reload":  # the spec sends SIGHUP while stream 1 runs
+        c.send(c.headers(1, path="/slow"))
+        c.read(timeout=0.4)
+        c.send(c.headers(3, path="/hello"))
+        c.read(lambda c: ended(1)(c) and ended(3)(c), timeout=4)
     elif name == "concurrent":  # a slow stream does not hold a fast one
         c.send(c.headers(1, path="/slow"), c.headers(3, path="/hello"))
         c.read(ended(3), timeout=4)
