@@ -58,6 +58,23 @@ local function frames(srv, scenario)
   return parse(out), out
 end
 
+-- Runs a scenario and sends the server `sig` 0.2 s into it.
+local function frames_signalled(srv, scenario, sig)
+  local out, ok = sh(string.format("(timeout 20 %s %s %s %d & sleep 0.2; kill -%s %d; wait)",
+    PY, q(FRAMES), scenario, srv.port, sig, srv.pid))
+  assert(ok, out)
+  return parse(out), out
+end
+
+-- A self-signed certificate (c.pem, k.pem) in a new directory.
+local function make_cert()
+  local tls = H.tmpname("-h2tls")
+  assert(os.execute("mkdir -p " .. q(tls)))
+  H.must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes " ..
+    "-keyout %s/k.pem -out %s/c.pem -days 2 -subj /CN=localhost 2>&1", q(tls), q(tls)))
+  return tls
+end
+
 local function curl(args)
   return sh("curl -sS --max-time 10 " .. args)
 end
@@ -100,10 +117,7 @@ describe("HTTP/2", function()
   it("gives curl the same answers over h2c and TLS h2 as over HTTP/1.1", function()
     local body = H.write_file(H.tmpname(".bin"), string.rep("0123456789", 9000))
     local large = H.write_file(H.tmpname(".bin"), string.rep("z", 150000))
-    local tls = H.tmpname("-h2tls")
-    assert(os.execute("mkdir -p " .. q(tls)))
-    H.must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes " ..
-      "-keyout %s/k.pem -out %s/c.pem -days 2 -subj /CN=localhost 2>&1", q(tls), q(tls)))
+    local tls = make_cert()
     local tsrv = start(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
     local fmt = "-o /dev/null -w '%{http_code} %{size_download} [%header{content-type}] " ..
         "[%header{content-length}] [%header{content-encoding}] %{http_version}\\n'"
@@ -252,10 +266,7 @@ describe("HTTP/2", function()
 
   it("stops gracefully: GOAWAY with the last stream, the stream in flight completes", function()
     local g = start(dir)
-    local out, ok = sh(string.format("(timeout 20 %s %s graceful %d & sleep 0.2; kill -TERM %d; wait)",
-      PY, q(FRAMES), g.port, g.pid))
-    assert(ok, out)
-    local kv = parse(out)
+    local kv, out = frames_signalled(g, "graceful", "TERM")
     assert.equal("NO_ERROR", kv.goaway, out)
     assert.equal("1", kv.goaway_last, out)
     assert.equal("200", kv["status.1"], out)
@@ -266,10 +277,7 @@ describe("HTTP/2", function()
 
   it("keeps an h2 connection across a reload: the stream in flight ends, the next is served", function()
     local g = start(dir)
-    local out, ok = sh(string.format("(timeout 20 %s %s reload %d & sleep 0.2; kill -HUP %d; wait)",
-      PY, q(FRAMES), g.port, g.pid))
-    assert(ok, out)
-    local kv = parse(out)
+    local kv, out = frames_signalled(g, "reload", "HUP")
     assert.equal("slow", kv["body.1"], out)
     assert.equal("hello", kv["body.3"], out)
     assert.is_nil(kv.goaway, out)
@@ -312,10 +320,7 @@ describe("HTTP/2", function()
   end)
 
   it("http2 = false: TLS offers only http/1.1 in ALPN", function()
-    local tls = H.tmpname("-h2tls")
-    assert(os.execute("mkdir -p " .. q(tls)))
-    H.must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes " ..
-      "-keyout %s/k.pem -out %s/c.pem -days 2 -subj /CN=localhost 2>&1", q(tls), q(tls)))
+    local tls = make_cert()
     local tsrv = start(dir, string.format("http2 = false, tls = { cert = %q, key = %q }",
       tls .. "/c.pem", tls .. "/k.pem"))
     local out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", tsrv.port))
