@@ -266,6 +266,9 @@ def scenario(name, port):
         c.read(timeout=0.4)
         c.send(c.headers(3, path="/hello"))
         c.read(lambda c: ended(1)(c) and ended(3)(c), timeout=4)
+    elif name == "slow_producer":  # the handler, not the client, is slow: no send_timeout
+        c.send(c.headers(1, path="/slow_producer"))
+        c.read(lambda c: "rst.1" in c.out or c.out.get("body.1", "").endswith("late"), timeout=4)
     elif name == "concurrent":  # a slow stream does not hold a fast one
         c.send(c.headers(1, path="/slow"), c.headers(3, path="/hello"))
         c.read(ended(3), timeout=4)

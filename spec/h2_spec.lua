@@ -36,6 +36,9 @@ http.handle("GET /big", function(req, res)
     progress = i
   end
 end)
+http.handle("GET /slow_producer", function(req, res)
+  res:write("early "); res:flush(); http.sleep(1.5); res:write("late")
+end)
 http.handle("GET /progress", function(req, res) res:write(progress) end)
 http.handle("GET /err", function(req, res) error("boom") end)
 http.handle("GET /err_after_head", function(req, res) res:write("a"); res:flush(); error("boom") end)
@@ -212,6 +215,8 @@ describe("HTTP/2", function()
   -- { scenario, expected key/value pairs } (see spec/h2_frames.py)
   local rows = {
     { "post", { ["status.1"] = "200", ["body.1"] = "hello" } },
+    -- send_timeout (1 s) waits on the client, not on a handler that writes 1.5 s later
+    { "slow_producer", { ["status.1"] = "200", ["body.1"] = "early late", ["rst.1"] = false } },
     { "te_trailers", { ["status.1"] = "200" } },
     -- RFC 9113 §8.3: pseudo-headers; §8.2.2: connection-specific fields; TE only "trailers"
     { "bad_no_path", { ["rst.1"] = "PROTOCOL_ERROR" } },

@@ -40,8 +40,9 @@ struct mh_h2_stream {
     bool has_length;    /* the request declared Content-Length */
     uint32_t ncookies;  /* cookie fields (joined into one at the end of the head) */
     struct mh_slice method;
-    /* send_timeout: the response must make progress (a DATA frame) by then; 0 = none.
-     * A zero flow-control window (slow read) is cut here, as a full socket is on HTTP/1. */
+    /* send_timeout: output waiting for the client must make progress (a DATA frame) by
+     * then; 0 = none (nothing waits, or the handler is the slow one). A zero flow-control
+     * window (slow read) is cut here, as a full socket is on HTTP/1. */
     ev_tstamp send_deadline;
     struct mh_h2_stream *prev, *next; /* the session's streams */
 };

@@ -357,6 +357,8 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
             return n;
         }
         if (n == 0) {
+            /* waiting for the handler, not for the client: send_timeout is not running */
+            s->send_deadline = 0;
             s->deferred = true;
             return NGHTTP2_ERR_DEFERRED;
         }
@@ -475,12 +477,13 @@ static void h2_send(struct mh_req *r, bool complete)
         res->head_sent = true;
         if (submit_head(s, complete, staged) < 0)
             goto reset;
-        if (!(complete && mh_outq_empty(&s->q)))
-            s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
     } else if (s->deferred) {
         s->deferred = false;
         nghttp2_session_resume_data(s->h2->session, s->id);
     }
+    /* output waits for the client (its windows) from now: send_timeout runs until progress */
+    if (!mh_outq_empty(&s->q) && !s->send_deadline)
+        s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
     if (complete) {
         s->write_deadline = s->read_deadline = 0;
         end_request(s);
