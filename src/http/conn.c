@@ -413,6 +413,7 @@ static void conn_flush(struct mh_conn *c)
 /* ---- lifecycle ----------------------------------------------------------- */
 
 static void on_io(struct ev_loop *loop, ev_io *io, int revents);
+static void on_io_first(struct ev_loop *loop, ev_io *io, int revents);
 
 void mh_http_ctx_init(struct mh_http_ctx *h, struct ev_loop *loop,
                       const struct mh_http_limits *limits, struct mh_buf_pool *bufs)
@@ -575,7 +576,7 @@ struct mh_conn *mh_http_accept(struct mh_http_ctx *w, const struct mh_handler *r
     memcpy(&c->peer, peer, plen);
     c->peer_len = plen;
     mh_http_parser_init(c);
-    ev_io_init(&c->io, on_io, fd, 0);
+    ev_io_init(&c->io, on_io_first, fd, 0);
     c->io.data = c;
     ev_init(&c->timer, on_timer);
     c->timer.data = c;
@@ -721,6 +722,7 @@ static void start_linger(struct mh_conn *c);
 
 void mh_conn_linger(struct mh_conn *c)
 {
+    ev_set_cb(&c->io, on_io); /* HTTP/2 is done: the lingering close reads as HTTP/1 does */
     c->close_after = true;
     start_linger(c);
 }
@@ -1080,39 +1082,35 @@ static __attribute__((cold, noinline)) int detect_protocol(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
     const char *alpn = mh_tls_alpn(&c->tp);
-    if (alpn) {
-        c->proto_known = true;
+    if (alpn)
         return lim->http2 && strcmp(alpn, "h2") == 0;
-    }
-    if (!lim->h2c) {
-        c->proto_known = true;
+    if (!lim->h2c)
         return 0;
-    }
     size_t n = c->in.len < MH_H2_PREFACE_LEN ? c->in.len : MH_H2_PREFACE_LEN;
-    if (memcmp(c->in.data, MH_H2_PREFACE, n) != 0) {
-        c->proto_known = true;
+    if (memcmp(c->in.data, MH_H2_PREFACE, n) != 0)
         return 0;
-    }
-    if (n < MH_H2_PREFACE_LEN)
-        return -1;
-    c->proto_known = true;
-    return 1;
+    return n < MH_H2_PREFACE_LEN ? -1 : 1;
 }
+
+static void on_io_h2(struct ev_loop *loop, ev_io *io, int revents);
 
 static __attribute__((cold, noinline)) void start_h2(struct mh_conn *c)
 {
     c->state = MH_CONN_H2;
+    ev_set_cb(&c->io, on_io_h2);
     if (mh_h2_start(c, c->in.data, c->in.len) < 0)
         return out_of_memory(c);
     c->in.len = c->parse_pos = c->req_start = 0;
     mh_buf_release(&c->in, c->h->bufs);
 }
 
-static void conn_read(struct mh_conn *c)
+/*
+ * Reads and parses. `detect`: the connection's first bytes, where HTTP/1 or
+ * HTTP/2 is decided (on_io_first); later reads skip that test (on_io).
+ */
+static inline __attribute__((always_inline)) void read_input(struct mh_conn *c, bool detect)
 {
     struct mh_http_ctx *w = c->h;
-    if (c->state == MH_CONN_H2)
-        return mh_h2_read(c);
     char small[STACK_READ];
     bool borrowed = !c->in.data || c->state == MH_CONN_LINGER;
     char *dst = small;
@@ -1162,10 +1160,11 @@ static void conn_read(struct mh_conn *c)
     } else {
         c->in.len += (size_t)n;
     }
-    if (!c->proto_known) {
+    if (detect) {
         int proto = detect_protocol(c);
         if (proto < 0)
-            return; /* a prefix of the preface: wait for the rest */
+            return;               /* a prefix of the preface: wait for the rest */
+        ev_set_cb(&c->io, on_io); /* decided */
         if (proto > 0)
             return start_h2(c);
     }
@@ -1174,18 +1173,48 @@ static void conn_read(struct mh_conn *c)
     conn_process(c);
 }
 
-static void on_io(struct ev_loop *loop, ev_io *io, int revents)
+static void conn_read(struct mh_conn *c)
 {
-    struct mh_conn *c = io->data;
-    (void)loop;
+    read_input(c, false);
+}
+
+static void conn_read_first(struct mh_conn *c)
+{
+    read_input(c, true);
+}
+
+/* A connection's socket events; `read` is the protocol's (inlined: no indirect call). */
+static inline __attribute__((always_inline)) void handle_io(struct mh_conn *c, int revents,
+                                                            void (*read)(struct mh_conn *c))
+{
     int read_ev = c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     int write_ev = c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
     c->refs++;
     if (c->want_write && (revents & write_ev))
         conn_flush(c);
     if (!c->closed && (revents & read_ev))
-        conn_read(c);
+        read(c);
     c->refs--;
+}
+
+static void on_io(struct ev_loop *loop, ev_io *io, int revents)
+{
+    (void)loop;
+    handle_io(io->data, revents, conn_read);
+}
+
+/* A new connection's watcher until its first bytes decide the protocol. */
+static void on_io_first(struct ev_loop *loop, ev_io *io, int revents)
+{
+    (void)loop;
+    handle_io(io->data, revents, conn_read_first);
+}
+
+/* An HTTP/2 connection's watcher (start_h2 switches to it, mh_conn_linger back). */
+static void on_io_h2(struct ev_loop *loop, ev_io *io, int revents)
+{
+    (void)loop;
+    handle_io(io->data, revents, mh_h2_read);
 }
 
 static const struct mh_req_ops http1_ops = {

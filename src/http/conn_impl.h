@@ -73,7 +73,6 @@ struct mh_conn {
     bool want_write;  /* the socket was full: wait for EV_WRITE */
     bool on_idle_list;
     bool processing;  /* inside the input loop (guards re-entry) */
-    bool proto_known; /* HTTP/1 or HTTP/2 decided (preface or ALPN) */
     struct mh_h2 *h2; /* MH_CONN_H2: the session */
     unsigned refs;
 
