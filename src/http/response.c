@@ -336,7 +336,9 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
         }
         /* else: HTTP/1.0 without a length: the body ends when we close. */
     }
-    if (!ctx->keep_alive)
+    if (ctx->upgrade)
+        p = PUT_LIT(p, "Connection: Upgrade\r\n");
+    else if (!ctx->keep_alive)
         p = PUT_LIT(p, "Connection: close\r\n");
     else if (ctx->http_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");

@@ -97,6 +97,7 @@ struct mh_head_ctx {
     uint8_t http_minor;
     bool head_method; /* no body bytes on the wire */
     bool keep_alive;  /* the connection stays open after this response */
+    bool upgrade;     /* a 101: "Connection: Upgrade" (the stream switches protocols) */
 };
 
 /*
