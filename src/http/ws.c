@@ -15,8 +15,8 @@
 static const char WS_GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /* Whether any `name` header holds `tok` in its comma-separated list. */
-static bool header_has_token(const struct mh_req *r, const char *name, size_t nlen,
-                             const char *tok, size_t tlen, bool icase)
+static bool header_has_token(const struct mh_req *r, const char *name, size_t nlen, const char *tok,
+                             size_t tlen, bool icase)
 {
     const char *base = mh_req_head(r);
     for (uint32_t i = 0; i < r->head.nheaders; i++) {

@@ -90,7 +90,7 @@ struct mh_ws {
     void *ud;
 
     enum mh_ws_state state;
-    uint16_t close_code;   /* the peer's (or 1006 when it vanished, 1005 without a code) */
+    uint16_t close_code; /* the peer's (or 1006 when it vanished, 1005 without a code) */
     char close_reason[124];
     size_t close_reason_len;
     const char *failure; /* why we closed: NULL for a clean close */
@@ -112,8 +112,8 @@ struct mh_ws {
     ev_timer timer;
     ev_tstamp last_seen;      /* loop time of the last frame from the peer */
     ev_tstamp close_deadline; /* once closing: the connection ends by then (0 = open) */
-    bool ping_sent;      /* since last_seen */
-    bool in_parse;       /* inside a parse (a callback must not re-enter it) */
+    bool ping_sent;           /* since last_seen */
+    bool in_parse;            /* inside a parse (a callback must not re-enter it) */
 };
 
 /*

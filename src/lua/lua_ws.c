@@ -231,8 +231,9 @@ static int l_close(lua_State *L)
     lua_Integer code = luaL_optinteger(L, 2, 1000);
     size_t len = 0;
     const char *reason = luaL_optlstring(L, 3, "", &len);
-    luaL_argcheck(L, code == 1000 || code == 1001 || code == 1008 || code == 1011 ||
-                         (code >= 3000 && code <= 4999),
+    luaL_argcheck(L,
+                  code == 1000 || code == 1001 || code == 1008 || code == 1011 ||
+                      (code >= 3000 && code <= 4999),
                   2, "close code must be 1000, 1001, 1008, 1011 or 3000..4999");
     luaL_argcheck(L, len <= 123, 3, "a close reason is at most 123 bytes");
     unsigned st = 0;
@@ -372,8 +373,11 @@ static int l_gc(lua_State *L)
 
 void mh_lua_ws_open(lua_State *L)
 {
-    static const luaL_Reg methods[] = {
-        {"receive", l_receive}, {"send", l_send}, {"ping", l_ping}, {"close", l_close}, {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"receive", l_receive},
+                                       {"send", l_send},
+                                       {"ping", l_ping},
+                                       {"close", l_close},
+                                       {NULL, NULL}};
     luaL_newmetatable(L, WS_MT);
     luaL_newlib(L, methods);
     lua_pushcclosure(L, l_index, 1);
