@@ -95,6 +95,12 @@ http.handle("GET /gone_result", function(req, res) res:write(gone) end)
 
 why = "none"
 http.handle("GET /why", function(req, res) res:write(why) end)
+http.handle("GET /room/{name}/{rest...}", function(req, res)
+  local ws = assert(req:websocket())
+  ws:receive() -- meanwhile other requests reuse the connection's old read buffer
+  ws:send(req:pathvalue("name") .. " " .. req:pathvalue("rest") .. " " .. req.path .. " " .. req:header("x-tag") .. " " .. req:arg("q"))
+end)
+
 http.handle("GET /plain", function(req, res) res:write("plain http") end)
 ]]
 
@@ -293,6 +299,16 @@ describe("WebSocket", function()
       c:send(frame(8, ""))
       f = read_frame(c)
       assert.same({ 8, "" }, { f.op, f.payload }) -- no status in, no status out (7.4.1)
+      c:close()
+    end)
+
+    it("keeps the request's path, captures, query and headers readable after the switch", function()
+      local c = open(srv, "/room/lobby/a/b?q=1", "X-Tag: t1\r\n")
+      for _ = 1, 3 do
+        assert.equal(200, srv:request("GET", "/plain?" .. ("z"):rep(300), { ["X-Pad"] = ("y"):rep(500) }).status)
+      end
+      c:send(frame(1, "go"))
+      assert.equal("lobby a/b /room/lobby/a/b t1 1", read_frame(c).payload)
       c:close()
     end)
 

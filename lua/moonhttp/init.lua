@@ -65,7 +65,16 @@ local function new_scope(prefix, parent)
   return setmetatable({ prefix = prefix, parent = parent, middleware = {} }, Scope)
 end
 
-local parse_size = web.parse_size
+-- "64k", "10m", "1g" or a number of bytes.
+local function parse_size(v, what, level)
+  if type(v) == "number" and v >= 0 and v == math.floor(v) then return v end
+  if type(v) == "string" then
+    local n, unit = v:match("^(%d+)([kKmMgG]?)[bB]?$")
+    local mult = { [""] = 1, k = 1024, m = 1024 ^ 2, g = 1024 ^ 3 }
+    if n then return math.tointeger(tonumber(n) * mult[unit:lower()]) end
+  end
+  error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
+end
 
 local route_options = { max_body = true, compress = true }
 

@@ -456,59 +456,6 @@ function res:sse()
   return setmetatable({ _res = self }, SSE)
 end
 
--- "64k", "10m", "1g" or a number of bytes.
-function M.parse_size(v, what, level)
-  if type(v) == "number" and v >= 0 and v == math.floor(v) then return v end
-  if type(v) == "string" then
-    local n, unit = v:match("^(%d+)([kKmMgG]?)[bB]?$")
-    local mult = { [""] = 1, k = 1024, m = 1024 ^ 2, g = 1024 ^ 3 }
-    if n then return math.tointeger(tonumber(n) * mult[unit:lower()]) end
-  end
-  error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
-end
-
--- WebSocket (RFC 6455) -----------------------------------------------------------
-
-local ws_defaults = {
-  max_message = 1024 * 1024, -- after reassembly of fragments
-  ping_interval = 30,        -- ping a client silent this long
-  idle_timeout = 60,         -- close (1001) one silent this long
-  close_timeout = 5,         -- wait this long for the client's close reply
-}
-local ws_options = { protocols = true, max_message = true, max_frame = true,
-                     ping_interval = true, idle_timeout = true, close_timeout = true }
-
-local function seconds(opts, name)
-  local v = opts[name]
-  if v == nil then return ws_defaults[name] end
-  if type(v) ~= "number" or v < 0 then
-    error("req:websocket: " .. name .. " must be a number of seconds >= 0 (0: never)", 3)
-  end
-  return v
-end
-
--- req:websocket{ protocols =, max_message =, max_frame =, ping_interval =,
--- idle_timeout =, close_timeout = } -> ws; or nil, err (a bad handshake: the
--- 400 or 426 is staged, so a handler that just returns answers it).
-function req:websocket(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("req:websocket: options must be a table", 2) end
-  for k in pairs(opts) do
-    if not ws_options[k] then error("req:websocket: unknown option '" .. tostring(k) .. "'", 2) end
-  end
-  local protocols = opts.protocols
-  if protocols ~= nil and type(protocols) ~= "table" then
-    error("req:websocket: protocols must be a list of strings", 2)
-  end
-  local max_message = opts.max_message ~= nil
-    and M.parse_size(opts.max_message, "req:websocket: max_message", 3) or ws_defaults.max_message
-  local max_frame = opts.max_frame ~= nil
-    and M.parse_size(opts.max_frame, "req:websocket: max_frame", 3) or max_message
-  if max_message < 1 or max_frame < 1 then error("req:websocket: sizes must be positive", 2) end
-  return self:_websocket(protocols, max_message, max_frame, seconds(opts, "ping_interval"),
-                         seconds(opts, "idle_timeout"), seconds(opts, "close_timeout"))
-end
-
 -- Installs the methods on req and res (called once by moonhttp's init).
 function M.install()
   if c_args then return end

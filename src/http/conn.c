@@ -314,6 +314,20 @@ static bool out_pending(const struct mh_conn *c)
     return !mh_outq_empty(&c->out) || c->wbuf_sent < c->wbuf.len;
 }
 
+/*
+ * A tunnel lives long and is mostly idle, so whenever its output drains it
+ * gives back the wire queue's buffer and chunk array (the next send takes
+ * them again), and once the 101 is out, the response's header memory kept
+ * for a next request that will never come.
+ */
+static void trim_tunnel(struct mh_conn *c)
+{
+    mh_outq_release(&c->out, c->h->bufs);
+    mh_outq_free(&c->out);
+    if (c->req.res.head_sent)
+        mh_response_trim(&c->req.res);
+}
+
 static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
@@ -361,6 +375,8 @@ static void conn_flush(struct mh_conn *c)
             return;
         }
         set_timeout(c, LINGER_SECONDS);
+    } else if (c->tunnel) {
+        trim_tunnel(c);
     } else if (c->state == MH_CONN_IDLE) {
         mh_outq_release(&c->out, w->bufs);
         if (c->wbuf.data)
@@ -1131,13 +1147,25 @@ static int conn_upgrade(struct mh_req *r)
     char *head = malloc(c->head_len ? c->head_len : 1);
     if (!head)
         return -1;
-    memcpy(head, mh_conn_head(c), c->head_len);
+    const char *old = mh_conn_head(c);
+    memcpy(head, old, c->head_len);
     r->body.len = 0;
     if (c->parse_pos < c->in.len &&
         mh_buf_append(&r->body, c->in.data + c->parse_pos, c->in.len - c->parse_pos) < 0) {
         free(head);
         return -1;
     }
+    /*
+     * Slices are offsets and follow the copy; the routed path is a pointer:
+     * move it too. Memory kept for a next request on this connection (there
+     * will be none) goes: a tunnel is long-lived and mostly idle.
+     */
+    struct mh_request *q = &r->head;
+    if (q->route_path >= old && q->route_path < old + c->head_len)
+        q->route_path = head + (q->route_path - old);
+    if (q->route_path != q->cleaned.data)
+        mh_buf_free(&q->cleaned);
+    mh_request_shrink(q);
     c->tunnel_head = head;
     c->tunnel = true;
     c->close_after = true;

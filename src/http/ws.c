@@ -138,9 +138,7 @@ static void set_closed(struct mh_ws *ws, uint16_t code, const char *reason, size
 {
     ws->state = MH_WS_CLOSED;
     ws->close_code = code;
-    if (len > sizeof ws->close_reason)
-        len = sizeof ws->close_reason;
-    memcpy(ws->close_reason, reason, len);
+    ws->close_reason = reason; /* nothing is parsed after a close: ctl keeps the peer's */
     ws->close_reason_len = len;
     ws->msg_ready = false;
     if (stream_open(ws))
@@ -339,6 +337,8 @@ static void on_frame(struct mh_ws *ws, const struct mh_ws_ev *ev)
 static void on_payload(struct mh_ws *ws, const char *p, size_t n)
 {
     if (ws->frame_opcode >= MH_WS_CLOSE) {
+        if (!ws->ctl && !(ws->ctl = malloc(125)))
+            return fail(ws, 1011, "out of memory");
         memcpy(ws->ctl + ws->ctl_len, p, n); /* the parser bounds control payloads at 125 */
         ws->ctl_len += n;
         return;
@@ -520,5 +520,6 @@ void mh_ws_end(struct mh_ws *ws, uint16_t code)
     if (r && r->handler == &ws->handler)
         r->handler = ws->inner;
     mh_buf_free(&ws->msg);
+    free(ws->ctl);
     free(ws);
 }

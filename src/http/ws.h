@@ -90,8 +90,8 @@ struct mh_ws {
     void *ud;
 
     enum mh_ws_state state;
-    uint16_t close_code; /* the peer's (or 1006 when it vanished, 1005 without a code) */
-    char close_reason[124];
+    uint16_t close_code;      /* the peer's (or 1006 when it vanished, 1005 without a code) */
+    const char *close_reason; /* in ctl (the peer's) or a static string (ours) */
     size_t close_reason_len;
     const char *failure; /* why we closed: NULL for a clean close */
 
@@ -99,13 +99,13 @@ struct mh_ws {
     struct mh_ws_parser parser;
     int frame_opcode; /* of the frame being parsed */
     bool frame_fin;
-    struct mh_buf msg; /* the message being assembled (or ready) */
-    int msg_opcode;    /* MH_WS_TEXT / MH_WS_BINARY while a message is open, else 0 */
-    bool msg_ready;    /* msg holds a complete message the user has not taken */
-    int ready_opcode;  /* ...its opcode */
-    bool msg_taken;    /* ...taken: its bytes are cleared before the next one */
-    unsigned utf8;     /* mh_utf8_feed state for a text message */
-    unsigned char ctl[125];
+    struct mh_buf msg;  /* the message being assembled (or ready) */
+    int msg_opcode;     /* MH_WS_TEXT / MH_WS_BINARY while a message is open, else 0 */
+    bool msg_ready;     /* msg holds a complete message the user has not taken */
+    int ready_opcode;   /* ...its opcode */
+    bool msg_taken;     /* ...taken: its bytes are cleared before the next one */
+    unsigned utf8;      /* mh_utf8_feed state for a text message */
+    unsigned char *ctl; /* a control frame's payload (125 bytes, allocated on first use) */
     size_t ctl_len;
 
     /* the idle timer */

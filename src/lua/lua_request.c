@@ -357,7 +357,7 @@ static int req_set_max_body(lua_State *L)
     return 1;
 }
 
-/* req:_websocket(...): the C half of req:websocket (lua/moonhttp/web.lua). */
+/* req:websocket([opts]): lua_ws.c */
 static int req_websocket(lua_State *L)
 {
     return mh_lua_ws_start(L, check_req(L));
@@ -390,7 +390,7 @@ void mh_lua_request_open(lua_State *L)
         {"read", req_read},
         {"set_read_timeout", req_set_read_timeout},
         {"set_max_body", req_set_max_body},
-        {"_websocket", req_websocket},
+        {"websocket", req_websocket},
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);

@@ -14,7 +14,7 @@ struct mh_req;
 /* Creates the metatable in L's registry. */
 void mh_lua_ws_open(lua_State *L);
 
-/* req:_websocket(protocols, max_message, max_frame, ping_interval, idle_timeout, close_timeout). */
+/* req:websocket([opts]) for the request r (req at 1, opts at 2). */
 int mh_lua_ws_start(lua_State *L, struct mh_req *r);
 
 #endif
