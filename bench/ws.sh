@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # WebSocket: (a) echo of SIZE-byte messages over CONNS connections, moonhttp
 # (one worker) against a Node.js echo server on the `ws` package, both pinned
-# to CPU 0, the load generator (bench/ws/load.js, also `ws`) on CPU 1; rounds
+# to CPU 0, the load generator (bench/ws/wsload.c: C and epoll, so the
+# server and not the client is the limit) on CPU 1; rounds
 # interleaved; the figure is messages echoed per server CPU-second (the
-# server's utime+stime from /proc). (b) N idle WebSockets: the server's RSS
-# before and after they are open.
+# server's utime+stime from /proc). (b) N idle WebSockets opened by
+# bench/ws/load.js (Node.js `ws`): the server's RSS before and after.
 #
 #   bench/ws.sh [--rounds R] [--duration S] [--conns C] [--window W] [--size B] [--idle N]
 #
@@ -28,7 +29,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-ws.XXXXXX")
 # shellcheck source=lib.sh
 . bench/lib.sh
 [ -d bench/ws/node_modules/ws ] || (cd bench/ws && npm install --no-audit --no-fund >/dev/null)
-ulimit -n $((IDLE + 1000)) # per process: the server and the client each hold IDLE sockets
+ulimit -n $((IDLE + 1000))
+cc -O2 -o "$WORK/wsload" bench/ws/wsload.c # per process: the server and the client each hold IDLE sockets
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -53,7 +55,7 @@ start_node
 echo_round() { # name pid port -> "name messages cpu_seconds per_cpu_second"
     local t0 t1 n
     t0=$(tree_ticks "$2")
-    n=$(taskset -c 1 node bench/ws/load.js echo "ws://127.0.0.1:$3/echo" "$CONNS" "$WINDOW" "$DURATION" "$SIZE" |
+    n=$(taskset -c 1 "$WORK/wsload" "$3" /echo "$CONNS" "$WINDOW" "$DURATION" "$SIZE" |
         awk '/^messages/ { print $2 }')
     t1=$(tree_ticks "$2")
     awk -v name="$1" -v n="$n" -v t=$((t1 - t0)) -v hz="$HZ" \

@@ -382,6 +382,8 @@ static size_t parse_input(struct mh_ws *ws, char *in, size_t len)
 
 /* Keeps a few KiB of buffer for a busy socket; an idle one holds none. */
 #define KEEP_BUF 4096
+/* Input read ahead while a message waits for the user (more than one stack read: 4 KiB). */
+#define READ_AHEAD 16384
 
 /*
  * Reads what the stream has until a message is ready (it then waits for the
@@ -394,6 +396,7 @@ static void pump(struct mh_ws *ws, bool notify)
     if (ws->in_parse || !stream_open(ws))
         return;
     ws->in_parse = true;
+    bool was_ready = ws->msg_ready;
     while (!ws->msg_ready && ws->state != MH_WS_CLOSED) {
         if (r->body.len) {
             /* A header cut short stays in r->body and is offered again with more bytes. */
@@ -409,10 +412,19 @@ static void pump(struct mh_ws *ws, bool notify)
         if (!mh_req_want_body(r, false))
             break; /* on_body comes with more */
     }
+    /*
+     * A message waits for the user: reading goes on into r->body, unparsed,
+     * up to READ_AHEAD bytes, so the socket's read interest (and its epoll
+     * registration) stays as it is from one message to the next. Past that
+     * the connection stops reading and TCP holds the client back.
+     */
+    if (ws->msg_ready && ws->state != MH_WS_CLOSED && r->body_state == MH_BODY_MORE &&
+        r->body.len < READ_AHEAD)
+        mh_req_want_body(r, false);
     if (r->body.len == 0 && r->body.cap > KEEP_BUF)
         mh_buf_free(&r->body);
     ws->in_parse = false;
-    if (notify && (ws->msg_ready || ws->state == MH_WS_CLOSED))
+    if (notify && ((ws->msg_ready && !was_ready) || ws->state == MH_WS_CLOSED))
         ws->events->on_message(ws->ud);
 }
 
