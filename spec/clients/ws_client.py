@@ -49,5 +49,17 @@ async def stop(url):
             print("closed", e.rcvd.code if e.rcvd else None, e.rcvd.reason if e.rcvd else None)
 
 
+async def wss(url):
+    # Over TLS: the CA file is argv[3]; the server name the certificate has, argv[4].
+    import ssl
+    ctx = ssl.create_default_context(cafile=sys.argv[3])
+    async with websockets.connect(url, ssl=ctx, server_hostname=sys.argv[4]) as ws:
+        for msg in ["over tls", b"\x00" * 100000]:
+            await ws.send(msg)
+            got = await ws.recv()
+            print(type(got).__name__, len(got), got == msg)
+
+
 url, scenario = sys.argv[1], sys.argv[2]
-asyncio.run({"echo": echo, "chat": chat, "keepalive": keepalive, "stop": stop}[scenario](url))
+scenarios = {"echo": echo, "chat": chat, "keepalive": keepalive, "stop": stop, "wss": wss}
+asyncio.run(scenarios[scenario](url))
