@@ -15,8 +15,9 @@
  *   streamed response.
  *
  * Input back-pressure: one complete message waits for the user at a time;
- * until it is taken, the session stops asking for bytes, so the connection
- * stops reading and TCP pushes back on the client.
+ * until it is taken, the session reads at most 16 KiB ahead (unparsed), then
+ * stops asking for bytes, so the connection stops reading and TCP pushes
+ * back on the client.
  *
  * The session puts itself in front of the request's handler (r->handler)
  * for the stream's events; r->handler_data stays the original handler's,
