@@ -118,7 +118,8 @@ static void send_close(struct mh_ws *ws, uint16_t code, const char *reason, size
         p[1] = (unsigned char)code;
         if (len > sizeof p - 2)
             len = sizeof p - 2;
-        memcpy(p + 2, reason, len);
+        if (len)
+            memcpy(p + 2, reason, len);
         n = 2 + len;
     }
     frame_out(ws, MH_WS_CLOSE, p, n);
