@@ -101,6 +101,17 @@ http.handle("GET /room/{name}/{rest...}", function(req, res)
   ws:send(req:pathvalue("name") .. " " .. req:pathvalue("rest") .. " " .. req.path .. " " .. req:header("x-tag") .. " " .. req:arg("q"))
 end)
 
+pinged = "none"
+http.handle("GET /ping", function(req, res)
+  local ws = assert(req:websocket())
+  assert(ws:ping("are you there"))
+  pinged = ws.state
+  ws:close(4000, "done pinging")
+  local _, err, code, reason = ws:receive()
+  pinged = pinged .. " " .. err .. " " .. code .. " " .. reason .. " " .. ws.state
+end)
+http.handle("GET /pinged", function(req, res) res:write(pinged) end)
+
 http.handle("GET /plain", function(req, res) res:write("plain http") end)
 ]]
 
@@ -330,6 +341,24 @@ describe("WebSocket", function()
     assert.is_true(socket.gettime() - t0 < 0.4) -- before the handler's 0.5 s sleep ends
     assert.equal("woke", read_frame(c).payload)
     c:close()
+  end)
+
+  it("ws:ping sends a ping; ws:close sends its code and reason and receive then hears the client's", function()
+    local c = open(srv, "/ping")
+    local f = read_frame(c)
+    assert.same({ 9, "are you there" }, { f.op, f.payload })
+    c:send(frame(10, f.payload))
+    f = read_frame(c)
+    assert.same({ 8, string.pack(">I2", 4000) .. "done pinging" }, { f.op, f.payload })
+    c:send(frame(8, string.pack(">I2", 4000) .. "ok"))
+    assert.is_true(c:closed_by_peer(3))
+    local result
+    for _ = 1, 100 do
+      result = srv:get("/pinged").body
+      if result:find("closed") then break end
+      socket.sleep(0.02)
+    end
+    assert.equal("open closed 4000 ok closed", result)
   end)
 
   it("pings a silent client, then closes it with 1001 after idle_timeout", function()
