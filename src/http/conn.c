@@ -354,23 +354,11 @@ static void trim_tunnel(struct mh_conn *c)
         mh_response_trim(&c->req.res);
 }
 
-/*
- * HTTP/2: frames are serialized as the wire queue empties, so it stays
- * bounded. True when that queued more to write.
- */
-static inline bool pump_h2(struct mh_conn *c)
-{
-    if (!c->h2 || c->state != MH_CONN_H2)
-        return false;
-    mh_h2_pump(c);
-    return !c->closed && out_pending(c);
-}
-
 static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
     bool progressed = false;
-    while (!c->closed && (out_pending(c) || pump_h2(c))) {
+    while (!c->closed && out_pending(c)) {
         const char *p;
         size_t len;
         ssize_t n;
@@ -415,8 +403,7 @@ static void conn_flush(struct mh_conn *c)
         set_timeout(c, LINGER_SECONDS);
     } else if (c->tunnel) {
         trim_tunnel(c);
-    } else if (c->state == MH_CONN_IDLE || c->state == MH_CONN_H2) {
-        /* HTTP/2 too: an idle session must not pin a pooled buffer per connection */
+    } else if (c->state == MH_CONN_IDLE) {
         mh_outq_release(&c->out, w->bufs);
         if (c->wbuf.data)
             mh_buf_release(&c->wbuf, w->bufs);
@@ -424,6 +411,38 @@ static void conn_flush(struct mh_conn *c)
     if (c->in_handler)
         notify(c, c->req.handler->ops->on_writable);
     update_io(c);
+}
+
+/*
+ * HTTP/2's flush (on_io_h2, the pending list): frames are serialized as the
+ * wire queue empties, so it stays bounded, and written as they come. Once
+ * all is out, the pooled buffers go back: an idle session pins none.
+ */
+static void flush_h2(struct mh_conn *c)
+{
+    while (!c->closed && c->state == MH_CONN_H2) {
+        if (!out_pending(c)) {
+            mh_h2_pump(c);
+            if (c->closed || c->state != MH_CONN_H2 || !out_pending(c))
+                break;
+        }
+        conn_flush(c);
+        if (c->want_write)
+            return; /* the socket is full: EV_WRITE comes back here */
+    }
+    if (!c->closed && c->state == MH_CONN_H2 && !out_pending(c)) {
+        mh_outq_release(&c->out, c->h->bufs);
+        if (c->wbuf.data)
+            mh_buf_release(&c->wbuf, c->h->bufs);
+    }
+}
+
+static void flush_pending(struct mh_conn *c)
+{
+    if (c->state == MH_CONN_H2)
+        flush_h2(c);
+    else
+        conn_flush(c);
 }
 
 /* ---- lifecycle ----------------------------------------------------------- */
@@ -474,7 +493,7 @@ void mh_http_prepare(struct mh_http_ctx *h)
         h->_pending = c->next_pending;
         c->in_pending = false;
         if (!c->closed)
-            conn_flush(c);
+            flush_pending(c);
         c->refs--;
     }
     struct mh_conn **pp = &h->_closed;
@@ -1235,15 +1254,17 @@ static void conn_read_first(struct mh_conn *c)
     read_input(c, true);
 }
 
-/* A connection's socket events; `read` is the protocol's (inlined: no indirect call). */
+/* A connection's socket events; `read` and `flush` are the protocol's (inlined: no indirect
+ * calls). */
 static inline __attribute__((always_inline)) void handle_io(struct mh_conn *c, int revents,
-                                                            void (*read)(struct mh_conn *c))
+                                                            void (*read)(struct mh_conn *c),
+                                                            void (*flush)(struct mh_conn *c))
 {
     int read_ev = c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     int write_ev = c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
     c->refs++;
     if (c->want_write && (revents & write_ev))
-        conn_flush(c);
+        flush(c);
     if (!c->closed && (revents & read_ev))
         read(c);
     c->refs--;
@@ -1252,21 +1273,21 @@ static inline __attribute__((always_inline)) void handle_io(struct mh_conn *c, i
 static void on_io(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop;
-    handle_io(io->data, revents, conn_read);
+    handle_io(io->data, revents, conn_read, conn_flush);
 }
 
 /* A new connection's watcher until its first bytes decide the protocol. */
 static void on_io_first(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop;
-    handle_io(io->data, revents, conn_read_first);
+    handle_io(io->data, revents, conn_read_first, conn_flush);
 }
 
 /* An HTTP/2 connection's watcher (start_h2 switches to it, mh_conn_linger back). */
 static void on_io_h2(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop;
-    handle_io(io->data, revents, mh_h2_read);
+    handle_io(io->data, revents, mh_h2_read, flush_h2);
 }
 
 /*
