@@ -55,6 +55,14 @@ local function parse(out)
   return kv
 end
 
+-- A server for one test, stopped when the test ends, also when an assertion fails.
+-- (One per test at a time: busted keeps the last finally.)
+local function start_for_test(...)
+  local s = start(...)
+  finally(function() s:stop() end)
+  return s
+end
+
 local function frames(srv, scenario)
   local out, ok = sh(string.format("timeout 20 %s %s %s %d", PY, q(FRAMES), scenario, srv.port))
   assert(ok, out)
@@ -121,7 +129,7 @@ describe("HTTP/2", function()
     local body = H.write_file(H.tmpname(".bin"), string.rep("0123456789", 9000))
     local large = H.write_file(H.tmpname(".bin"), string.rep("z", 150000))
     local tls = make_cert()
-    local tsrv = start(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
+    local tsrv = start_for_test(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
     local fmt = "-o /dev/null -w '%{http_code} %{size_download} [%header{content-type}] " ..
         "[%header{content-length}] [%header{content-encoding}] %{http_version}\\n'"
     for _, row in ipairs(same) do
@@ -270,7 +278,7 @@ describe("HTTP/2", function()
   end)
 
   it("stops gracefully: GOAWAY with the last stream, the stream in flight completes", function()
-    local g = start(dir)
+    local g = start_for_test(dir)
     local kv, out = frames_signalled(g, "graceful", "TERM")
     assert.equal("NO_ERROR", kv.goaway, out)
     assert.equal("1", kv.goaway_last, out)
@@ -281,7 +289,7 @@ describe("HTTP/2", function()
   end)
 
   it("keeps an h2 connection across a reload: the stream in flight ends, the next is served", function()
-    local g = start(dir)
+    local g = start_for_test(dir)
     local kv, out = frames_signalled(g, "reload", "HUP")
     assert.equal("slow", kv["body.1"], out)
     assert.equal("hello", kv["body.3"], out)
@@ -292,7 +300,7 @@ describe("HTTP/2", function()
 
   it("writes HTTP/2.0 into the access log", function()
     local log = H.tmpname(".access")
-    local a = start(dir, "", { flags = { "--access-log", log } })
+    local a = start_for_test(dir, "", { flags = { "--access-log", log } })
     assert.equal("hello", curl(string.format("--http2-prior-knowledge http://127.0.0.1:%d/hello", a.port)))
     a:stop()
     local text = H.read_file(log) or ""
@@ -301,7 +309,7 @@ describe("HTTP/2", function()
   end)
 
   it("counts requests by protocol in the metrics", function()
-    local m = start(dir, "", { flags = { "--metrics", "127.0.0.1:0" } })
+    local m = start_for_test(dir, "", { flags = { "--metrics", "127.0.0.1:0" } })
     local mport = tonumber(m:logtext():match("metrics on [^\n]* %(port (%d+)%)"))
     for _ = 1, 3 do curl(string.format("--http2-prior-knowledge http://127.0.0.1:%d/hello", m.port)) end
     curl(string.format("--http1.1 http://127.0.0.1:%d/hello", m.port))
@@ -313,7 +321,7 @@ describe("HTTP/2", function()
   end)
 
   it("h2c = false: a connection preface is HTTP/1 (not upgraded)", function()
-    local off = start(dir, "h2c = false")
+    local off = start_for_test(dir, "h2c = false")
     local out = curl(string.format("--http2-prior-knowledge -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/hello", off.port))
     assert.falsy(out:find("^200"), out)
     local c = off:connect()
@@ -326,12 +334,12 @@ describe("HTTP/2", function()
 
   it("http2 = false: TLS offers only http/1.1 in ALPN", function()
     local tls = make_cert()
-    local tsrv = start(dir, string.format("http2 = false, tls = { cert = %q, key = %q }",
+    local tsrv = start_for_test(dir, string.format("http2 = false, tls = { cert = %q, key = %q }",
       tls .. "/c.pem", tls .. "/k.pem"))
     local out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", tsrv.port))
     assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
     tsrv:stop()
-    local on = start(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
+    local on = start_for_test(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
     out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", on.port))
     assert.truthy(out:find("ALPN: server accepted h2", 1, true), out)
     on:stop()
