@@ -12,10 +12,13 @@
 
 const char mh_response_mt_key = 0;
 
-/* As req's: upvalue 1 of every method is the metatable. */
+/* As req's: upvalue 1 of every method is the metatable; the handler's own res needs no check. */
 static struct mh_lua_res *to_res(lua_State *L)
 {
     struct mh_lua_res *r = lua_touserdata(L, 1);
+    const struct mh_task *t = mh_task_of_thread(L);
+    if (r && t && r == t->res)
+        return r;
     if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
         luaL_typeerror(L, 1, RESPONSE_MT);
     lua_pop(L, 1);

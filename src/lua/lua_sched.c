@@ -104,10 +104,8 @@ static struct mh_task **running_slot(lua_State *L)
 
 struct mh_task *mh_task_current(lua_State *L)
 {
-    struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
-    if (t && t->co == L)
-        return t;
-    return *running_slot(L);
+    struct mh_task *t = mh_task_of_thread(L);
+    return t ? t : *running_slot(L);
 }
 
 struct mh_task *mh_task_check(lua_State *L, const char *what)
