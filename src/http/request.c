@@ -102,9 +102,8 @@ void mh_request_split_target(struct mh_request *r, const char *base)
         r->host.len = e - a;
         start = e;
     }
-    uint32_t q = start;
-    while (q < n && t[q] != '?')
-        q++;
+    const char *qm = memchr(t + start, '?', n - start); /* libc's is wider than a byte loop */
+    uint32_t q = qm ? (uint32_t)(qm - t) : n;
     r->path.off = r->target.off + start;
     r->path.len = q - start;
     if (q < n) {
