@@ -65,13 +65,9 @@ const unsigned char mh_tchar[256] = {
 /* Bytes that may not appear in a header value as received or sent: CR, LF, NUL. */
 const unsigned char mh_value_stop[256] = {['\r'] = 1, ['\n'] = 1, [0] = 1};
 
-bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
+bool mh_strieq_fold(const char *a, const char *b, size_t n)
 {
-    if (alen != blen)
-        return false;
-    if (memcmp(a, b, alen) == 0)
-        return true; /* the usual case: the canonical spelling */
-    for (size_t i = 0; i < alen; i++)
+    for (size_t i = 0; i < n; i++)
         if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
             return false;
     return true;

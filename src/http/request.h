@@ -119,8 +119,19 @@ static inline bool mh_value_has_stop(const char *v, size_t len)
     return false;
 }
 
-/* ASCII case-insensitive equality. */
-bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen);
+/* The case-folding comparison of two strings of length n (mh_strieq's slow path). */
+bool mh_strieq_fold(const char *a, const char *b, size_t n);
+
+/*
+ * ASCII case-insensitive equality. Inline, so that against a literal the
+ * canonical spelling is a fixed-size compare rather than a call.
+ */
+static inline bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return false;
+    return memcmp(a, b, alen) == 0 || mh_strieq_fold(a, b, alen);
+}
 
 /*
  * Decodes application/x-www-form-urlencoded text ('+' is space, %XX) into
