@@ -3,7 +3,8 @@
 #   VARIANTS="A B N F" bench/ab_tail.sh CONNS SECONDS ROUNDS
 # A = $MOONHTTP_A (default build/moonhttp), B = $MOONHTTP_B (another build, e.g.
 # a worktree of the commit before a change), N = nginx + lua, F = the epoll
-# floor. Server on CPU 0, wrk on CPU 1, GET /api/users, 1 s warm-up at -c100.
+# floor, E = the floor edge-triggered (FLOOR_ET=1). Server on CPU 0, wrk on
+# CPU 1, GET /api/users, 1 s warm-up at -c100.
 # Prints req/s, p50, p99, p99.9, max, and the server's CPU ticks (utime+stime
 # of the process and its children, 100 per second) over the measured run.
 set -u
@@ -27,7 +28,8 @@ C=${1:-1000}; D=${2:-5}; R=${3:-3}
 for r in $(seq 1 $R); do
   for v in ${VARIANTS:-A B N}; do
     if [ $v = A ]; then export MOONHTTP_BIN=${MOONHTTP_A:-build/moonhttp}; else export MOONHTTP_BIN=${MOONHTTP_B:-build/moonhttp}; fi
-    S=moonhttp; [ $v = N ] && S=nginx-lua; [ $v = F ] && S=floor
+    S=moonhttp; [ $v = N ] && S=nginx-lua; [ $v = F ] && S=floor; [ $v = E ] && S=floor
+    if [ $v = E ]; then export FLOOR_ET=1; else unset FLOOR_ET; fi
     start_server $S $WORK/$v.log 10 taskset -c 0 || { cat $WORK/$v.log; exit 1; }
     taskset -c 1 wrk -t1 -c100 -d1s http://127.0.0.1:${PORT[$S]}/api/users >/dev/null
     t0=$(cpu_ticks)
