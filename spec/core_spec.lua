@@ -233,6 +233,10 @@ describe("core server", function()
     assert.truthy(body:find("saved_res=[^\n]*request finished"), body)
   end)
 
+  it("writes several values in order, numbers as text, none of them after a bad one", function()
+    assert.equal("a12.5b|string expected", assert(srv:get("/write-values")).body)
+  end)
+
   it("exposes request fields", function()
     local res = assert(srv:get("/info?a=x%20y&b=2&a=3", { ["User-Agent"] = "spec", ["X-Multi"] = "1" }))
     local info = cjson.decode(res.body)

@@ -138,3 +138,11 @@ http.handle("GET /self-check", function(req, res)
   saved_res = res
   res:write(table.concat(out, "\n"))
 end)
+
+-- res:write with several values: numbers become text; a bad value stages none of them.
+http.handle("GET /write-values", function(req, res)
+  local ok, err = pcall(res.write, res, "lost", {})
+  res:write()
+  res:write("a", 1, 2.5, "b")
+  res:write(ok and "|no error" or ("|" .. tostring(err):match("string expected") or err))
+end)

@@ -104,10 +104,9 @@ static void release_string(void *ud, uintptr_t ref)
     mh_gen_unref(g); /* the string's state must outlive the bytes on the wire */
 }
 
-static const char *stage(lua_State *L, struct mh_req *c, int i)
+/* Stages s[0..len), the string at stack index i. */
+static const char *stage(lua_State *L, struct mh_req *c, int i, const char *s, size_t len)
 {
-    size_t len;
-    const char *s = lua_tolstring(L, i, &len);
     if (len < REF_MIN)
         return mh_req_write(c, s, len);
     struct mh_gen *g = mh_gen_of(L);
@@ -129,8 +128,16 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
 {
     struct mh_req *c = r->r;
     int top = lua_gettop(L);
-    for (int i = first; i <= top; i++)
-        luaL_checklstring(L, i, NULL); /* type errors before any byte is staged */
+    const char *s1 = NULL; /* the first value, kept from its check: the usual write has one */
+    size_t len1 = 0;
+    for (int i = first; i <= top; i++) {
+        size_t len;
+        const char *s = luaL_checklstring(L, i, &len); /* type errors before any byte is staged */
+        if (i == first) {
+            s1 = s;
+            len1 = len;
+        }
+    }
     if (c->closed) {
         lua_pushnil(L);
         lua_pushliteral(L, "connection closed");
@@ -143,7 +150,9 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
     }
     c->res.written = true;
     for (int i = first; i <= top; i++) {
-        if (stage(L, c, i) == mh_req_err_nomem)
+        size_t len = len1;
+        const char *s = i == first ? s1 : lua_tolstring(L, i, &len);
+        if (stage(L, c, i, s, len) == mh_req_err_nomem)
             return luaL_error(L, "res:write: out of memory");
     }
     if (c->res.body.bytes >= MH_RESPONSE_STREAM_AT) {
