@@ -62,7 +62,9 @@ static void task_renew_thread(struct mh_task *t)
 static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
-    ev_timer_stop(loop_of(t), &t->timer); /* a wake must not reach the task's next user */
+    /* A wake must not reach the task's next user (a handler seldom armed it: no call then). */
+    if (ev_is_active(&t->timer) || ev_is_pending(&t->timer))
+        ev_timer_stop(loop_of(t), &t->timer);
     t->request = NULL;
     t->handoff = NULL;
     t->aborted = false;
@@ -374,7 +376,8 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
     release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
-    background_count(t, -1);
+    if (t->kind != MH_TASK_HANDLER) /* handlers are not counted */
+        background_count(t, -1);
     task_put(t);
     if (r) {
         r->handler_data = NULL; /* the task is gone: callbacks until finish find nothing */
