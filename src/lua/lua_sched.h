@@ -124,6 +124,7 @@ static inline struct mh_task *mh_task_of_thread(lua_State *L)
     struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
     return t && t->co == L ? t : NULL;
 }
+
 /* Like mh_task_current, but raises a Lua error naming `what` when L cannot wait. */
 struct mh_task *mh_task_check(lua_State *L, const char *what);
 
