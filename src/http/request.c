@@ -88,8 +88,13 @@ void mh_request_split_target(struct mh_request *r, const char *base)
 {
     const char *t = base + r->target.off;
     uint32_t n = r->target.len, start = 0;
-    /* absolute-form: scheme://authority/path */
-    const char *sep = n > 3 ? memchr(t, ':', n < 8 ? n : 8) : NULL;
+    /*
+     * absolute-form: scheme://authority/path. A scheme starts with a letter
+     * (RFC 3986 §3.1): an origin-form path that holds "x://" ("/x://y") is
+     * a path, and most targets start with '/', so they skip the search.
+     */
+    bool letter = n > 0 && ((t[0] | 0x20) >= 'a' && (t[0] | 0x20) <= 'z');
+    const char *sep = letter && n > 3 ? memchr(t, ':', n < 8 ? n : 8) : NULL;
     if (sep && (uint32_t)(sep - t) + 2 < n && sep[1] == '/' && sep[2] == '/') {
         uint32_t a = (uint32_t)(sep - t) + 3, e = a;
         while (e < n && t[e] != '/' && t[e] != '?')

@@ -130,6 +130,13 @@ static void test_targets(void)
     CHECK(r.path.len == 2 && memcmp(abs + r.path.off, "/p", 2) == 0);
     CHECK(r.query.len == 1);
 
+    const char *odd = "/x://y/z"; /* a path: a scheme starts with a letter */
+    memset(&r, 0, sizeof r);
+    r.target.len = (uint32_t)strlen(odd);
+    mh_request_split_target(&r, odd);
+    CHECK(r.host.len == 0);
+    CHECK(r.path.len == 8 && r.path.off == 0);
+
     char out[64];
     size_t n = mh_form_unescape("a+b%20c%2", 9, out);
     out[n] = 0;
