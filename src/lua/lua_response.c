@@ -33,6 +33,15 @@ static struct mh_lua_res *check_res(lua_State *L)
     return r;
 }
 
+/* luaL_checklstring (the same message) without its extra call: res:header and res:write. */
+static inline const char *check_string(lua_State *L, int i, size_t *len)
+{
+    const char *s = lua_tolstring(L, i, len);
+    if (!s)
+        luaL_typeerror(L, i, "string");
+    return s;
+}
+
 static void check_not_written(lua_State *L, struct mh_req *c, const char *what)
 {
     if (c->res.written)
@@ -58,8 +67,8 @@ static int set_header(lua_State *L, bool replace)
 {
     struct mh_req *c = check_res(L)->r;
     size_t nlen, vlen;
-    const char *name = luaL_checklstring(L, 2, &nlen);
-    const char *value = luaL_checklstring(L, 3, &vlen);
+    const char *name = check_string(L, 2, &nlen);
+    const char *value = check_string(L, 3, &vlen);
     check_not_written(L, c, replace ? "res:header" : "res:add_header");
     const char *err = mh_response_header(&c->res, name, nlen, value, vlen, replace);
     if (err)
@@ -132,7 +141,7 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
     size_t len1 = 0;
     for (int i = first; i <= top; i++) {
         size_t len;
-        const char *s = luaL_checklstring(L, i, &len); /* type errors before any byte is staged */
+        const char *s = check_string(L, i, &len); /* type errors before any byte is staged */
         if (i == first) {
             s1 = s;
             len1 = len;
