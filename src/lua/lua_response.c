@@ -73,7 +73,7 @@ static int set_header(lua_State *L, bool replace)
     const char *err = mh_response_header(&c->res, name, nlen, value, vlen, replace);
     if (err)
         return luaL_error(L, "header %s: %s", name, err);
-    lua_settop(L, 1);
+    lua_pushvalue(L, 1); /* res, for chaining (cheaper than lua_settop) */
     return 1;
 }
 
