@@ -1,5 +1,6 @@
 -- A small web app: a login that keeps a signed session cookie, a form, a
--- file upload streamed to disk, and a live feed of server-sent events.
+-- file upload streamed to disk, a WebSocket chat, and a live feed of
+-- server-sent events.
 --   moonhttp examples/webapp.lua    then open http://localhost:8080/
 -- Its spec (spec/webapp_example_spec.lua) drives it with moonhttp.test.
 local http = require "moonhttp"
@@ -77,4 +78,25 @@ http.handle("GET /feed", function(req, res)
     if n % 10 == 0 then sse:comment("keep-alive") end
     http.sleep(tonumber(req:arg("every")) or 1)
   end
+end)
+
+-- A chat room over WebSocket for logged-in users: each socket's handler
+-- reads its client; whatever one says goes to every socket of this worker.
+local room = {}
+http.handle("GET /chat", function(req, res)
+  local user = user_of(req)
+  if not user then return res:json({ error = "not logged in" }, 401) end
+  local ws, err = req:websocket{ protocols = { "chat" }, max_message = "64k" }
+  if not ws then return end -- a bad handshake: the 400 is already staged
+  room[ws] = user
+  for peer in pairs(room) do peer:send(user .. " joined") end
+  while true do
+    local text, kind = ws:receive()
+    if not text then break end
+    if kind == "text" then
+      for peer in pairs(room) do peer:send(user .. ": " .. text) end
+    end
+  end
+  room[ws] = nil
+  for peer in pairs(room) do peer:send(user .. " left") end
 end)

@@ -43,6 +43,14 @@ http.handle("GET /hello", function(req, res) res:write("hello tls") end)
 http.handle("GET /big", function(req, res) res:write(string.rep("0123456789", 30000)) end)
 http.handle("POST /echo", function(req, res) res:write(req:body()) end)
 http.handle("GET /slow", function(req, res) http.sleep(0.1); res:write("slow") end)
+http.handle("GET /ws", function(req, res)
+  local ws = assert(req:websocket())
+  while true do
+    local data, kind = ws:receive()
+    if not data then return end
+    ws:send(data, kind)
+  end
+end)
 ]]
 
 local function ports(srv)
@@ -91,6 +99,12 @@ describe("https", function()
     assert.truthy(out:find("hello tls", 1, true))
     assert.truthy(out:find("TLSv1.2 / ECDHE-ECDSA-", 1, true), out)
     assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
+  end)
+
+  it("carries a WebSocket over TLS (wss, python3-websockets checking the certificate)", function()
+    local out = sh(string.format("/usr/bin/python3 spec/clients/ws_client.py wss://127.0.0.1:%d/ws wss %s a.test 2>&1",
+      ports(srv)[1], q(path("ca.pem"))))
+    assert.equal("str 8 True\nbytes 100000 True\n", out)
   end)
 
   it("keeps a TLS connection alive across requests", function()

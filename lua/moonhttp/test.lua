@@ -5,6 +5,7 @@
 --   local app = test.start("examples/webapp.lua", { max_body_bytes = "2m" })
 --   local status, headers, body = app:get("/", { headers = { Cookie = "a=1" } })
 --   app:post("/form", "a=1", { headers = { ["Content-Type"] = "application/x-www-form-urlencoded" } })
+--   local ws = app:websocket("/chat")   -- ws:send(s), ws:receive(), ws:close()
 --   app:stop()
 --
 -- settings become command-line flags (max_body_bytes = "2m" -> --max-body-bytes 2m;
@@ -126,6 +127,107 @@ end
 
 function App:get(path, opts) return self:request("GET", path, nil, opts) end
 function App:post(path, body, opts) return self:request("POST", path, body or "", opts) end
+
+-- WebSocket client -------------------------------------------------------------
+
+local WS = {}
+WS.__index = WS
+
+local function ws_key()
+  local b = {}
+  for i = 1, 16 do b[i] = string.char(math.random(0, 255)) end
+  local alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+  local raw, out = table.concat(b) .. "\0\0", {}
+  for i = 1, 16, 3 do
+    local n = raw:byte(i) << 16 | raw:byte(i + 1) << 8 | raw:byte(i + 2)
+    for j = 18, 0, -6 do
+      local k = (n >> j & 63) + 1
+      out[#out + 1] = alphabet:sub(k, k)
+    end
+  end
+  return table.concat(out):sub(1, 22) .. "=="
+end
+
+-- A client frame (always masked, as RFC 6455 requires of clients).
+local function ws_frame(op, payload)
+  local len, hdr = #payload, nil
+  if len < 126 then hdr = string.char(0x80 | op, 0x80 | len)
+  elseif len < 65536 then hdr = string.char(0x80 | op, 0x80 | 126) .. string.pack(">I2", len)
+  else hdr = string.char(0x80 | op, 0x80 | 127) .. string.pack(">I8", len) end
+  local key = { math.random(0, 255), math.random(0, 255), math.random(0, 255), math.random(0, 255) }
+  local out = {}
+  for i = 1, len do out[i] = string.char(payload:byte(i) ~ key[(i - 1) % 4 + 1]) end
+  return hdr .. string.char(table.unpack(key)) .. table.concat(out)
+end
+
+--- app:websocket(path, { headers =, protocols = { ... } }) -> ws, headers; or
+--- nil, status, headers, body when the server did not switch (101).
+--- ws:send(data [, "binary"]), ws:receive() -> data, "text" | "binary" or
+--- nil, "closed", code, reason (pings are answered inside), ws:close([code, reason]).
+function App:websocket(path, opts)
+  opts = opts or {}
+  local s = socket.tcp()
+  s:settimeout(opts.timeout or 10)
+  local ok, err = s:connect("127.0.0.1", self.port)
+  if not ok then self:fail("connect: " .. tostring(err)) end
+  local lines = { "GET " .. path .. " HTTP/1.1", "Host: 127.0.0.1:" .. self.port,
+                  "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+                  "Sec-WebSocket-Key: " .. ws_key() }
+  if opts.protocols then lines[#lines + 1] = "Sec-WebSocket-Protocol: " .. table.concat(opts.protocols, ", ") end
+  for k, v in pairs(opts.headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+  assert(s:send(table.concat(lines, "\r\n") .. "\r\n\r\n"))
+  local status, headers, body = read_response(self, s)
+  if status ~= 101 then
+    s:close()
+    return nil, status, headers, body
+  end
+  return setmetatable({ sock = s, app = self, protocol = headers["sec-websocket-protocol"] }, WS), headers
+end
+
+function WS:send(data, kind)
+  local ok = self.sock:send(ws_frame(kind == "binary" and 2 or 1, data))
+  if not ok then return nil, "closed" end
+  return true
+end
+
+function WS:_frame()
+  local h = self.sock:receive(2)
+  if not h then return nil end
+  local b1, b2 = h:byte(1, 2)
+  local len = b2 & 0x7f
+  if len == 126 then len = string.unpack(">I2", self.sock:receive(2))
+  elseif len == 127 then len = string.unpack(">I8", self.sock:receive(8)) end
+  local payload = len > 0 and self.sock:receive(len) or ""
+  if not payload then return nil end
+  return b1 & 0x80 ~= 0, b1 & 0x0f, payload
+end
+
+function WS:receive()
+  local parts, kind = {}, nil
+  while true do
+    local fin, op, payload = self:_frame()
+    if not fin and not op then return nil, "closed", 1006, "" end
+    if op == 8 then
+      local code = #payload >= 2 and string.unpack(">I2", payload) or 1005
+      if not self.closing then self.sock:send(ws_frame(8, payload:sub(1, 2))) end
+      self.sock:close()
+      return nil, "closed", code, payload:sub(3)
+    elseif op == 9 then
+      self.sock:send(ws_frame(10, payload))
+    elseif op ~= 10 then
+      if op ~= 0 then kind = op == 2 and "binary" or "text" end
+      parts[#parts + 1] = payload
+      if fin then return table.concat(parts), kind end
+    end
+  end
+end
+
+function WS:close(code, reason)
+  self.closing = true
+  self.sock:send(ws_frame(8, string.pack(">I2", code or 1000) .. (reason or "")))
+  local _, _, c, r = self:receive()
+  return c, r
+end
 
 --- Stops the server (SIGTERM, then SIGKILL after 10 s) and removes its log
 --- file (app:logtext() still answers); returns true once it is gone.

@@ -314,6 +314,20 @@ static bool out_pending(const struct mh_conn *c)
     return !mh_outq_empty(&c->out) || c->wbuf_sent < c->wbuf.len;
 }
 
+/*
+ * A tunnel lives long and is mostly idle, so whenever its output drains it
+ * gives back the wire queue's buffer and chunk array (the next send takes
+ * them again), and once the 101 is out, the response's header memory kept
+ * for a next request that will never come.
+ */
+static void trim_tunnel(struct mh_conn *c)
+{
+    mh_outq_release(&c->out, c->h->bufs);
+    mh_outq_free(&c->out);
+    if (c->req.res.head_sent)
+        mh_response_trim(&c->req.res);
+}
+
 static void conn_flush(struct mh_conn *c)
 {
     struct mh_http_ctx *w = c->h;
@@ -361,6 +375,8 @@ static void conn_flush(struct mh_conn *c)
             return;
         }
         set_timeout(c, LINGER_SECONDS);
+    } else if (c->tunnel) {
+        trim_tunnel(c);
     } else if (c->state == MH_CONN_IDLE) {
         mh_outq_release(&c->out, w->bufs);
         if (c->wbuf.data)
@@ -391,6 +407,7 @@ static void conn_free(struct mh_conn *c)
     mh_outq_free(&c->out);
     mh_buf_free(&c->wbuf);
     mh_buf_free(&c->in);
+    free(c->tunnel_head);
     free(c);
 }
 
@@ -431,6 +448,8 @@ void mh_http_prepare(struct mh_http_ctx *h)
             mh_buf_release(&c->wbuf, bufs);
             if (c->req.body.cap > MH_BUF_CHUNK)
                 mh_buf_free(&c->req.body);
+            free(c->tunnel_head);
+            c->tunnel_head = NULL;
             c->next = h->_free;
             h->_free = c;
         } else {
@@ -610,6 +629,7 @@ static void head_ctx(struct mh_conn *c, struct mh_head_ctx *ctx, bool complete)
     if (!complete && c->req.head.http_minor == 0 && !c->req.res.has_length)
         keep = false;
     ctx->keep_alive = keep;
+    ctx->upgrade = false;
 }
 
 /* Output failed for lack of memory: nothing sensible can follow. */
@@ -632,7 +652,8 @@ static uint64_t conn_pending(const struct mh_req *r)
 
 static const char *conn_head(const struct mh_req *r)
 {
-    return mh_conn_head(conn_of(r));
+    const struct mh_conn *c = conn_of(r);
+    return c->tunnel_head ? c->tunnel_head : mh_conn_head(c);
 }
 
 /* The response streams from here: head and staged body to the wire. */
@@ -647,10 +668,17 @@ static void flush_response(struct mh_conn *c)
     }
     if (mh_outq_acquire(&c->out, c->h->bufs) < 0)
         return out_of_memory(c);
+    if (c->tunnel && c->req.res.head_sent) {
+        if (mh_outq_move(&c->out, &c->req.res.body) < 0)
+            return out_of_memory(c);
+        return schedule_write(c);
+    }
     if (mh_req_run_filters(&c->req, false) < 0)
         return mh_conn_close(c);
     struct mh_head_ctx ctx;
     head_ctx(c, &ctx, false);
+    if (c->tunnel)
+        ctx.upgrade = true; /* the 101: the connection is the tunnel's from here */
     if (!ctx.keep_alive)
         c->close_after = true;
     if (mh_response_emit(&c->req.res, &c->out, &ctx, false) < 0)
@@ -701,6 +729,18 @@ static void finish_response(struct mh_conn *c)
         return;
     }
     struct mh_response *res = &c->req.res;
+    if (c->tunnel) {
+        /* A switched stream has no end of its own: what is staged goes out, then it closes. */
+        flush_response(c);
+        if (c->closed) {
+            end_request(c);
+            return;
+        }
+        mh_outq_clear(&res->body);
+        end_request(c);
+        start_linger(c);
+        return;
+    }
     /*
      * The client's mistake decides the answer, whatever the handler made of
      * the `nil, err` it got: what it wrote is dropped (flush_response sent
@@ -851,6 +891,11 @@ static void start_request(struct mh_conn *c)
 static bool pump_body(struct mh_conn *c)
 {
     struct mh_req *r = &c->req;
+    if (c->tunnel) {
+        if (r->body_state == MH_BODY_MORE && r->peer_closed)
+            r->body_state = MH_BODY_CLOSED;
+        return r->body_state != MH_BODY_MORE || r->body.len > c->tunnel_mark;
+    }
     while (r->body_state == MH_BODY_MORE && (c->body_want_all || r->body.len == 0) &&
            c->parse_pos < c->in.len) {
         int status;
@@ -905,6 +950,7 @@ static int conn_want_body(struct mh_req *r, bool all)
         c->continue_sent = true;
     }
     c->body_want_all = all;
+    c->tunnel_mark = r->body.len;
     if (pump_body(c))
         return 1;
     c->body_wanted = true;
@@ -1053,6 +1099,12 @@ static void conn_read(struct mh_conn *c)
     }
     if (c->state == MH_CONN_LINGER)
         return; /* discarded */
+    if (c->tunnel) {
+        if (mh_buf_append(&c->req.body, small, (size_t)n) < 0)
+            return out_of_memory(c);
+        conn_process(c);
+        return;
+    }
     if (borrowed) {
         if (mh_buf_acquire(&c->in, w->bufs) < 0)
             return out_of_memory(c);
@@ -1080,6 +1132,53 @@ static void on_io(struct ev_loop *loop, ev_io *io, int revents)
     c->refs--;
 }
 
+/*
+ * Switching protocols: the head is copied out of the read buffer (a few
+ * hundred bytes instead of a pooled 16 KiB buffer per idle tunnel), bytes
+ * the client sent after the head become body, and from here conn_read
+ * appends what it reads to r->body through the stack buffer.
+ */
+static int conn_upgrade(struct mh_req *r)
+{
+    struct mh_conn *c = conn_of(r);
+    if (c->closed || c->tunnel || r->res.head_sent || r->head.has_body || r->head.http_minor == 0 ||
+        c->state != MH_CONN_HANDLER)
+        return -1;
+    char *head = malloc(c->head_len ? c->head_len : 1);
+    if (!head)
+        return -1;
+    const char *old = mh_conn_head(c);
+    memcpy(head, old, c->head_len);
+    r->body.len = 0;
+    if (c->parse_pos < c->in.len &&
+        mh_buf_append(&r->body, c->in.data + c->parse_pos, c->in.len - c->parse_pos) < 0) {
+        free(head);
+        return -1;
+    }
+    /*
+     * Slices are offsets and follow the copy; the routed path is a pointer:
+     * move it too. Memory kept for a next request on this connection (there
+     * will be none) goes: a tunnel is long-lived and mostly idle.
+     */
+    struct mh_request *q = &r->head;
+    if (q->route_path >= old && q->route_path < old + c->head_len)
+        q->route_path = head + (q->route_path - old);
+    if (q->route_path != q->cleaned.data)
+        mh_buf_free(&q->cleaned);
+    mh_request_shrink(q);
+    c->tunnel_head = head;
+    c->tunnel = true;
+    c->close_after = true;
+    c->body_asked = true;
+    c->tunnel_mark = 0;
+    r->body_state = MH_BODY_MORE;
+    c->in.len = c->parse_pos = c->req_start = 0;
+    mh_buf_release(&c->in, c->h->bufs);
+    c->read_deadline = c->write_deadline = 0;
+    set_handler_deadline(c);
+    return 0;
+}
+
 static const struct mh_req_ops http1_ops = {
     .proto = "HTTP/1",
     .head = conn_head,
@@ -1091,4 +1190,5 @@ static const struct mh_req_ops http1_ops = {
     .set_max_body = conn_set_max_body,
     .abort = conn_abort,
     .remote_addr = conn_remote_addr,
+    .upgrade = conn_upgrade,
 };

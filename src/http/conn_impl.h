@@ -48,12 +48,15 @@ struct mh_conn {
     unsigned long requests;
 
     /* request body */
-    uint64_t max_body;        /* this request's body limit: max_body_bytes or req:set_max_body */
-    bool body_asked;          /* the handler asked for body bytes: the limit is fixed */
-    bool body_wanted;         /* a handler waits for body bytes */
-    bool body_want_all;       /* ...for all of them (req:body) rather than some */
-    bool continue_sent;       /* "100 Continue" went out */
-    bool draining;            /* on_body discards */
+    uint64_t max_body;  /* this request's body limit: max_body_bytes or req:set_max_body */
+    bool body_asked;    /* the handler asked for body bytes: the limit is fixed */
+    bool body_wanted;   /* a handler waits for body bytes */
+    bool body_want_all; /* ...for all of them (req:body) rather than some */
+    bool continue_sent; /* "100 Continue" went out */
+    bool draining;      /* on_body discards */
+    bool tunnel;        /* switched protocols (mh_req_ops.upgrade): raw bytes both ways */
+    char *tunnel_head;  /* the head, copied out of `in` (idle tunnels hold no 16 KiB buffer) */
+    size_t tunnel_mark; /* body bytes when the handler last asked: it waits for more */
     uint32_t chunk_ext_bytes; /* http_parse.c: extension bytes on this chunk-size line */
     /* http_parse.c: this request's method is not in llhttp's table (MH_METHOD_OTHER) */
     uint32_t other_method_off, other_method_len;

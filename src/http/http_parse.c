@@ -394,7 +394,7 @@ enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
     }
     c->parse_pos += (size_t)(llhttp_get_error_pos(&c->parser) - start);
     if (e == HPE_PAUSED_UPGRADE) {
-        /* We never switch protocols: keep parsing HTTP/1.1 after it. */
+        /* Switching is the handler's choice (mh_req_ops.upgrade): until then, HTTP/1.1 goes on. */
         llhttp_resume_after_upgrade(&c->parser);
         return MH_PARSE_MESSAGE_DONE;
     }

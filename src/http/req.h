@@ -105,6 +105,19 @@ struct mh_req_ops {
     void (*abort)(struct mh_req *r);
     /* "ip:port" of the client into buf. */
     const char *(*remote_addr)(const struct mh_req *r, char *buf, size_t len);
+    /*
+     * Switches protocols (RFC 9110 15.2.2), before the 101 head is sent: the
+     * next flush sends the head as set, and from then on the stream carries
+     * raw bytes both ways. Staged body bytes go out as they are (no framing);
+     * every input byte after the head becomes body (r->body, body_state MORE
+     * until the peer closes, then CLOSED; want_body is satisfied by bytes that
+     * arrived since the call); the read and write deadlines are off
+     * (send_timeout still cuts a peer that stopped reading); finishing closes
+     * the stream. The head stays readable. Returns 0, or -1 when this stream
+     * cannot switch (HTTP/1.0, a request with a body, head already sent).
+     * NULL in a protocol without upgrades (HTTP/2 has RFC 8441 instead).
+     */
+    int (*upgrade)(struct mh_req *r);
 };
 
 struct mh_req {
@@ -235,6 +248,12 @@ void mh_req_abort(struct mh_req *r);
 static inline bool mh_req_output_high(const struct mh_req *r)
 {
     return !r->closed && r->res.body.bytes + r->ops->pending(r) > MH_REQ_HIGH_WATER;
+}
+
+/* See mh_req_ops.upgrade: -1 when the protocol has no upgrade. */
+static inline int mh_req_upgrade(struct mh_req *r)
+{
+    return r->ops->upgrade && !r->closed ? r->ops->upgrade(r) : -1;
 }
 
 /* ---- request body ---------------------------------------------------------- */

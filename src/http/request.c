@@ -5,6 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+void mh_request_shrink(struct mh_request *r)
+{
+    if (r->nheaders == 0 || r->nheaders == r->headers_cap)
+        return;
+    struct mh_header *h = realloc(r->headers, r->nheaders * sizeof *h);
+    if (h) {
+        r->headers = h;
+        r->headers_cap = r->nheaders;
+    }
+}
+
 void mh_request_reset(struct mh_request *r)
 {
     struct mh_header *h = r->headers;

@@ -59,6 +59,9 @@ struct mh_request {
     char method_name[MH_METHOD_NAME_MAX + 1]; /* MH_METHOD_OTHER only: NUL-terminated */
 };
 
+/* Fits the header array to the headers it holds (a request that lives long: a tunnel). */
+void mh_request_shrink(struct mh_request *r);
+
 /* Clears per-request fields, keeping the header array's memory. */
 void mh_request_reset(struct mh_request *r);
 void mh_request_free(struct mh_request *r);

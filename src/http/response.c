@@ -37,6 +37,15 @@ void mh_response_free(struct mh_response *r)
     memset(r, 0, sizeof *r);
 }
 
+void mh_response_trim(struct mh_response *r)
+{
+    mh_buf_free(&r->_hbytes);
+    free(r->_pairs);
+    r->_pairs = NULL;
+    r->_npairs = r->_pairs_cap = r->npairs = 0;
+    r->_holes = false;
+}
+
 bool mh_status_bodyless(int status)
 {
     return (status >= 100 && status < 200) || status == 204 || status == 304;
@@ -336,7 +345,9 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
         }
         /* else: HTTP/1.0 without a length: the body ends when we close. */
     }
-    if (!ctx->keep_alive)
+    if (ctx->upgrade)
+        p = PUT_LIT(p, "Connection: Upgrade\r\n");
+    else if (!ctx->keep_alive)
         p = PUT_LIT(p, "Connection: close\r\n");
     else if (ctx->http_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");

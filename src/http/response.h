@@ -59,6 +59,8 @@ struct mh_response {
 /* Clears for the next request, keeping memory. A zeroed struct is valid after reset. */
 void mh_response_reset(struct mh_response *r);
 void mh_response_free(struct mh_response *r);
+/* Frees the header pairs' memory (the head was sent: a long stream needs them no more). */
+void mh_response_trim(struct mh_response *r);
 
 /*
  * Sets (replace = true) or adds a header. Returns NULL, or a static error
@@ -97,6 +99,7 @@ struct mh_head_ctx {
     uint8_t http_minor;
     bool head_method; /* no body bytes on the wire */
     bool keep_alive;  /* the connection stays open after this response */
+    bool upgrade;     /* a 101: "Connection: Upgrade" (the stream switches protocols) */
 };
 
 /*

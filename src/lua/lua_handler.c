@@ -5,6 +5,7 @@
 #include "lua_vm.h"
 #include "metrics.h"
 #include "req.h"
+#include "ws.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
@@ -101,6 +102,10 @@ static const struct mh_handler_ops route_ops = {
 void mh_lua_request_stopping(struct mh_req *r, void *ud)
 {
     (void)ud;
+    if (mh_ws_of(r)) {
+        mh_ws_request_stopping(r); /* close 1001: the handler's receive then ends */
+        return;
+    }
     if (r->handler && r->handler->ops == &route_ops && r->handler_data)
         mh_task_on_stopping(r->handler_data);
 }

@@ -1,6 +1,7 @@
 #include "lua_request.h"
 
 #include "lua_sched.h"
+#include "lua_ws.h"
 #include "req.h"
 #include "router.h"
 
@@ -362,6 +363,12 @@ static int req_set_max_body(lua_State *L)
     return 1;
 }
 
+/* req:websocket([opts]): lua_ws.c */
+static int req_websocket(lua_State *L)
+{
+    return mh_lua_ws_start(L, check_req(L));
+}
+
 static int req_tostring(lua_State *L)
 {
     struct mh_lua_req *r = to_req(L);
@@ -389,6 +396,7 @@ void mh_lua_request_open(lua_State *L)
         {"read", req_read},
         {"set_read_timeout", req_set_read_timeout},
         {"set_max_body", req_set_max_body},
+        {"websocket", req_websocket},
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);

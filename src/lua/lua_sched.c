@@ -8,6 +8,7 @@
 #include "lua_vm.h"
 #include "metrics.h"
 #include "req.h"
+#include "ws.h"
 
 #include <lauxlib.h>
 #include <malloc.h>
@@ -239,7 +240,11 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
     if (r->closed)
         return;
     if (r->res.head_sent) {
-        mh_req_abort(r);
+        struct mh_ws *ws = mh_ws_of(r);
+        if (ws) /* a WebSocket says why before it goes */
+            mh_ws_close(ws, 1011, "server error", 12);
+        else
+            mh_req_abort(r);
         return;
     }
     if (client_fault)

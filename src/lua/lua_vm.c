@@ -18,6 +18,7 @@
 #include "lua_sched.h"
 #include "lua_shared.h"
 #include "lua_web.h"
+#include "lua_ws.h"
 #include "req.h"
 
 #include <lauxlib.h>
@@ -682,6 +683,7 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
     add_script_dir_to_path(L, config->script);
     set_arg_table(L, config);
     mh_lua_request_open(L);
+    mh_lua_ws_open(L);
     mh_lua_response_open(L);
     /* Integer references too: each request takes both, and an integer key is an array slot. */
     lua_rawgetp(L, LUA_REGISTRYINDEX, &mh_request_mt_key);

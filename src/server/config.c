@@ -237,6 +237,11 @@ static int parse_bytes(const char *s, double *out)
     return 0;
 }
 
+int mh_config_parse_bytes(const char *s, double *out)
+{
+    return parse_bytes(s, out);
+}
+
 void mh_config_shared_clear(struct mh_shared_decl *d, size_t *n)
 {
     for (size_t i = 0; i < *n; i++)

@@ -115,6 +115,9 @@ int mh_config_changed(const struct mh_config *c, struct lua_State *L, int idx, c
  * setting and by a route's compress option. Returns 0, or -1 with err
  * (prefixed by `what`).
  */
+/* "1048576", "64k", "1m", "1g" (binary multiples, an optional "b") into bytes: 0, or -1. */
+int mh_config_parse_bytes(const char *s, double *out);
+
 int mh_config_compress_from_lua(struct mh_compress_conf *c, struct lua_State *L, int idx,
                                 const char *what, char *err, size_t errlen);
 

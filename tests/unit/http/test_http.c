@@ -26,7 +26,7 @@ static char *emit(struct mh_response *r, uint8_t minor, bool head, bool keep, bo
 {
     static struct mh_outq out;
     mh_outq_clear(&out);
-    struct mh_head_ctx ctx = {DATE, sizeof DATE - 1, minor, head, keep};
+    struct mh_head_ctx ctx = {DATE, sizeof DATE - 1, minor, head, keep, false};
     CHECK(mh_response_emit(r, &out, &ctx, complete) == 0);
     return flatten(&out);
 }

@@ -40,7 +40,7 @@ static void t_send(struct mh_req *r, bool complete)
         return;
     }
     CHECK(mh_req_run_filters(r, complete) == 0);
-    struct mh_head_ctx ctx = {DATE, sizeof DATE - 1, 1, r->head.method == HTTP_HEAD, true};
+    struct mh_head_ctx ctx = {DATE, sizeof DATE - 1, 1, r->head.method == HTTP_HEAD, true, false};
     CHECK(mh_response_emit(&r->res, &t->wire, &ctx, complete) == 0);
     t->finished += complete;
 }

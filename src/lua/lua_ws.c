@@ -1,0 +1,444 @@
+#include "lua_ws.h"
+
+#include "config.h"
+#include "lua_sched.h"
+#include "lua_vm.h"
+#include "req.h"
+#include "utf8.h"
+#include "ws.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WS_MT "moonhttp.WebSocket"
+
+/*
+ * The `ws` userdata. The session (http/ws.c) belongs to the handler's task:
+ * it ends when that task ends, however it ends, and the userdata then
+ * answers nil, "closed". While the session lives the userdata is anchored
+ * in the registry, so the session's callbacks never find it collected.
+ *
+ * Any task of the worker may send (a chat handler broadcasts to every
+ * socket); only one at a time may receive.
+ */
+struct lws {
+    struct mh_task_link owner; /* the handler's task */
+    struct mh_ws *ws;          /* NULL once the session ended */
+    int anchor;                /* registry ref of the userdata while the session lives */
+    struct mh_task *receiver;  /* waiting in ws:receive */
+    struct mh_task **senders;  /* waiting in ws:send for the output to drain */
+    int nsenders, capsenders;
+    struct mh_gen *gen; /* for the anchor's registry */
+};
+
+static void wake_senders(struct lws *u)
+{
+    int n = u->nsenders;
+    u->nsenders = 0; /* each resume finds itself gone from the list */
+    for (int i = 0; i < n; i++)
+        mh_task_wake(u->senders[i]);
+}
+
+static void wake_receiver(struct lws *u)
+{
+    if (u->receiver) {
+        struct mh_task *t = u->receiver;
+        u->receiver = NULL;
+        mh_task_wake(t);
+    }
+}
+
+static void on_message(void *ud)
+{
+    wake_receiver(ud);
+}
+
+static void on_writable(void *ud)
+{
+    wake_senders(ud);
+}
+
+static const struct mh_ws_events lws_events = {.on_message = on_message,
+                                               .on_writable = on_writable};
+
+/* The handler's task ended: the session ends (a close frame with 1000 if it was still open). */
+static void release_owner(struct mh_task_link *l)
+{
+    struct lws *u = (struct lws *)l;
+    if (u->ws) {
+        mh_ws_end(u->ws, 1000);
+        u->ws = NULL;
+    }
+    wake_receiver(u);
+    wake_senders(u);
+    luaL_unref(u->gen->L, LUA_REGISTRYINDEX, u->anchor); /* collectable from here */
+    u->anchor = LUA_NOREF;
+}
+
+static struct lws *check_ws(lua_State *L)
+{
+    return luaL_checkudata(L, 1, WS_MT);
+}
+
+static int push_closed(lua_State *L, const struct lws *u)
+{
+    lua_pushnil(L);
+    lua_pushliteral(L, "closed");
+    if (!u->ws)
+        return 2;
+    lua_pushinteger(L, u->ws->close_code ? u->ws->close_code : 1006);
+    lua_pushlstring(L, u->ws->close_reason, u->ws->close_reason_len);
+    return 4;
+}
+
+/* ---- receive ------------------------------------------------------------------ */
+
+/* data, "text" | "binary"; nil, "closed", code, reason; or 0 when nothing is ready. */
+static int push_received(lua_State *L, struct lws *u)
+{
+    if (!u->ws)
+        return push_closed(L, u);
+    const char *data;
+    size_t len;
+    bool binary;
+    int rc = mh_ws_receive(u->ws, &data, &len, &binary);
+    if (rc < 0)
+        return push_closed(L, u);
+    if (rc == 0)
+        return 0;
+    lua_pushlstring(L, data, len);
+    if (binary)
+        lua_pushliteral(L, "binary");
+    else
+        lua_pushliteral(L, "text");
+    mh_ws_taken(u->ws);
+    return 2;
+}
+
+static int resume_receive(struct mh_task *t, lua_State *co)
+{
+    struct lws *u = t->wait_data;
+    int n = push_received(co, u);
+    if (n == 0) /* woken without a message: only when the session ended under it */
+        n = push_closed(co, u);
+    return n;
+}
+
+static void cancel_receive(struct mh_task *t)
+{
+    struct lws *u = t->wait_data;
+    if (u->receiver == t)
+        u->receiver = NULL;
+}
+
+/* ws:receive() -> data, "text" | "binary"; or nil, "closed", code, reason */
+static int l_receive(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    struct mh_task *t = mh_task_check(L, "ws:receive");
+    if (u->receiver)
+        return luaL_error(L, "ws:receive: another task is already receiving on this WebSocket");
+    int n = push_received(L, u);
+    if (n)
+        return n;
+    u->receiver = t;
+    return mh_task_wait(L, t, resume_receive, cancel_receive, u);
+}
+
+/* ---- send ----------------------------------------------------------------------- */
+
+static void remove_sender(struct lws *u, struct mh_task *t)
+{
+    for (int i = 0; i < u->nsenders; i++)
+        if (u->senders[i] == t) {
+            u->senders[i] = u->senders[--u->nsenders];
+            return;
+        }
+}
+
+static int resume_sent(struct mh_task *t, lua_State *co)
+{
+    struct lws *u = t->wait_data;
+    remove_sender(u, t);
+    if (!u->ws || u->ws->state != MH_WS_OPEN || !u->ws->r || u->ws->r->closed)
+        return push_closed(co, u);
+    lua_pushboolean(co, 1);
+    return 1;
+}
+
+static void cancel_sent(struct mh_task *t)
+{
+    remove_sender(t->wait_data, t);
+}
+
+static int send_frame(lua_State *L, struct lws *u, int opcode, const char *p, size_t len)
+{
+    if (!u->ws)
+        return push_closed(L, u);
+    const char *err = mh_ws_send(u->ws, opcode, p, len);
+    if (err == mh_req_err_nomem)
+        return luaL_error(L, "ws:send: out of memory");
+    if (err)
+        return push_closed(L, u);
+    struct mh_task *t;
+    if (mh_ws_output_high(u->ws) && (t = mh_task_current(L))) {
+        /* Back-pressure: wait until the client has taken most of it. */
+        if (u->nsenders == u->capsenders) {
+            int ncap = u->capsenders ? u->capsenders * 2 : 4;
+            struct mh_task **v = realloc(u->senders, (size_t)ncap * sizeof *v);
+            if (!v)
+                return luaL_error(L, "ws:send: out of memory");
+            u->senders = v;
+            u->capsenders = ncap;
+        }
+        u->senders[u->nsenders++] = t;
+        return mh_task_wait(L, t, resume_sent, cancel_sent, u);
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* ws:send(data [, "text" | "binary"]) -> true; or nil, "closed" */
+static int l_send(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    size_t len;
+    const char *p = luaL_checklstring(L, 2, &len);
+    static const char *const kinds[] = {"text", "binary", NULL};
+    int kind = luaL_checkoption(L, 3, "text", kinds);
+    if (kind == 0) {
+        unsigned st = 0;
+        if (!mh_utf8_feed(&st, (const unsigned char *)p, len) || !mh_utf8_complete(st))
+            return luaL_error(L, "ws:send: text must be valid UTF-8 (send it as \"binary\")");
+    }
+    return send_frame(L, u, kind == 0 ? MH_WS_TEXT : MH_WS_BINARY, p, len);
+}
+
+/* ws:ping([data]) -> true; or nil, "closed". The pong is answered by the client. */
+static int l_ping(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    size_t len = 0;
+    const char *p = luaL_optlstring(L, 2, "", &len);
+    luaL_argcheck(L, len <= 125, 2, "a ping carries at most 125 bytes");
+    return send_frame(L, u, MH_WS_PING, p, len);
+}
+
+/* ws:close([code [, reason]]) -> true: starts the closing handshake (receive then ends). */
+static int l_close(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    lua_Integer code = luaL_optinteger(L, 2, 1000);
+    size_t len = 0;
+    const char *reason = luaL_optlstring(L, 3, "", &len);
+    luaL_argcheck(L,
+                  code == 1000 || code == 1001 || code == 1008 || code == 1011 ||
+                      (code >= 3000 && code <= 4999),
+                  2, "close code must be 1000, 1001, 1008, 1011 or 3000..4999");
+    luaL_argcheck(L, len <= 123, 3, "a close reason is at most 123 bytes");
+    unsigned st = 0;
+    luaL_argcheck(L, mh_utf8_feed(&st, (const unsigned char *)reason, len) && mh_utf8_complete(st),
+                  3, "a close reason must be UTF-8");
+    if (u->ws)
+        mh_ws_close(u->ws, (uint16_t)code, reason, len);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_index(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "protocol") == 0) {
+        lua_getiuservalue(L, 1, 1);
+        return 1;
+    }
+    if (strcmp(k, "state") == 0) {
+        static const char *const names[] = {"open", "closing", "closed"};
+        lua_pushstring(L, u->ws && u->ws->r && !u->ws->r->closed ? names[u->ws->state] : "closed");
+        return 1;
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(1));
+    return 1;
+}
+
+static int l_tostring(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    lua_pushfstring(L, "moonhttp.WebSocket (%s)", u->ws ? "open" : "closed");
+    return 1;
+}
+
+/* ---- the upgrade ------------------------------------------------------------------ */
+
+/* Defaults of req:websocket's options (README, WebSocket). */
+static const struct mh_ws_config DEFAULTS = {
+    .max_message = 1024 * 1024,
+    .ping_interval = 30,
+    .idle_timeout = 60,
+    .close_timeout = 5,
+};
+
+static uint64_t opt_size(lua_State *L, int opts, const char *name, uint64_t dflt)
+{
+    double v;
+    int t = lua_getfield(L, opts, name);
+    if (t == LUA_TNIL)
+        v = (double)dflt;
+    else if (t == LUA_TNUMBER)
+        v = lua_tonumber(L, -1);
+    else if (t != LUA_TSTRING || mh_config_parse_bytes(lua_tostring(L, -1), &v) < 0)
+        v = -1;
+    lua_pop(L, 1);
+    if (!(v >= 1 && v <= (double)(1ull << 40)))
+        luaL_error(L,
+                   "req:websocket: %s must be a size in bytes (a number, or a string like \"64k\", "
+                   "\"1m\")",
+                   name);
+    return (uint64_t)v;
+}
+
+static double opt_seconds(lua_State *L, int opts, const char *name, double dflt)
+{
+    int t = lua_getfield(L, opts, name);
+    double v = t == LUA_TNIL ? dflt : t == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    lua_pop(L, 1);
+    if (!(v >= 0 && v < 1e9))
+        luaL_error(L, "req:websocket: %s must be a number of seconds >= 0 (0: never)", name);
+    return v;
+}
+
+static void check_options(lua_State *L, int opts)
+{
+    static const char *const known[] = {"protocols",     "max_message",  "max_frame",
+                                        "ping_interval", "idle_timeout", "close_timeout"};
+    lua_pushnil(L);
+    while (lua_next(L, opts)) {
+        lua_pop(L, 1);
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        size_t i = 0;
+        while (k && i < sizeof known / sizeof *known && strcmp(k, known[i]) != 0)
+            i++;
+        if (!k || i == sizeof known / sizeof *known)
+            luaL_error(L, "req:websocket: unknown option '%s'", k ? k : luaL_typename(L, -1));
+    }
+}
+
+/*
+ * req:websocket([{ protocols =, max_message =, max_frame =, ping_interval =,
+ * idle_timeout =, close_timeout = }]) -> ws; or nil, err with the error
+ * answer (400, 426) staged, so a handler that just returns sends it. In C,
+ * not Lua: a Lua frame between the handler and this call would double the
+ * waiting coroutine's stack (about 0.8 KiB more per idle socket).
+ */
+int mh_lua_ws_start(lua_State *L, struct mh_req *r)
+{
+    struct mh_task *t = mh_task_check(L, "req:websocket");
+    if (t->request != r)
+        return luaL_error(L, "req:websocket: only the request's own handler may switch it");
+    if (lua_isnoneornil(L, 2)) {
+        lua_settop(L, 1);
+        lua_newtable(L);
+    }
+    luaL_checktype(L, 2, LUA_TTABLE);
+    check_options(L, 2);
+    struct mh_ws_config cfg;
+    cfg.max_message = opt_size(L, 2, "max_message", DEFAULTS.max_message);
+    cfg.max_frame = opt_size(L, 2, "max_frame", cfg.max_message);
+    cfg.ping_interval = opt_seconds(L, 2, "ping_interval", DEFAULTS.ping_interval);
+    cfg.idle_timeout = opt_seconds(L, 2, "idle_timeout", DEFAULTS.idle_timeout);
+    cfg.close_timeout = opt_seconds(L, 2, "close_timeout", DEFAULTS.close_timeout);
+    int ptype = lua_getfield(L, 2, "protocols");
+    if (ptype != LUA_TNIL && ptype != LUA_TTABLE)
+        return luaL_error(L, "req:websocket: protocols must be a list of strings");
+    int protocols = lua_gettop(L);
+    struct mh_ws_handshake hs;
+    int status;
+    const char *err = mh_ws_check(r, &hs, &status);
+    if (err) {
+        /* The handler may answer otherwise; if it just returns, this is the answer. */
+        if (!r->res.head_sent) {
+            mh_response_reset(&r->res);
+            r->res.status = status;
+            if (status == 426)
+                mh_req_set_header(r, "Sec-WebSocket-Version", 21, "13", 2, true);
+            mh_req_write(r, err, strlen(err));
+            mh_req_write(r, "\n", 1);
+        }
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    const char *protocol = NULL;
+    size_t plen = 0;
+    if (ptype == LUA_TTABLE) {
+        for (lua_Integer i = 1; !protocol; i++) {
+            if (lua_rawgeti(L, protocols, i) == LUA_TNIL)
+                break;
+            size_t len;
+            const char *name = lua_tolstring(L, -1, &len);
+            if (!name)
+                return luaL_error(L, "req:websocket: protocols must be strings");
+            if (mh_ws_offered(r, name, len)) {
+                protocol = name; /* stays referenced by the options table below */
+                plen = len;
+            }
+            lua_pop(L, 1);
+        }
+    }
+    struct lws *u = lua_newuserdatauv(L, sizeof *u, 1);
+    memset(u, 0, sizeof *u);
+    u->anchor = LUA_NOREF;
+    luaL_setmetatable(L, WS_MT);
+    if (protocol)
+        lua_pushlstring(L, protocol, plen);
+    else
+        lua_pushnil(L);
+    lua_setiuservalue(L, -2, 1);
+    if (r->res.head_sent || !r->ops->upgrade) {
+        lua_pushnil(L);
+        lua_pushstring(L, r->res.head_sent ? "the response has started"
+                                           : "this protocol cannot switch to WebSocket");
+        return 2;
+    }
+    u->ws = mh_ws_start(r, mh_gen_loop(t->gen), &cfg, &hs, protocol, plen, &lws_events, u);
+    if (!u->ws) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "cannot switch protocols");
+        return 2;
+    }
+    u->gen = t->gen;
+    lua_pushvalue(L, -1);
+    u->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    u->owner.release = release_owner;
+    mh_task_adopt(t, &u->owner);
+    return 1;
+}
+
+static int l_gc(lua_State *L)
+{
+    struct lws *u = lua_touserdata(L, 1);
+    free(u->senders);
+    u->senders = NULL;
+    return 0;
+}
+
+void mh_lua_ws_open(lua_State *L)
+{
+    static const luaL_Reg methods[] = {{"receive", l_receive},
+                                       {"send", l_send},
+                                       {"ping", l_ping},
+                                       {"close", l_close},
+                                       {NULL, NULL}};
+    luaL_newmetatable(L, WS_MT);
+    luaL_newlib(L, methods);
+    lua_pushcclosure(L, l_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushcfunction(L, l_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+}
