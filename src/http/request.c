@@ -20,13 +20,14 @@ void mh_request_reset(struct mh_request *r)
 {
     struct mh_header *h = r->headers;
     uint32_t cap = r->headers_cap;
-    struct mh_buf cleaned = r->cleaned;
-    cleaned.len = 0;
-    memset(r, 0, offsetof(struct mh_request, _allow)); /* _allow is written before it is read */
+    /* captures[] (ncaptures counts them), cleaned's memory and _allow are written before read */
+    memset(r, 0, offsetof(struct mh_request, captures));
     r->headers = h;
     r->headers_cap = cap;
-    r->cleaned = cleaned;
     r->handler_id = -1;
+    r->cleaned.len = 0;
+    r->allow = NULL;
+    r->allow_len = 0;
 }
 
 void mh_request_free(struct mh_request *r)
