@@ -12,6 +12,10 @@
 #
 #   bench/callgrind.sh [N1 N2]                (default 2000 12000, moonhttp)
 #   bench/callgrind.sh --server floor|nginx-lua [N1 N2]   (to check the script)
+#   DEPTH=16 bench/callgrind.sh               (pipelined: 16 requests per write)
+#
+# Then the functions whose own instructions grow most per request, the
+# difference of the two runs divided by N2 - N1 (startup cancels out).
 #
 # Output files stay in bench/results/callgrind-<stamp>/ for kcachegrind.
 set -eu
@@ -26,6 +30,7 @@ fi
 N1=${1:-2000}
 N2=${2:-12000}
 TOP=15
+DEPTH=${DEPTH:-1}
 
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is missing (scripts/deps.sh --bench)" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-callgrind.XXXXXX")
@@ -50,7 +55,7 @@ run() {
         valgrind --tool=callgrind --trace-children=yes \
         --callgrind-out-file="$OUT/callgrind.out.$n.%p" ||
         { cat "$OUT/$SERVER-$n.log" >&2; exit 1; }
-    "$WORK/kaclient" "${PORT[$SERVER]}" "$n" >&2
+    "$WORK/kaclient" "${PORT[$SERVER]}" "$n" "$DEPTH" >&2
     STOP_WAIT=60 stop_server
     local total=0 f t
     for f in "$OUT"/callgrind.out."$n".*; do
@@ -61,7 +66,7 @@ run() {
     echo "$total"
 }
 
-log "callgrind: $SERVER, $N1 then $N2 requests"
+log "callgrind: $SERVER, $N1 then $N2 requests (pipelining depth $DEPTH)"
 I1=$(run "$N1")
 I2=$(run "$N2")
 awk -v s="$SERVER" -v n1="$N1" -v n2="$N2" -v i1="$I1" -v i2="$I2" 'BEGIN {
@@ -77,5 +82,21 @@ done | sort -n | tail -n 1 | cut -d' ' -f2)
 echo "top $TOP functions by own instructions, $N2-request run ($main):" | tee -a "$OUT/summary.txt"
 callgrind_annotate --threshold=100 "$main" 2>/dev/null |
     grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' | head -n "$TOP" |
+    tee -a "$OUT/summary.txt"
+
+# own instructions per function in the run of n requests: "count name" lines
+own() {
+    local f
+    f=$(for f in "$OUT"/callgrind.out."$1".*; do
+        echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
+    done | sort -n | tail -n 1 | cut -d' ' -f2)
+    callgrind_annotate --auto=no --threshold=100 "$f" 2>/dev/null |
+        grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' |
+        sed -E 's/^ *([0-9,]+) +\( *[0-9.]+%\) +/\1 /' | tr -d ,
+}
+echo "top $TOP functions by own instructions per request ($N2 - $N1 run):" | tee -a "$OUT/summary.txt"
+{ own "$N1" | sed 's/^/a /'; own "$N2" | sed 's/^/b /'; } | awk -v n=$((N2 - N1)) '
+    { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; v[k] += ($1 == "b" ? $2 : -$2) }
+    END { for (k in v) printf "%8.1f  %s\n", v[k] / n, k }' | sort -rn | head -n "$TOP" |
     tee -a "$OUT/summary.txt"
 log "callgrind output in $OUT"

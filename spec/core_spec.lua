@@ -221,6 +221,22 @@ describe("core server", function()
     assert.truthy(srv:get("/use-saved").body:find("request finished", 1, true))
   end)
 
+  it("type-checks self on req and res methods, and invalidates a saved res", function()
+    local first = assert(srv:get("/self-check"))
+    assert.equal("1", first.headers["x-co"], "a user coroutine inside the handler uses res")
+    local body = assert(srv:get("/self-check")).body
+    assert.truthy(body:find("res_as_req=[^\n]*moonhttp.Request expected"), body)
+    assert.truthy(body:find("req_as_res=[^\n]*moonhttp.Response expected"), body)
+    assert.truthy(body:find("file_as_res=[^\n]*moonhttp.Response expected"), body)
+    assert.truthy(body:find("table_as_res=[^\n]*moonhttp.Response expected"), body)
+    assert.truthy(body:find("in_coroutine=ok", 1, true), body)
+    assert.truthy(body:find("saved_res=[^\n]*request finished"), body)
+  end)
+
+  it("writes several values in order, numbers as text, none of them after a bad one", function()
+    assert.equal("a12.5b|string expected", assert(srv:get("/write-values")).body)
+  end)
+
   it("exposes request fields", function()
     local res = assert(srv:get("/info?a=x%20y&b=2&a=3", { ["User-Agent"] = "spec", ["X-Multi"] = "1" }))
     local info = cjson.decode(res.body)

@@ -82,6 +82,8 @@ local cases = {
   { "Host as an IPv6 literal with a port", "GET /hello HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, keep = true },
   { "Host as IPv4 with a port", "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n", 200, keep = true },
   { "empty Host", "GET /hello HTTP/1.1\r\nHost: \r\n\r\n", 200, keep = true },
+  -- (the path is not clean: the redirect to "/x:/hello", not the root page of host "hello")
+  { "a path holding :// is a path, not an absolute-form target", "GET /x://hello HTTP/1.1\r\nHost: a\r\n\r\n", 307, keep = true },
   { "absolute-form with a bad authority", "GET http://a b/hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
   { "bytes after the version", "GET /hello HTTP/1.1 x\r\nHost: a\r\n\r\n", 400 },
   { "a space after the version", "GET /hello HTTP/1.1 \r\nHost: a\r\n\r\n", 400 },

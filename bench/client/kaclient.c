@@ -6,7 +6,9 @@
  * chunked) before sending the next. Same N, same bytes, every run — so two
  * runs with different N differ only by the extra requests.
  *
- * Usage: kaclient PORT N
+ * Usage: kaclient PORT N [DEPTH]
+ * With DEPTH > 1 the requests are pipelined: DEPTH of them in one write, then
+ * their DEPTH responses are read (N is rounded up to a multiple of DEPTH).
  * Exits 1, naming the request, on any non-200 answer, a closed connection or
  * a response it cannot frame.
  */
@@ -109,11 +111,16 @@ static void read_response(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s PORT N\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s PORT N [DEPTH]\n", argv[0]);
         return 2;
     }
     unsigned long n = strtoul(argv[2], NULL, 10);
+    unsigned long depth = argc == 4 ? strtoul(argv[3], NULL, 10) : 1;
+    if (depth < 1 || depth > 64) {
+        fprintf(stderr, "kaclient: DEPTH must be 1..64\n");
+        return 2;
+    }
     struct sockaddr_in addr = {.sin_family = AF_INET,
                                .sin_port = htons((unsigned short)atoi(argv[1])),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -124,14 +131,21 @@ int main(int argc, char **argv) {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    char req[256];
-    for (req_no = 1; req_no <= n; req_no++) {
-        int rl = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
-                          routes[(req_no - 1) % NROUTES]);
-        if (write(fd, req, (size_t)rl) != rl)
+    char req[64 * 64];
+    unsigned long sent = 0;
+    for (req_no = 1; sent < n;) {
+        size_t rl = 0;
+        for (unsigned long i = 0; i < depth; i++)
+            rl += (size_t)snprintf(req + rl, sizeof req - rl,
+                                   "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+                                   routes[(sent + i) % NROUTES]);
+        if (write(fd, req, rl) != (ssize_t)rl)
             die("short write");
-        read_response();
+        sent += depth;
+        for (unsigned long i = 0; i < depth; i++, req_no++)
+            read_response();
     }
+    n = sent;
     close(fd);
     printf("kaclient: %lu requests, all 200\n", n);
     return 0;

@@ -11,11 +11,16 @@
  * are still correct.
  *
  * Usage: epoll_floor PORT   (binds 127.0.0.1 only)
+ * FLOOR_ET=1 registers connections edge-triggered (EPOLLET, as nginx does):
+ * a read that fills the buffer is repeated, since no new event will come.
+ * Level-triggered (the default, as libev) makes every epoll_wait poll again
+ * each socket it reported the time before.
  * SIGTERM/SIGINT exit through exit(), so LD_PRELOAD shims and profilers see a
  * normal process end.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdint.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -45,6 +50,7 @@ struct conn {
 };
 
 static volatile sig_atomic_t stop;
+static uint32_t et; /* EPOLLET or 0 */
 static const char response[] = RESPONSE;
 #define RESPONSE_LEN (sizeof response - 1)
 static char responses[MAX_BATCH * RESPONSE_LEN]; /* response, MAX_BATCH times */
@@ -83,7 +89,7 @@ static int conn_flush(int ep, struct conn *c) {
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN) {
-            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | et, .data.ptr = c};
             epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
             return 0;
         }
@@ -100,13 +106,16 @@ static int conn_flush(int ep, struct conn *c) {
 /*
  * Reads once, answers every complete request. The unanswered tail moves to the
  * front of rbuf; a head larger than rbuf is a client error and closes.
+ * Returns 1 when the read filled the buffer (more may be waiting).
  */
 static int conn_on_read(int ep, struct conn *c) {
-    ssize_t n = read(c->fd, c->rbuf + c->rlen, sizeof c->rbuf - c->rlen);
+    size_t room = sizeof c->rbuf - c->rlen;
+    ssize_t n = read(c->fd, c->rbuf + c->rlen, room);
     if (n < 0)
         return (errno == EAGAIN || errno == EINTR) ? 0 : -1;
     if (n == 0)
         return -1;
+    int full = (size_t)n == room;
     size_t len = c->rlen + (size_t)n, done = 0, count = 0;
     /* Start the search 3 bytes back: the terminator may straddle two reads. */
     size_t from = c->rlen > 3 ? c->rlen - 3 : 0;
@@ -122,7 +131,7 @@ static int conn_on_read(int ep, struct conn *c) {
     if (c->rlen == sizeof c->rbuf)
         return -1;
     if (count == 0)
-        return 0;
+        return full;
 
     size_t add = count * RESPONSE_LEN;
     if (!c->out) {
@@ -130,7 +139,7 @@ static int conn_on_read(int ep, struct conn *c) {
         if (w < 0 && errno != EAGAIN && errno != EINTR)
             return -1;
         if (w == (ssize_t)add)
-            return 0;
+            return full;
         size_t sent = w > 0 ? (size_t)w : 0;
         c->out = malloc(add - sent);
         if (!c->out)
@@ -138,7 +147,7 @@ static int conn_on_read(int ep, struct conn *c) {
         memcpy(c->out, responses + sent, add - sent);
         c->out_len = add - sent;
         c->out_off = 0;
-        return conn_flush(ep, c);
+        return conn_flush(ep, c) < 0 ? -1 : full;
     }
     size_t old = c->out_len - c->out_off;
     char *out = malloc(old + add);
@@ -151,7 +160,7 @@ static int conn_on_read(int ep, struct conn *c) {
     c->out_off = 0;
     c->out_len = old + add;
     /* Waiting for EPOLLOUT already: the pending bytes go out with the rest. */
-    return conn_flush(ep, c);
+    return conn_flush(ep, c) < 0 ? -1 : full;
 }
 
 int main(int argc, char **argv) {
@@ -163,6 +172,8 @@ int main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    const char *e = getenv("FLOOR_ET");
+    et = e && *e == '1' ? EPOLLET : 0;
     for (size_t i = 0; i < MAX_BATCH; i++)
         memcpy(responses + i * RESPONSE_LEN, response, RESPONSE_LEN);
 
@@ -197,7 +208,7 @@ int main(int argc, char **argv) {
                     nc->fd = fd;
                     nc->rlen = nc->out_len = nc->out_off = 0;
                     nc->out = NULL;
-                    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = nc};
+                    struct epoll_event ev = {.events = EPOLLIN | et, .data.ptr = nc};
                     epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
                 }
                 continue;
@@ -206,12 +217,16 @@ int main(int argc, char **argv) {
             if (evs[i].events & EPOLLOUT) {
                 rc = conn_flush(ep, c);
                 if (rc == 0 && !c->out) {
-                    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                    struct epoll_event ev = {.events = EPOLLIN | et, .data.ptr = c};
                     epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
                 }
             }
-            if (rc == 0 && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-                rc = conn_on_read(ep, c);
+            if (rc == 0 && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+                while ((rc = conn_on_read(ep, c)) == 1 && et)
+                    ;
+                if (rc > 0)
+                    rc = 0; /* level-triggered: the next epoll_wait reports the rest */
+            }
             if (rc < 0)
                 conn_close(ep, c);
         }

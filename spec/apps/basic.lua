@@ -120,3 +120,29 @@ http.handle("POST /body-assert", function(req, res)
 end)
 http.handle("GET /x/", function(req, res) res:write("subtree") end)
 http.handle("GET /{$}", function(req, res) res:write("root ", req.path) end)
+
+-- The methods' self check (the handler's own req/res take a fast path in C).
+local saved_res
+http.handle("GET /self-check", function(req, res)
+  local out = {}
+  local function try(name, f, ...)
+    local ok, err = pcall(f, ...)
+    out[#out + 1] = name .. "=" .. (ok and "ok" or tostring(err))
+  end
+  try("res_as_req", req.header, res, "Host")
+  try("req_as_res", res.header, req, "X-A", "1")
+  try("file_as_res", res.write, io.stdout, "x")
+  try("table_as_res", res.write, {}, "x")
+  try("in_coroutine", coroutine.wrap(function() return res:header("X-Co", "1") end))
+  try("saved_res", function() return saved_res and saved_res:header("X-Old", "1") end)
+  saved_res = res
+  res:write(table.concat(out, "\n"))
+end)
+
+-- res:write with several values: numbers become text; a bad value stages none of them.
+http.handle("GET /write-values", function(req, res)
+  local ok, err = pcall(res.write, res, "lost", {})
+  res:write()
+  res:write("a", 1, 2.5, "b")
+  res:write(ok and "|no error" or ("|" .. tostring(err):match("string expected") or err))
+end)

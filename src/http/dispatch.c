@@ -63,7 +63,8 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
         q->route_path = m.path;
         q->route_path_len = (uint32_t)m.path_len;
         q->ncaptures = m.ncaptures;
-        memcpy(q->captures, m.captures, m.ncaptures * sizeof m.captures[0]);
+        if (m.ncaptures) /* most routes have none: no call for an empty copy */
+            memcpy(q->captures, m.captures, m.ncaptures * sizeof m.captures[0]);
         const struct mh_handler *h = mh_handler_table_get(site->handlers, m.handler_id);
         if (!h) {
             mh_req_respond(r, 500, "500 Internal Server Error\n");

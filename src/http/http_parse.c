@@ -4,7 +4,12 @@
 
 #include <string.h>
 
-enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE };
+/*
+ * MH_PAUSE_BODILESS: a request without a body ran on to its message end in
+ * the same llhttp step as its head; mh_http_parse reports the head, and the
+ * next call reports the message done without running the parser again.
+ */
+enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE, MH_PAUSE_BODILESS };
 
 /* Bytes of chunk extensions allowed on one chunk-size line (400 beyond). */
 #define MH_CHUNK_EXT_MAX 1024
@@ -201,6 +206,13 @@ static int on_headers_complete(llhttp_t *p)
     r->has_body = (p->flags & F_CHUNKED) || r->content_length > 0;
     c->chunk_ext_bytes = 0;
     c->pause = MH_PAUSE_HEAD;
+    /*
+     * No body, no other Transfer-Encoding (a 501 from check_head) and no
+     * upgrade: llhttp goes straight on to on_message_complete, at the same
+     * byte, so the head is checked there, one parser step fewer per request.
+     */
+    if (!r->has_body && !p->upgrade && !(p->flags & F_TRANSFER_ENCODING))
+        return 0;
     return HPE_PAUSED;
 }
 
@@ -234,7 +246,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-    conn_of(p)->pause = MH_PAUSE_MESSAGE;
+    struct mh_conn *c = conn_of(p);
+    c->pause = c->pause == MH_PAUSE_HEAD ? MH_PAUSE_BODILESS : MH_PAUSE_MESSAGE;
     return HPE_PAUSED;
 }
 
@@ -355,6 +368,10 @@ static int other_method(struct mh_conn *c)
 
 enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
 {
+    if (c->pause == MH_PAUSE_BODILESS) {
+        c->pause = MH_PAUSE_NONE; /* the head was reported; its message ended with it */
+        return MH_PARSE_MESSAGE_DONE;
+    }
     const char *start = c->in.data + c->parse_pos;
     size_t avail = c->in.len - c->parse_pos;
     c->pause = MH_PAUSE_NONE;
@@ -383,10 +400,12 @@ enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
     }
     if (e == HPE_PAUSED) {
         llhttp_resume(&c->parser);
-        if (c->pause == MH_PAUSE_HEAD) {
+        if (c->pause == MH_PAUSE_HEAD || c->pause == MH_PAUSE_BODILESS) {
             c->head_len = c->parse_pos - c->req_start;
-            if ((*status = check_head(c)) != 0)
+            if ((*status = check_head(c)) != 0) {
+                c->pause = MH_PAUSE_NONE;
                 return MH_PARSE_ERROR;
+            }
             return MH_PARSE_HEAD_DONE;
         }
         return MH_PARSE_MESSAGE_DONE;

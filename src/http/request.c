@@ -20,13 +20,14 @@ void mh_request_reset(struct mh_request *r)
 {
     struct mh_header *h = r->headers;
     uint32_t cap = r->headers_cap;
-    struct mh_buf cleaned = r->cleaned;
-    cleaned.len = 0;
-    memset(r, 0, offsetof(struct mh_request, _allow)); /* _allow is written before it is read */
+    /* captures[] (ncaptures counts them), cleaned's memory and _allow are written before read */
+    memset(r, 0, offsetof(struct mh_request, captures));
     r->headers = h;
     r->headers_cap = cap;
-    r->cleaned = cleaned;
     r->handler_id = -1;
+    r->cleaned.len = 0;
+    r->allow = NULL;
+    r->allow_len = 0;
 }
 
 void mh_request_free(struct mh_request *r)
@@ -76,13 +77,9 @@ const unsigned char mh_tchar[256] = {
 /* Bytes that may not appear in a header value as received or sent: CR, LF, NUL. */
 const unsigned char mh_value_stop[256] = {['\r'] = 1, ['\n'] = 1, [0] = 1};
 
-bool mh_strieq(const char *a, size_t alen, const char *b, size_t blen)
+bool mh_strieq_fold(const char *a, const char *b, size_t n)
 {
-    if (alen != blen)
-        return false;
-    if (memcmp(a, b, alen) == 0)
-        return true; /* the usual case: the canonical spelling */
-    for (size_t i = 0; i < alen; i++)
+    for (size_t i = 0; i < n; i++)
         if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
             return false;
     return true;
@@ -103,8 +100,13 @@ void mh_request_split_target(struct mh_request *r, const char *base)
 {
     const char *t = base + r->target.off;
     uint32_t n = r->target.len, start = 0;
-    /* absolute-form: scheme://authority/path */
-    const char *sep = n > 3 ? memchr(t, ':', n < 8 ? n : 8) : NULL;
+    /*
+     * absolute-form: scheme://authority/path. A scheme starts with a letter
+     * (RFC 3986 §3.1): an origin-form path that holds "x://" ("/x://y") is
+     * a path, and most targets start with '/', so they skip the search.
+     */
+    bool letter = n > 0 && ((t[0] | 0x20) >= 'a' && (t[0] | 0x20) <= 'z');
+    const char *sep = letter && n > 3 ? memchr(t, ':', n < 8 ? n : 8) : NULL;
     if (sep && (uint32_t)(sep - t) + 2 < n && sep[1] == '/' && sep[2] == '/') {
         uint32_t a = (uint32_t)(sep - t) + 3, e = a;
         while (e < n && t[e] != '/' && t[e] != '?')
@@ -113,9 +115,8 @@ void mh_request_split_target(struct mh_request *r, const char *base)
         r->host.len = e - a;
         start = e;
     }
-    uint32_t q = start;
-    while (q < n && t[q] != '?')
-        q++;
+    const char *qm = memchr(t + start, '?', n - start); /* libc's is wider than a byte loop */
+    uint32_t q = qm ? (uint32_t)(qm - t) : n;
     r->path.off = r->target.off + start;
     r->path.len = q - start;
     if (q < n) {

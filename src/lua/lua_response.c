@@ -12,10 +12,13 @@
 
 const char mh_response_mt_key = 0;
 
-/* As req's: upvalue 1 of every method is the metatable. */
+/* As req's: upvalue 1 of every method is the metatable; the handler's own res needs no check. */
 static struct mh_lua_res *to_res(lua_State *L)
 {
     struct mh_lua_res *r = lua_touserdata(L, 1);
+    const struct mh_task *t = mh_task_of_thread(L);
+    if (r && t && r == t->res)
+        return r;
     if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
         luaL_typeerror(L, 1, RESPONSE_MT);
     lua_pop(L, 1);
@@ -28,6 +31,15 @@ static struct mh_lua_res *check_res(lua_State *L)
     if (!r->r)
         luaL_error(L, "request finished: this res belongs to a handler that has returned");
     return r;
+}
+
+/* luaL_checklstring (the same message) without its extra call: res:header and res:write. */
+static inline const char *check_string(lua_State *L, int i, size_t *len)
+{
+    const char *s = lua_tolstring(L, i, len);
+    if (!s)
+        luaL_typeerror(L, i, "string");
+    return s;
 }
 
 static void check_not_written(lua_State *L, struct mh_req *c, const char *what)
@@ -55,13 +67,13 @@ static int set_header(lua_State *L, bool replace)
 {
     struct mh_req *c = check_res(L)->r;
     size_t nlen, vlen;
-    const char *name = luaL_checklstring(L, 2, &nlen);
-    const char *value = luaL_checklstring(L, 3, &vlen);
+    const char *name = check_string(L, 2, &nlen);
+    const char *value = check_string(L, 3, &vlen);
     check_not_written(L, c, replace ? "res:header" : "res:add_header");
     const char *err = mh_response_header(&c->res, name, nlen, value, vlen, replace);
     if (err)
         return luaL_error(L, "header %s: %s", name, err);
-    lua_settop(L, 1);
+    lua_pushvalue(L, 1); /* res, for chaining (cheaper than lua_settop) */
     return 1;
 }
 
@@ -101,10 +113,9 @@ static void release_string(void *ud, uintptr_t ref)
     mh_gen_unref(g); /* the string's state must outlive the bytes on the wire */
 }
 
-static const char *stage(lua_State *L, struct mh_req *c, int i)
+/* Stages s[0..len), the string at stack index i. */
+static const char *stage(lua_State *L, struct mh_req *c, int i, const char *s, size_t len)
 {
-    size_t len;
-    const char *s = lua_tolstring(L, i, &len);
     if (len < REF_MIN)
         return mh_req_write(c, s, len);
     struct mh_gen *g = mh_gen_of(L);
@@ -126,8 +137,16 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
 {
     struct mh_req *c = r->r;
     int top = lua_gettop(L);
-    for (int i = first; i <= top; i++)
-        luaL_checklstring(L, i, NULL); /* type errors before any byte is staged */
+    const char *s1 = NULL; /* the first value, kept from its check: the usual write has one */
+    size_t len1 = 0;
+    for (int i = first; i <= top; i++) {
+        size_t len;
+        const char *s = check_string(L, i, &len); /* type errors before any byte is staged */
+        if (i == first) {
+            s1 = s;
+            len1 = len;
+        }
+    }
     if (c->closed) {
         lua_pushnil(L);
         lua_pushliteral(L, "connection closed");
@@ -140,7 +159,9 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
     }
     c->res.written = true;
     for (int i = first; i <= top; i++) {
-        if (stage(L, c, i) == mh_req_err_nomem)
+        size_t len = len1;
+        const char *s = i == first ? s1 : lua_tolstring(L, i, &len);
+        if (stage(L, c, i, s, len) == mh_req_err_nomem)
             return luaL_error(L, "res:write: out of memory");
     }
     if (c->res.body.bytes >= MH_RESPONSE_STREAM_AT) {

@@ -63,7 +63,9 @@ static void task_renew_thread(struct mh_task *t)
 static void task_put(struct mh_task *t)
 {
     struct mh_gen *g = t->gen;
-    ev_timer_stop(loop_of(t), &t->timer); /* a wake must not reach the task's next user */
+    /* A wake must not reach the task's next user (a handler seldom armed it: no call then). */
+    if (ev_is_active(&t->timer) || ev_is_pending(&t->timer))
+        ev_timer_stop(loop_of(t), &t->timer);
     t->request = NULL;
     t->handoff = NULL;
     t->aborted = false;
@@ -105,10 +107,8 @@ static struct mh_task **running_slot(lua_State *L)
 
 struct mh_task *mh_task_current(lua_State *L)
 {
-    struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
-    if (t && t->co == L)
-        return t;
-    return *running_slot(L);
+    struct mh_task *t = mh_task_of_thread(L);
+    return t ? t : *running_slot(L);
 }
 
 struct mh_task *mh_task_check(lua_State *L, const char *what)
@@ -381,7 +381,8 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
     release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
-    background_count(t, -1);
+    if (t->kind != MH_TASK_HANDLER) /* handlers are not counted */
+        background_count(t, -1);
     task_put(t);
     if (r) {
         r->handler_data = NULL; /* the task is gone: callbacks until finish find nothing */

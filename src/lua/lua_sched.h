@@ -113,6 +113,18 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
 
 /* The task running now (L is its coroutine or a user coroutine inside it), or NULL. */
 struct mh_task *mh_task_current(lua_State *L);
+
+/*
+ * The task whose own coroutine L is, or NULL (a user coroutine, the main
+ * thread): its extra space names its task. No call, so cheap enough for
+ * every req/res method.
+ */
+static inline struct mh_task *mh_task_of_thread(lua_State *L)
+{
+    struct mh_task *t = *(struct mh_task **)lua_getextraspace(L);
+    return t && t->co == L ? t : NULL;
+}
+
 /* Like mh_task_current, but raises a Lua error naming `what` when L cannot wait. */
 struct mh_task *mh_task_check(lua_State *L, const char *what);
 

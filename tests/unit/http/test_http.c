@@ -130,6 +130,13 @@ static void test_targets(void)
     CHECK(r.path.len == 2 && memcmp(abs + r.path.off, "/p", 2) == 0);
     CHECK(r.query.len == 1);
 
+    const char *odd = "/x://y/z"; /* a path: a scheme starts with a letter */
+    memset(&r, 0, sizeof r);
+    r.target.len = (uint32_t)strlen(odd);
+    mh_request_split_target(&r, odd);
+    CHECK(r.host.len == 0);
+    CHECK(r.path.len == 8 && r.path.off == 0);
+
     char out[64];
     size_t n = mh_form_unescape("a+b%20c%2", 9, out);
     out[n] = 0;
@@ -153,9 +160,33 @@ static void test_status_texts(void)
     CHECK_STR(mh_status_text(600), "Unknown");
 }
 
+/* The 8-bytes-a-step check against the byte table: every stop byte at every position. */
+static void test_value_stop(void)
+{
+    char v[40];
+    for (size_t len = 0; len <= sizeof v; len++) {
+        memset(v, 'a', sizeof v);
+        CHECKF(!mh_value_has_stop(v, len), "clean value of %zu bytes", len);
+        for (size_t at = 0; at < len; at++) {
+            static const char stops[] = {'\r', '\n', '\0'};
+            for (size_t k = 0; k < sizeof stops; k++) {
+                v[at] = stops[k];
+                CHECKF(mh_value_has_stop(v, len), "byte %d at %zu of %zu", stops[k], at, len);
+                CHECKF(!mh_value_has_stop(v, at), "stop byte just past %zu bytes", at);
+                v[at] = (char)0x8d; /* high bytes and near misses are allowed */
+                CHECK(!mh_value_has_stop(v, len));
+                v[at] = 0x0b;
+                CHECK(!mh_value_has_stop(v, len));
+                v[at] = 'a';
+            }
+        }
+    }
+}
+
 int main(void)
 {
     test_heads();
+    test_value_stop();
     test_status_texts();
     test_targets();
     return unit_report();
