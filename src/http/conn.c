@@ -1143,6 +1143,14 @@ static bool make_room(struct mh_conn *c)
  * the connection preface when h2c is on (RFC 9113 §3.3: prior knowledge).
  * 1: HTTP/2, 0: HTTP/1, -1: the bytes so far are a prefix of the preface.
  */
+void mh_conn_read_failed(struct mh_conn *c)
+{
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return;
+    mh_log(MH_LOG_DEBUG, "fd %d: read: %s", c->fd, strerror(errno));
+    mh_conn_close(c);
+}
+
 static __attribute__((cold, noinline)) int detect_protocol(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
@@ -1190,13 +1198,8 @@ static inline __attribute__((always_inline)) void read_input(struct mh_conn *c, 
         room = c->in.cap - c->in.len;
     }
     ssize_t n = mh_transport_read(&c->tp, dst, room);
-    if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-            return;
-        mh_log(MH_LOG_DEBUG, "fd %d: read: %s", c->fd, strerror(errno));
-        mh_conn_close(c);
-        return;
-    }
+    if (n < 0)
+        return mh_conn_read_failed(c);
     if (n == 0) {
         c->req.peer_closed = true;
         switch (c->state) {

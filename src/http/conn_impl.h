@@ -93,6 +93,8 @@ void mh_conn_set_deadline(struct mh_conn *c, ev_tstamp at);
 void mh_conn_set_idle(struct mh_conn *c, bool idle);
 /* Output is flushed, then the write side shut and the connection closed (lingering). */
 void mh_conn_linger(struct mh_conn *c);
+/* After a read returned -1: EAGAIN/EINTR leave the connection as it is, anything else closes it. */
+void mh_conn_read_failed(struct mh_conn *c);
 const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len);
 
 static inline const char *mh_conn_head(const struct mh_conn *c)

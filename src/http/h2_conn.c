@@ -385,13 +385,8 @@ void mh_h2_read(struct mh_conn *c)
     char buf[READ_CHUNK];
     for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
         ssize_t n = mh_transport_read(&c->tp, buf, sizeof buf);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
-                return;
-            mh_log(MH_LOG_DEBUG, "fd %d: read: %s", c->fd, strerror(errno));
-            mh_conn_close(c);
-            return;
-        }
+        if (n < 0)
+            return mh_conn_read_failed(c);
         if (n == 0) {
             c->req.peer_closed = true;
             mh_conn_close(c); /* streams in flight hear on_abort */
