@@ -18,6 +18,14 @@
 #define LINGER_SECONDS 2.0
 /* iovecs gathered per writev: enough for a pipelined burst of small responses. */
 #define MAX_IOV 64
+/*
+ * Answers waiting on this many connections are written before the loop turn
+ * ends, instead of at its prepare: with 10,000 busy connections one turn holds
+ * hundreds of events, and the first answer would wait for the last request's
+ * handler (bench/README.md, "early flush": -c10000 p99 below nginx's; at 16
+ * the writes carried too few answers and CPU per request rose).
+ */
+#define EARLY_FLUSH 64
 /* A request body left unread is discarded up to this much to keep the connection. */
 #define DRAIN_MAX (256 * 1024)
 
@@ -263,6 +271,7 @@ static inline void push_pending(struct mh_conn *c)
     if (c->in_pending || c->closed)
         return;
     c->in_pending = true;
+    w->_npending++;
     c->next_pending = w->_pending;
     w->_pending = c;
     c->refs++;
@@ -486,16 +495,22 @@ void mh_http_ctx_destroy(struct mh_http_ctx *h)
     }
 }
 
-void mh_http_prepare(struct mh_http_ctx *h)
+static void flush_pending_list(struct mh_http_ctx *h)
 {
     while (h->_pending) {
         struct mh_conn *c = h->_pending;
         h->_pending = c->next_pending;
+        h->_npending--;
         c->in_pending = false;
         if (!c->closed)
             flush_pending(c);
         c->refs--;
     }
+}
+
+void mh_http_prepare(struct mh_http_ctx *h)
+{
+    flush_pending_list(h);
     struct mh_conn **pp = &h->_closed;
     while (*pp) {
         struct mh_conn *c = *pp;
@@ -1271,6 +1286,8 @@ static inline __attribute__((always_inline)) void handle_io(struct mh_conn *c, i
     if (!c->closed && (revents & read_ev))
         read(c);
     c->refs--;
+    if (c->h->_npending >= EARLY_FLUSH)
+        flush_pending_list(c->h);
 }
 
 static void on_io(struct ev_loop *loop, ev_io *io, int revents)

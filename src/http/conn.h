@@ -87,6 +87,7 @@ struct mh_http_ctx {
 
     struct mh_conn *_free;    /* pool of connection objects */
     struct mh_conn *_pending; /* output to flush before the loop sleeps */
+    unsigned _npending;       /* ...how many */
     struct mh_conn *_closed;  /* closed, freed when unreferenced */
     time_t _date_sec;
     char _date_line[64];
