@@ -97,13 +97,6 @@ static void fake_timeout(struct mh_req *r, double s)
     (void)s;
 }
 
-static int fake_max_body(struct mh_req *r, uint64_t b)
-{
-    (void)r;
-    (void)b;
-    return 0;
-}
-
 static void fake_abort(struct mh_req *r)
 {
     r->closed = true;
@@ -130,7 +123,6 @@ static const struct mh_req_ops fake_ops = {
     .pending = fake_pending,
     .set_read_timeout = fake_timeout,
     .set_write_timeout = fake_timeout,
-    .set_max_body = fake_max_body,
     .abort = fake_abort,
     .remote_addr = fake_addr,
     .upgrade = fake_upgrade,

@@ -968,8 +968,7 @@ static void start_request(struct mh_conn *c)
     c->state = MH_CONN_HANDLER;
     c->requests++;
     c->req.started = ev_now(w->loop);
-    c->max_body = (uint64_t)w->limits->max_body_bytes;
-    c->body_asked = false;
+    c->req.max_body = (uint64_t)w->limits->max_body_bytes;
     c->write_deadline = after(c, w->limits->write_timeout);
     if (c->req.head.has_body) {
         c->req.body_state = MH_BODY_MORE;
@@ -1017,25 +1016,16 @@ static bool pump_body(struct mh_conn *c)
     return r->body_state != MH_BODY_MORE || (!c->body_want_all && r->body.len > 0);
 }
 
-static int conn_set_max_body(struct mh_req *r, uint64_t bytes)
-{
-    struct mh_conn *c = conn_of(r);
-    if (c->body_asked)
-        return -1;
-    c->max_body = bytes;
-    return 0;
-}
-
 static int conn_want_body(struct mh_req *r, bool all)
 {
     struct mh_conn *c = conn_of(r);
     if (c->closed)
         return 1;
-    if (!c->body_asked) {
-        c->body_asked = true;
+    if (!c->req.body_asked) {
+        c->req.body_asked = true;
         /* Refused before a byte is read, and before "100 Continue" invites it. */
         if (r->body_state == MH_BODY_MORE && !(c->parser.flags & F_CHUNKED) &&
-            r->head.content_length > c->max_body) {
+            r->head.content_length > c->req.max_body) {
             r->body_state = MH_BODY_TOO_LARGE;
             return 1;
         }
@@ -1347,7 +1337,7 @@ static int conn_upgrade(struct mh_req *r)
     c->tunnel_head = head;
     c->tunnel = true;
     c->close_after = true;
-    c->body_asked = true;
+    c->req.body_asked = true;
     c->tunnel_mark = 0;
     r->body_state = MH_BODY_MORE;
     c->in.len = c->parse_pos = c->req_start = 0;
@@ -1365,7 +1355,6 @@ static const struct mh_req_ops http1_ops = {
     .pending = conn_pending,
     .set_read_timeout = conn_set_read_timeout,
     .set_write_timeout = conn_set_write_timeout,
-    .set_max_body = conn_set_max_body,
     .abort = conn_abort,
     .remote_addr = conn_remote_addr,
     .upgrade = conn_upgrade,

@@ -51,8 +51,6 @@ struct mh_conn {
     unsigned long requests;
 
     /* request body */
-    uint64_t max_body;  /* this request's body limit: max_body_bytes or req:set_max_body */
-    bool body_asked;    /* the handler asked for body bytes: the limit is fixed */
     bool body_wanted;   /* a handler waits for body bytes */
     bool body_want_all; /* ...for all of them (req:body) rather than some */
     bool continue_sent; /* "100 Continue" went out */

@@ -19,7 +19,6 @@ struct mh_h2_stream {
     struct mh_buf head;  /* the bytes the head's slices index: :path, header names and values */
     struct mh_outq q;    /* body handed over by send, not yet framed into DATA */
     uint64_t unacked;    /* body bytes in req.body not yet given back to flow control */
-    uint64_t max_body;   /* this request's body limit */
     size_t header_bytes; /* header list size so far (max_header_bytes budget) */
     ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
     int bad_status;   /* the head deserves this answer from the server (431, 400...) */
@@ -31,7 +30,6 @@ struct mh_h2_stream {
     bool deferred;    /* the data provider waits for q (NGHTTP2_ERR_DEFERRED) */
     bool cut;         /* aborted after the head: RST_STREAM once q is out */
     bool closed;      /* nghttp2 closed the stream */
-    bool body_asked;  /* the limit is fixed */
     bool body_wanted; /* the handler waits for body */
     bool body_want_all;
     bool wake_body;     /* on_body is due after this batch */

@@ -33,7 +33,7 @@ struct mh_h2_stream *mh_h2_stream_new(struct mh_h2 *h, int32_t id)
     s->req.ops = &h2_ops;
     s->h2 = h;
     s->id = id;
-    s->max_body = (uint64_t)h->c->h->limits->max_body_bytes;
+    s->req.max_body = (uint64_t)h->c->h->limits->max_body_bytes;
     s->next = h->streams;
     if (h->streams)
         h->streams->prev = s;
@@ -264,7 +264,7 @@ void mh_h2_stream_data(struct mh_h2_stream *s, const uint8_t *data, size_t len)
         nghttp2_session_consume(session, s->id, len);
         return;
     }
-    if (r->body_received > s->max_body) {
+    if (r->body_received > s->req.max_body) {
         r->body_state = MH_BODY_TOO_LARGE;
         nghttp2_session_consume(session, s->id, len + s->unacked);
         s->unacked = 0;
@@ -536,9 +536,10 @@ static int h2_want_body(struct mh_req *r, bool all)
         s->unacked = r->body.len;
         mh_h2_want_write(s->h2);
     }
-    if (!s->body_asked) {
-        s->body_asked = true;
-        if (r->body_state == MH_BODY_MORE && s->has_length && r->head.content_length > s->max_body)
+    if (!s->req.body_asked) {
+        s->req.body_asked = true;
+        if (r->body_state == MH_BODY_MORE && s->has_length &&
+            r->head.content_length > s->req.max_body)
             r->body_state = MH_BODY_TOO_LARGE;
     }
     if (all && !s->body_want_all && s->unacked && s->h2->session) {
@@ -550,15 +551,6 @@ static int h2_want_body(struct mh_req *r, bool all)
     if (r->body_state != MH_BODY_MORE || (!all && r->body.len > 0))
         return 1;
     s->body_wanted = true;
-    return 0;
-}
-
-static int h2_set_max_body(struct mh_req *r, uint64_t bytes)
-{
-    struct mh_h2_stream *s = mh_h2_stream_of(r);
-    if (s->body_asked)
-        return -1;
-    s->max_body = bytes;
     return 0;
 }
 
@@ -630,7 +622,6 @@ static const struct mh_req_ops h2_ops = {
     .pending = h2_pending,
     .set_read_timeout = h2_set_read_timeout,
     .set_write_timeout = h2_set_write_timeout,
-    .set_max_body = h2_set_max_body,
     .abort = h2_abort,
     .remote_addr = h2_remote_addr,
 };

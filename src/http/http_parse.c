@@ -237,7 +237,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     c->req.body_received += len;
     if (c->draining)
         return 0;
-    if (c->req.body_received > c->max_body) {
+    if (c->req.body_received > c->req.max_body) {
         c->req.body_state = MH_BODY_TOO_LARGE;
         return -1;
     }

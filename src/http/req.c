@@ -31,6 +31,7 @@ void mh_req_reset(struct mh_req *r)
     r->body_state = MH_BODY_NONE;
     r->body.len = 0;
     r->body_received = 0;
+    r->body_asked = false;
     r->closed = r->peer_closed = false;
     r->handler = NULL;
     r->handler_data = NULL;

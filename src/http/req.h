@@ -94,13 +94,6 @@ struct mh_req_ops {
     /* Moves the read (body) or write (response) deadline to seconds from now; 0 = none. */
     void (*set_read_timeout)(struct mh_req *r, double seconds);
     void (*set_write_timeout)(struct mh_req *r, double seconds);
-    /*
-     * This request's body limit (over it: MH_BODY_TOO_LARGE, and 413 when the
-     * response has not started). Only before the body is first asked for:
-     * -1 after that. A declared Content-Length is checked against the limit
-     * when the body is first asked for, so a route may raise it.
-     */
-    int (*set_max_body)(struct mh_req *r, uint64_t bytes);
     /* Ends the stream now (a response cut off: HTTP/1 closes the connection). */
     void (*abort)(struct mh_req *r);
     /* "ip:port" of the client into buf. */
@@ -130,6 +123,15 @@ struct mh_req {
     enum mh_body_state body_state;
     struct mh_buf body;     /* decoded body bytes not yet read by the handler */
     uint64_t body_received; /* body bytes seen so far */
+    /*
+     * This request's body limit (over it: MH_BODY_TOO_LARGE, and 413 when the
+     * response has not started): max_body_bytes, set by the protocol when the
+     * request starts, or mh_req_set_max_body. The protocol checks a declared
+     * Content-Length against it when the body is first asked for (and sets
+     * body_asked then), so a route may raise it before its first read.
+     */
+    uint64_t max_body;
+    bool body_asked;
 
     /* set by the protocol */
     bool closed;      /* the stream is gone: output is dropped, on_abort was called */
@@ -257,6 +259,15 @@ static inline int mh_req_upgrade(struct mh_req *r)
 }
 
 /* ---- request body ---------------------------------------------------------- */
+
+/* See max_body: 0, or -1 once the body has been asked for (the limit is fixed). */
+static inline int mh_req_set_max_body(struct mh_req *r, uint64_t bytes)
+{
+    if (r->body_asked)
+        return -1;
+    r->max_body = bytes;
+    return 0;
+}
 
 /* See mh_req_ops.want_body. */
 static inline int mh_req_want_body(struct mh_req *r, bool all)

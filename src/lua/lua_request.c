@@ -358,7 +358,7 @@ static int req_set_max_body(lua_State *L)
     struct mh_req *c = check_req(L);
     lua_Integer n = luaL_checkinteger(L, 2);
     luaL_argcheck(L, n >= 0, 2, "must be >= 0");
-    if (c->ops->set_max_body(c, (uint64_t)n) < 0)
+    if (mh_req_set_max_body(c, (uint64_t)n) < 0)
         return luaL_error(L, "req:set_max_body: the body is being read already; set the limit "
                              "before the first req:body() or req:read()");
     lua_settop(L, 1);
