@@ -204,6 +204,18 @@ static int appendf(struct mh_buf *b, const char *fmt, ...)
     return mh_buf_append(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
+/* A labelled counter family: HELP, TYPE, then one line per label value (names[i] for counters[i]).
+ */
+static void counter_family(struct mh_buf *out, const char *name, const char *help,
+                           const char *label, const char *const *names, const uint64_t *counters,
+                           int n)
+{
+    appendf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int i = 0; i < n; i++)
+        appendf(out, "%s{%s=\"%s\"} %llu\n", name, label, names[i],
+                (unsigned long long)LOAD(&counters[i]));
+}
+
 /* A label value: backslash, quote and newline escaped as the format requires. */
 static int append_label(struct mh_buf *b, const char *s)
 {
@@ -318,25 +330,23 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
     for (int k = 0; k < MH_METRICS_TASK_KINDS; k++)
         appendf(out, "moonhttp_task_errors_total{kind=\"%s\"} %lu\n", task_kinds[k],
                 LOAD(&m->task_errors[k]));
-    appendf(out,
-            "# HELP moonhttp_guard_events_total Tasks stopped by handler_cpu_limit or "
-            "lua_memory_limit, and workers killed for a stalled loop.\n"
-            "# TYPE moonhttp_guard_events_total counter\n"
-            "moonhttp_guard_events_total{guard=\"cpu_limit\"} %llu\n"
-            "moonhttp_guard_events_total{guard=\"memory_limit\"} %llu\n"
-            "moonhttp_guard_events_total{guard=\"worker_stall\"} %llu\n",
-            (unsigned long long)LOAD(&m->guards[MH_METRICS_CPU_LIMIT]),
-            (unsigned long long)LOAD(&m->guards[MH_METRICS_MEMORY_LIMIT]),
-            (unsigned long long)LOAD(&m->guards[MH_METRICS_STALL]));
-    appendf(out,
-            "# HELP moonhttp_requests_by_protocol_total Finished requests by protocol version.\n"
-            "# TYPE moonhttp_requests_by_protocol_total counter\n"
-            "moonhttp_requests_by_protocol_total{protocol=\"HTTP/1.0\"} %llu\n"
-            "moonhttp_requests_by_protocol_total{protocol=\"HTTP/1.1\"} %llu\n"
-            "moonhttp_requests_by_protocol_total{protocol=\"HTTP/2.0\"} %llu\n",
-            (unsigned long long)LOAD(&m->protos[MH_METRICS_HTTP10]),
-            (unsigned long long)LOAD(&m->protos[MH_METRICS_HTTP11]),
-            (unsigned long long)LOAD(&m->protos[MH_METRICS_HTTP2]));
+    static const char *const guard_names[MH_METRICS_NGUARDS] = {
+        [MH_METRICS_CPU_LIMIT] = "cpu_limit",
+        [MH_METRICS_MEMORY_LIMIT] = "memory_limit",
+        [MH_METRICS_STALL] = "worker_stall",
+    };
+    counter_family(out, "moonhttp_guard_events_total",
+                   "Tasks stopped by handler_cpu_limit or lua_memory_limit, and workers killed "
+                   "for a stalled loop.",
+                   "guard", guard_names, m->guards, MH_METRICS_NGUARDS);
+    static const char *const proto_names[MH_METRICS_NPROTOS] = {
+        [MH_METRICS_HTTP10] = "HTTP/1.0",
+        [MH_METRICS_HTTP11] = "HTTP/1.1",
+        [MH_METRICS_HTTP2] = "HTTP/2.0",
+    };
+    counter_family(out, "moonhttp_requests_by_protocol_total",
+                   "Finished requests by protocol version.", "protocol", proto_names, m->protos,
+                   MH_METRICS_NPROTOS);
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */
     return out->len > start ? 0 : -1;
 }

@@ -32,8 +32,7 @@ void mh_response_reset(struct mh_response *r)
 void mh_response_free(struct mh_response *r)
 {
     mh_outq_free(&r->body);
-    mh_buf_free(&r->_hbytes);
-    free(r->_pairs);
+    mh_response_trim(r);
     memset(r, 0, sizeof *r);
 }
 

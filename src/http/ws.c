@@ -156,7 +156,6 @@ static void fail(struct mh_ws *ws, uint16_t code, const char *why)
     mh_log(MH_LOG_INFO, "websocket: closing with %u: %s", (unsigned)code, why);
     if (ws->state == MH_WS_OPEN)
         send_close(ws, code, why, strlen(why));
-    ws->failure = why;
     set_closed(ws, code, why, strlen(why));
 }
 

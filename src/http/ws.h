@@ -94,7 +94,6 @@ struct mh_ws {
     uint16_t close_code;      /* the peer's (or 1006 when it vanished, 1005 without a code) */
     const char *close_reason; /* in ctl (the peer's) or a static string (ours) */
     size_t close_reason_len;
-    const char *failure; /* why we closed: NULL for a clean close */
 
     /* input */
     struct mh_ws_parser parser;

@@ -382,11 +382,17 @@ int mh_lua_ws_start(lua_State *L, struct mh_req *r)
             if (!name)
                 return luaL_error(L, "req:websocket: protocols must be strings");
             if (mh_ws_offered(r, name, len)) {
-                protocol = name; /* stays referenced by the options table below */
+                protocol = name; /* the protocols table on the stack keeps it alive */
                 plen = len;
             }
             lua_pop(L, 1);
         }
+    }
+    if (r->res.head_sent || !r->ops->upgrade) {
+        lua_pushnil(L);
+        lua_pushstring(L, r->res.head_sent ? "the response has started"
+                                           : "this protocol cannot switch to WebSocket");
+        return 2;
     }
     struct lws *u = lua_newuserdatauv(L, sizeof *u, 1);
     memset(u, 0, sizeof *u);
@@ -397,12 +403,6 @@ int mh_lua_ws_start(lua_State *L, struct mh_req *r)
     else
         lua_pushnil(L);
     lua_setiuservalue(L, -2, 1);
-    if (r->res.head_sent || !r->ops->upgrade) {
-        lua_pushnil(L);
-        lua_pushstring(L, r->res.head_sent ? "the response has started"
-                                           : "this protocol cannot switch to WebSocket");
-        return 2;
-    }
     u->ws = mh_ws_start(r, mh_gen_loop(t->gen), &cfg, &hs, protocol, plen, &lws_events, u);
     if (!u->ws) {
         lua_pushnil(L);
