@@ -132,14 +132,43 @@ static bool pair_is(const struct mh_response *r, const struct mh_hpair *p, const
     return p->name_len && mh_strieq(r->_hbytes.data + p->name_off, p->name_len, name, nlen);
 }
 
+/* The response headers the server interprets. */
+enum known_name { NAME_OTHER, NAME_LENGTH, NAME_CONNECTION, NAME_TE, NAME_TYPE, NAME_SERVER };
+
+/* Which of them `name` is (any case), found by length first. */
+static inline enum known_name known_name(const char *name, size_t nlen)
+{
+    switch (nlen) {
+    case 14:
+        return mh_strieq(name, nlen, "Content-Length", 14) ? NAME_LENGTH : NAME_OTHER;
+    case 10:
+        return mh_strieq(name, nlen, "Connection", 10) ? NAME_CONNECTION : NAME_OTHER;
+    case 17:
+        return mh_strieq(name, nlen, "Transfer-Encoding", 17) ? NAME_TE : NAME_OTHER;
+    case 12:
+        return mh_strieq(name, nlen, "Content-Type", 12) ? NAME_TYPE : NAME_OTHER;
+    case 6:
+        return mh_strieq(name, nlen, "Server", 6) ? NAME_SERVER : NAME_OTHER;
+    default:
+        return NAME_OTHER;
+    }
+}
+
 void mh_response_unset(struct mh_response *r, const char *name, size_t nlen)
 {
-    if (nlen == 14 && mh_strieq(name, nlen, "Content-Length", 14))
+    switch (known_name(name, nlen)) {
+    case NAME_LENGTH:
         r->has_length = false;
-    else if (nlen == 12 && mh_strieq(name, nlen, "Content-Type", 12))
+        break;
+    case NAME_TYPE:
         r->has_type = false;
-    else if (nlen == 6 && mh_strieq(name, nlen, "Server", 6))
+        break;
+    case NAME_SERVER:
         r->has_server = false;
+        break;
+    default:
+        break;
+    }
     for (uint32_t i = 0; i < r->_npairs; i++) {
         if (pair_is(r, &r->_pairs[i], name, nlen)) {
             r->_pairs[i].name_len = 0;
@@ -215,47 +244,44 @@ const char *mh_response_add_trusted(struct mh_response *r, const char *name, siz
 const char *mh_response_header(struct mh_response *r, const char *name, size_t nlen,
                                const char *value, size_t vlen, bool replace)
 {
-    if (nlen == 0)
-        return "empty header name";
-    for (size_t i = 0; i < nlen; i++)
-        if (!mh_is_tchar((unsigned char)name[i]))
-            return "invalid character in header name";
+    /* A name equal to a known one is a token already: only the others are checked byte by byte. */
+    enum known_name known = known_name(name, nlen);
+    if (known == NAME_OTHER) {
+        if (nlen == 0)
+            return "empty header name";
+        for (size_t i = 0; i < nlen; i++)
+            if (!mh_is_tchar((unsigned char)name[i]))
+                return "invalid character in header name";
+    }
     if (mh_value_has_stop(value, vlen))
         return "CR, LF or NUL in header value";
-    switch (nlen) { /* the headers the server interprets, found by length first */
-    case 14:
-        if (mh_strieq(name, nlen, "Content-Length", 14)) {
-            uint64_t v = 0;
-            if (vlen == 0 || vlen > 19)
+    switch (known) {
+    case NAME_LENGTH: {
+        uint64_t v = 0;
+        if (vlen == 0 || vlen > 19)
+            return "bad Content-Length";
+        for (size_t i = 0; i < vlen; i++) {
+            if (value[i] < '0' || value[i] > '9')
                 return "bad Content-Length";
-            for (size_t i = 0; i < vlen; i++) {
-                if (value[i] < '0' || value[i] > '9')
-                    return "bad Content-Length";
-                v = v * 10 + (uint64_t)(value[i] - '0');
-            }
-            r->has_length = true;
-            r->declared_length = v;
-            return NULL;
+            v = v * 10 + (uint64_t)(value[i] - '0');
         }
+        r->has_length = true;
+        r->declared_length = v;
+        return NULL;
+    }
+    case NAME_CONNECTION:
+        if (mh_strieq(value, vlen, "close", 5))
+            r->close = true;
+        return NULL;
+    case NAME_TE:
+        return "Transfer-Encoding is managed by the server";
+    case NAME_TYPE:
+        r->has_type = true;
         break;
-    case 10:
-        if (mh_strieq(name, nlen, "Connection", 10)) {
-            if (mh_strieq(value, vlen, "close", 5))
-                r->close = true;
-            return NULL;
-        }
+    case NAME_SERVER:
+        r->has_server = true;
         break;
-    case 17:
-        if (mh_strieq(name, nlen, "Transfer-Encoding", 17))
-            return "Transfer-Encoding is managed by the server";
-        break;
-    case 12:
-        if (mh_strieq(name, nlen, "Content-Type", 12))
-            r->has_type = true;
-        break;
-    case 6:
-        if (mh_strieq(name, nlen, "Server", 6))
-            r->has_server = true;
+    case NAME_OTHER:
         break;
     }
     if (replace && r->npairs) {

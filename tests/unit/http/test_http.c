@@ -96,6 +96,14 @@ static void test_heads(void)
     CHECK(mh_response_header(&r, "X-A", 3, "a\0b", 3, true) != NULL);
     CHECK(mh_response_header(&r, "X A", 3, "v", 1, true) != NULL);
     CHECK(mh_response_header(&r, "", 0, "v", 1, true) != NULL);
+    /* a known name is recognised in any case; the same length with a non-token byte is not it */
+    CHECK(mh_response_header(&r, "Content Type", 12, "text/html", 9, true) != NULL);
+    CHECK(mh_response_header(&r, "Content-Type", 12, "a\nb", 3, true) != NULL);
+    CHECK(!r.has_type && r.npairs == 0);
+    CHECK(mh_response_header(&r, "content-type", 12, "text/html", 9, true) == NULL);
+    CHECK(r.has_type && r.npairs == 1);
+    mh_response_unset(&r, "CONTENT-TYPE", 12);
+    CHECK(!r.has_type && r.npairs == 0);
     CHECK(mh_response_header(&r, "Transfer-Encoding", 17, "gzip", 4, true) != NULL);
     CHECK(mh_response_header(&r, "Content-Length", 14, "12x", 3, true) != NULL);
     CHECK(mh_response_header(&r, "X-Multi", 7, "1", 1, false) == NULL);
