@@ -48,10 +48,7 @@ static int on_url_complete(llhttp_t *p)
  */
 static int check_name(const char *at, size_t len)
 {
-    for (size_t i = 0; i < len; i++)
-        if (!mh_is_tchar((unsigned char)at[i]))
-            return HPE_INVALID_HEADER_TOKEN;
-    return 0;
+    return mh_is_token(at, len) ? 0 : HPE_INVALID_HEADER_TOKEN;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len)

@@ -88,6 +88,20 @@ static inline bool mh_is_tchar(unsigned char c)
     return mh_tchar[c];
 }
 
+/* Whether every byte of s[0..len) is a tchar (empty is): four table loads per test. */
+static inline bool mh_is_token(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    for (; i + 4 <= len; i += 4)
+        if (!(mh_tchar[u[i]] & mh_tchar[u[i + 1]] & mh_tchar[u[i + 2]] & mh_tchar[u[i + 3]]))
+            return false;
+    for (; i < len; i++)
+        if (!mh_tchar[u[i]])
+            return false;
+    return true;
+}
+
 /*
  * Whether s[0..len) is a valid Host / absolute-form authority (RFC 9110
  * §7.2, RFC 3986 §3.2.2): a reg-name (unreserved, pct-encoded, sub-delims),

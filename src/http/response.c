@@ -249,9 +249,8 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
     if (known == NAME_OTHER) {
         if (nlen == 0)
             return "empty header name";
-        for (size_t i = 0; i < nlen; i++)
-            if (!mh_is_tchar((unsigned char)name[i]))
-                return "invalid character in header name";
+        if (!mh_is_token(name, nlen))
+            return "invalid character in header name";
     }
     if (mh_value_has_stop(value, vlen))
         return "CR, LF or NUL in header value";
