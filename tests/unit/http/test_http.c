@@ -187,6 +187,16 @@ static void test_value_stop(void)
                 CHECK(!mh_value_has_stop(v, len));
                 v[at] = 'a';
             }
+            /* every byte, among letters and among TABs (a TAB is below CR: the slow test) */
+            for (int fill = 0; fill < 2; fill++) {
+                memset(v, fill ? '\t' : 'a', len);
+                for (int b = 0; b < 256; b++) {
+                    v[at] = (char)b;
+                    CHECKF(mh_value_has_stop(v, len) == (mh_value_stop[b] != 0),
+                           "byte %d at %zu of %zu", b, at, len);
+                }
+            }
+            memset(v, 'a', sizeof v);
         }
     }
 }
