@@ -42,20 +42,22 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
 {
     struct mh_request *q = &r->head;
     const char *base = mh_req_head(r);
-    const char *method = mh_req_method(r);
+    size_t mlen;
+    const char *method = mh_req_method_len(r, &mlen);
     /* "OPTIONS * HTTP/1.1" asks about the server, not a resource: 200, as Go answers it. */
     if (q->method == HTTP_OPTIONS && q->path.len == 1 && base[q->path.off] == '*') {
         mh_req_respond(r, 200, NULL);
         return;
     }
     struct mh_route_match m;
-    if (mh_buf_reserve(&q->cleaned, q->path.len + 2) < 0) {
+    if (q->cleaned.cap - q->cleaned.len < q->path.len + 2 &&
+        mh_buf_reserve(&q->cleaned, q->path.len + 2) < 0) {
         mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
     }
-    enum mh_route_status st = mh_router_lookup(
-        site->router, method, strlen(method), base + q->host.off, q->host.len, base + q->path.off,
-        q->path.len, site->clean, q->cleaned.data, q->cleaned.cap, &m);
+    enum mh_route_status st = mh_router_lookup(site->router, method, mlen, base + q->host.off,
+                                               q->host.len, base + q->path.off, q->path.len,
+                                               site->clean, q->cleaned.data, q->cleaned.cap, &m);
     switch (st) {
     case MH_ROUTE_FOUND: {
         q->route = m.route;

@@ -17,11 +17,32 @@ const char *mh_req_header(const struct mh_req *r, const char *name, size_t nlen,
     return base + r->head.headers[i].value.off;
 }
 
+/* llhttp's method names by number, with their lengths: no call and no strlen per request. */
+static const struct {
+    const char *name;
+    uint8_t len;
+} method_names[] = {
+#define METHOD_ROW(num, name, string) [num] = {#string, sizeof #string - 1},
+    HTTP_ALL_METHOD_MAP(METHOD_ROW)
+#undef METHOD_ROW
+};
+
+const char *mh_req_method_len(const struct mh_req *r, size_t *len)
+{
+    uint8_t m = r->head.method;
+    if (m < sizeof method_names / sizeof method_names[0] && method_names[m].name) {
+        *len = method_names[m].len;
+        return method_names[m].name;
+    }
+    /* MH_METHOD_OTHER: the client's own token */
+    *len = strlen(r->head.method_name);
+    return r->head.method_name;
+}
+
 const char *mh_req_method(const struct mh_req *r)
 {
-    if (r->head.method == MH_METHOD_OTHER)
-        return r->head.method_name;
-    return llhttp_method_name((llhttp_method_t)r->head.method);
+    size_t len;
+    return mh_req_method_len(r, &len);
 }
 
 void mh_req_reset(struct mh_req *r)

@@ -172,6 +172,8 @@ const char *mh_req_header(const struct mh_req *r, const char *name, size_t nlen,
 
 /* Method name ("GET"). */
 const char *mh_req_method(const struct mh_req *r);
+/* The same, with its length. */
+const char *mh_req_method_len(const struct mh_req *r, size_t *len);
 
 /* For the protocol: clears per-request state, keeping memory (pooled). */
 void mh_req_reset(struct mh_req *r);

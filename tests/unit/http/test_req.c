@@ -393,8 +393,34 @@ static void test_dispatch(void)
     mh_handler_table_free(&table);
 }
 
+/* Method names by number and the client's own token, with their lengths. */
+static void test_method_names(void)
+{
+    static const struct {
+        uint8_t method;
+        const char *name;
+    } rows[] = {{HTTP_GET, "GET"},           {HTTP_DELETE, "DELETE"}, {HTTP_OPTIONS, "OPTIONS"},
+                {HTTP_PROPFIND, "PROPFIND"}, {HTTP_PURGE, "PURGE"},   {HTTP_MSEARCH, "M-SEARCH"}};
+    struct tproto t;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        tproto_init(&t, rows[i].method, "/");
+        size_t len = 0;
+        CHECK_STR(mh_req_method_len(&t.req, &len), rows[i].name);
+        CHECK(len == strlen(rows[i].name));
+        CHECK_STR(mh_req_method(&t.req), rows[i].name);
+        tproto_free(&t);
+    }
+    tproto_init(&t, MH_METHOD_OTHER, "/");
+    strcpy(t.req.head.method_name, "BREW");
+    size_t len = 0;
+    CHECK_STR(mh_req_method_len(&t.req, &len), "BREW");
+    CHECK(len == 4);
+    tproto_free(&t);
+}
+
 int main(void)
 {
+    test_method_names();
     test_length_and_pairs();
     test_stream_with_references();
     test_file_range_and_head_only();
