@@ -316,14 +316,18 @@ static inline __attribute__((always_inline)) char *put_status_line(char *p, int 
     }
 }
 
+/* Decimal digits written in place, last first, once their count is known (no copy). */
 static char *put_u64(char *p, uint64_t v)
 {
-    char tmp[24], *t = tmp + sizeof tmp;
+    size_t n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *end = p + n;
     do {
-        *--t = (char)('0' + v % 10);
+        *--end = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    return put(p, t, (size_t)(tmp + sizeof tmp - t));
+    return p + n;
 }
 
 /* Longest status line plus the fixed headers we may add, with room to spare. */
