@@ -402,9 +402,32 @@ static void *counted_realloc(void *ptr, size_t old, size_t nsize)
     return block;
 }
 
-static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+/* A cached block of size class c, or NULL. */
+static inline void *heap_pop(struct mh_lua_heap *h, size_t c)
 {
-    struct mh_lua_heap *h = ud;
+    void *block = h->free[c];
+    if (block) {
+        h->free[c] = *(void **)block;
+        h->count[c]--;
+    }
+    return block;
+}
+
+/* Caches a block of class c; false when the class has HEAP_CACHE_MAX already. */
+static inline bool heap_push(struct mh_lua_heap *h, size_t c, void *ptr)
+{
+    if (h->count[c] >= HEAP_CACHE_MAX)
+        return false;
+    *(void **)ptr = h->free[c];
+    h->free[c] = ptr;
+    h->count[c]++;
+    return true;
+}
+
+/* Everything but a small block taken from or given back to its free list (lua_alloc). */
+static __attribute__((noinline)) void *lua_alloc_slow(struct mh_lua_heap *h, void *ptr,
+                                                      size_t osize, size_t nsize)
+{
 #ifndef MH_SANITIZE
     size_t oclass = ptr && osize ? (osize - 1) / HEAP_GRAIN : MH_LUA_HEAP_CLASSES;
     size_t nclass = nsize ? (nsize - 1) / HEAP_GRAIN : MH_LUA_HEAP_CLASSES;
@@ -412,12 +435,9 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         return ptr; /* same block size */
     void *block = NULL;
     if (nsize && nclass < MH_LUA_HEAP_CLASSES) {
-        if ((block = h->free[nclass])) {
-            h->free[nclass] = *(void **)block;
-            h->count[nclass]--;
-        } else if (!(block = counted_realloc(NULL, 0, (nclass + 1) * HEAP_GRAIN))) {
+        if (!(block = heap_pop(h, nclass)) &&
+            !(block = counted_realloc(NULL, 0, (nclass + 1) * HEAP_GRAIN)))
             return NULL;
-        }
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
     } else if (nsize) {
@@ -428,15 +448,9 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
         if (ptr)
             memcpy(block, ptr, osize < nsize ? osize : nsize);
     }
-    if (ptr) {
-        if (oclass < MH_LUA_HEAP_CLASSES && h->count[oclass] < HEAP_CACHE_MAX) {
-            *(void **)ptr = h->free[oclass];
-            h->free[oclass] = ptr;
-            h->count[oclass]++;
-        } else {
-            free(ptr);
-            mh_guard_mem_shrink(oclass < MH_LUA_HEAP_CLASSES ? (oclass + 1) * HEAP_GRAIN : osize);
-        }
+    if (ptr && !(oclass < MH_LUA_HEAP_CLASSES && heap_push(h, oclass, ptr))) {
+        free(ptr);
+        mh_guard_mem_shrink(oclass < MH_LUA_HEAP_CLASSES ? (oclass + 1) * HEAP_GRAIN : osize);
     }
     return block;
 #else
@@ -449,6 +463,27 @@ static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     }
     return counted_realloc(ptr, old, nsize);
 #endif
+}
+
+/*
+ * The calls of every request, a new small object and one freed, are served
+ * here from the free lists: no call, no saved registers (the slow path's
+ * frame costs more than these paths themselves).
+ */
+static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct mh_lua_heap *h = ud;
+#ifndef MH_SANITIZE
+    const size_t small = MH_LUA_HEAP_CLASSES * HEAP_GRAIN;
+    if (!ptr) {
+        void *block;
+        if (nsize - 1 < small && (block = heap_pop(h, (nsize - 1) / HEAP_GRAIN)))
+            return block;
+    } else if (nsize == 0 && osize - 1 < small && heap_push(h, (osize - 1) / HEAP_GRAIN, ptr)) {
+        return NULL;
+    }
+#endif
+    return lua_alloc_slow(h, ptr, osize, nsize);
 }
 
 static void lua_heap_free(struct mh_lua_heap *h)
