@@ -19,16 +19,21 @@ const char mh_request_mt_key = 0;
  * its coroutine (a userdata with that address can only be that object, which
  * the task's stack keeps alive; Lua code cannot make a light userdata).
  */
-static struct mh_lua_req *to_req(lua_State *L)
+static __attribute__((noinline)) struct mh_lua_req *to_other_req(lua_State *L, struct mh_lua_req *r)
+{
+    if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
+        luaL_typeerror(L, 1, REQUEST_MT);
+    lua_pop(L, 1);
+    return r;
+}
+
+static inline struct mh_lua_req *to_req(lua_State *L)
 {
     struct mh_lua_req *r = lua_touserdata(L, 1);
     const struct mh_task *t = mh_task_of_thread(L);
     if (r && t && r == t->req)
         return r;
-    if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
-        luaL_typeerror(L, 1, REQUEST_MT);
-    lua_pop(L, 1);
-    return r;
+    return to_other_req(L, r);
 }
 
 static struct mh_req *check_req(lua_State *L)

@@ -12,17 +12,23 @@
 
 const char mh_response_mt_key = 0;
 
-/* As req's: upvalue 1 of every method is the metatable; the handler's own res needs no check. */
-static struct mh_lua_res *to_res(lua_State *L)
+/* to_res for any res but the running handler's own: upvalue 1 of every method is the metatable. */
+static __attribute__((noinline)) struct mh_lua_res *to_other_res(lua_State *L, struct mh_lua_res *r)
+{
+    if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
+        luaL_typeerror(L, 1, RESPONSE_MT);
+    lua_pop(L, 1);
+    return r;
+}
+
+/* As req's: the handler's own res needs no check (and its methods no frame for one). */
+static inline struct mh_lua_res *to_res(lua_State *L)
 {
     struct mh_lua_res *r = lua_touserdata(L, 1);
     const struct mh_task *t = mh_task_of_thread(L);
     if (r && t && r == t->res)
         return r;
-    if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
-        luaL_typeerror(L, 1, RESPONSE_MT);
-    lua_pop(L, 1);
-    return r;
+    return to_other_res(L, r);
 }
 
 static struct mh_lua_res *check_res(lua_State *L)
@@ -152,7 +158,8 @@ static int write_values(lua_State *L, struct mh_lua_res *r, int first)
         lua_pushliteral(L, "connection closed");
         return 2;
     }
-    if (mh_task_stream_stopping(r->task)) { /* nothing written: the stream should end */
+    /* nothing written: the stream should end (it is a stream once its head is out) */
+    if (c->res.head_sent && mh_task_stream_stopping(r->task)) {
         lua_pushnil(L);
         lua_pushliteral(L, "stopping");
         return 2;
