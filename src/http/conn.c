@@ -77,19 +77,23 @@ static void set_idle_list(struct mh_conn *c, bool idle)
  */
 static ev_tstamp earliest(ev_tstamp a, ev_tstamp b);
 
-static void arm_timer(struct mh_conn *c)
+/* arm_timer's libev part: the timer is off or due later than `at`. */
+static __attribute__((noinline)) void rearm_timer(struct mh_conn *c, ev_tstamp at)
 {
     struct ev_loop *loop = c->h->loop;
+    ev_tstamp in = at - ev_now(loop);
+    ev_timer_stop(loop, &c->timer);
+    ev_timer_set(&c->timer, in > 0 ? in : 0., 0.);
+    ev_timer_start(loop, &c->timer);
+    c->timer_at = at;
+}
+
+/* Inline, with its libev calls out of line: on the hot path it is two compares. */
+static inline void arm_timer(struct mh_conn *c)
+{
     ev_tstamp at = earliest(c->deadline, c->send_deadline);
-    if (at == 0)
-        return;
-    if (!ev_is_active(&c->timer) || c->timer_at > at) {
-        ev_tstamp in = at - ev_now(loop);
-        ev_timer_stop(loop, &c->timer);
-        ev_timer_set(&c->timer, in > 0 ? in : 0., 0.);
-        ev_timer_start(loop, &c->timer);
-        c->timer_at = at;
-    }
+    if (at != 0 && (!ev_is_active(&c->timer) || c->timer_at > at))
+        rearm_timer(c, at);
 }
 
 static void set_deadline(struct mh_conn *c, ev_tstamp at)
