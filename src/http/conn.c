@@ -583,16 +583,21 @@ void mh_http_each_request(struct mh_http_ctx *h, void (*fn)(struct mh_req *r, vo
     }
 }
 
+/* Once a second: the Date line for `now`. */
+static __attribute__((noinline)) void format_date(struct mh_http_ctx *h, time_t now)
+{
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    h->_date_len =
+        strftime(h->_date_line, sizeof h->_date_line, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    h->_date_sec = now;
+}
+
 const char *mh_http_date(struct mh_http_ctx *h, size_t *len)
 {
     time_t now = (time_t)ev_now(h->loop);
-    if (now != h->_date_sec) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        h->_date_len = strftime(h->_date_line, sizeof h->_date_line,
-                                "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-        h->_date_sec = now;
-    }
+    if (now != h->_date_sec)
+        format_date(h, now);
     *len = h->_date_len;
     return h->_date_line;
 }

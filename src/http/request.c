@@ -37,21 +37,14 @@ void mh_request_free(struct mh_request *r)
     memset(r, 0, sizeof *r);
 }
 
-int mh_request_add_header(struct mh_request *r, uint32_t off, uint32_t len)
+int mh_request_grow_headers(struct mh_request *r)
 {
-    if (r->nheaders == r->headers_cap) {
-        uint32_t ncap = r->headers_cap ? r->headers_cap * 2 : 16;
-        struct mh_header *h = realloc(r->headers, ncap * sizeof *h);
-        if (!h)
-            return -1;
-        r->headers = h;
-        r->headers_cap = ncap;
-    }
-    struct mh_header *h = &r->headers[r->nheaders++];
-    h->name.off = off;
-    h->name.len = len;
-    h->value.off = off;
-    h->value.len = 0;
+    uint32_t ncap = r->headers_cap ? r->headers_cap * 2 : 16;
+    struct mh_header *h = realloc(r->headers, ncap * sizeof *h);
+    if (!h)
+        return -1;
+    r->headers = h;
+    r->headers_cap = ncap;
     return 0;
 }
 

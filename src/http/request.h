@@ -66,8 +66,21 @@ void mh_request_shrink(struct mh_request *r);
 void mh_request_reset(struct mh_request *r);
 void mh_request_free(struct mh_request *r);
 
-/* Appends a header slot; -1 on OOM. */
-int mh_request_add_header(struct mh_request *r, uint32_t off, uint32_t len);
+/* Makes room for more header slots (mh_request_add_header's slow path); -1 on OOM. */
+int mh_request_grow_headers(struct mh_request *r);
+
+/* Appends a header slot; -1 on OOM. Inline: a request's every header comes through here. */
+static inline int mh_request_add_header(struct mh_request *r, uint32_t off, uint32_t len)
+{
+    if (r->nheaders == r->headers_cap && mh_request_grow_headers(r) < 0)
+        return -1;
+    struct mh_header *h = &r->headers[r->nheaders++];
+    h->name.off = off;
+    h->name.len = len;
+    h->value.off = off;
+    h->value.len = 0;
+    return 0;
+}
 
 /*
  * Finds the first header named `name` (case-insensitive) in the head at
