@@ -533,7 +533,7 @@ static struct mh_gen *gen_alloc(struct mh_config *config)
     return g;
 }
 
-static void gen_free(struct mh_gen *g)
+void mh_gen_free(struct mh_gen *g)
 {
     mh_task_pool_free(g); /* the coroutines themselves are collected by lua_close */
     if (g->L)
@@ -773,7 +773,7 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
 fail:
     if (deps)
         collect_deps(L, deps);
-    gen_free(g);
+    mh_gen_free(g);
     return NULL;
 }
 
@@ -793,15 +793,4 @@ void mh_gen_reseed(struct mh_gen *g)
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-}
-
-void mh_gen_ref(struct mh_gen *g)
-{
-    g->refs++;
-}
-
-void mh_gen_unref(struct mh_gen *g)
-{
-    if (--g->refs == 0)
-        gen_free(g);
 }

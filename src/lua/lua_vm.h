@@ -104,9 +104,21 @@ void mh_deps_free(struct mh_deps *d);
  */
 struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
                            size_t errlen);
-void mh_gen_ref(struct mh_gen *g);
+/* Closes the Lua state and frees the router: mh_gen_unref's last reference. */
+void mh_gen_free(struct mh_gen *g);
+
+/* Inline: every request takes and drops two references. */
+static inline void mh_gen_ref(struct mh_gen *g)
+{
+    g->refs++;
+}
+
 /* Drops a reference; the last one closes the Lua state and frees the router. */
-void mh_gen_unref(struct mh_gen *g);
+static inline void mh_gen_unref(struct mh_gen *g)
+{
+    if (--g->refs == 0)
+        mh_gen_free(g);
+}
 
 /*
  * Reseeds math.random from the kernel. A worker forked with the master's
