@@ -10,8 +10,11 @@
 # Runs alternate between the servers; the table shows medians of $RUNS of
 # requests/s and of server CPU microseconds per request (utime+stime of the
 # server's process tree over the run, divided by the requests). Then the RSS
-# of moonhttp with $IDLE idle h2c connections (bench/h2/idle.py).
-# Usage: bench/h2.sh [build/moonhttp]   (env: DURATION WARM RUNS IDLE H2_PORT_BASE)
+# of each server with $IDLE idle h2c connections (bench/h2/idle.py).
+# Usage: bench/h2.sh [build/moonhttp]
+#   env: DURATION WARM RUNS IDLE H2_PORT_BASE; IDLE_ONLY=1 skips the h2load
+#   runs; IDLE_SERVERS (default "moonhttp nginx h2o") and IDLE_MODES (default
+#   "fresh request requests", see bench/h2/idle.py) pick the idle table's rows
 set -eu
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${1:-build/moonhttp}")
@@ -19,6 +22,8 @@ DURATION=${DURATION:-5}
 WARM=${WARM:-1}
 RUNS=${RUNS:-3}
 IDLE=${IDLE:-10000}
+IDLE_SERVERS=${IDLE_SERVERS:-moonhttp nginx h2o}
+IDLE_MODES=${IDLE_MODES:-fresh request requests}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-h2.XXXXXX")
 source bench/lib.sh
 SERVER_CPU=0
@@ -82,6 +87,7 @@ measure() {
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 for s in moonhttp nginx h2o; do start $s; done
+[ "${IDLE_ONLY:-0}" = 1 ] || {
 for s in moonhttp nginx h2o; do # the same answer from each
     curl -sS --http2-prior-knowledge "http://127.0.0.1:${H2C[$s]}/api/users" | grep -qx '{"name":"baseline","users":\[\]}' ||
         { echo "bench/h2.sh: $s answers /api/users with other bytes" >&2; exit 1; }
@@ -105,14 +111,33 @@ for mode in h2c tls; do
         echo "| $mode | $s | $(median <"$WORK/$s.$mode.rps") | $us | $(median <"$WORK/$s.$mode.mean") | $(awk -v a="$us" -v b="$mus" 'BEGIN { printf "%.2f", a / b }') |"
     done
 done
+}
 
-# Idle connections: RSS of the moonhttp worker before and with $IDLE open h2c connections.
-rss() { awk '/^VmRSS/ { print $2 }' /proc/"$1"/status; }
-r0=$(rss "${PID[moonhttp]}")
-exec {fd}> >(/usr/bin/python3 bench/h2/idle.py "${H2C[moonhttp]}" "$IDLE" >"$WORK/idle.out")
-for _ in $(seq 300); do grep -q '^open' "$WORK/idle.out" 2>/dev/null && break; sleep 0.1; done
-sleep 1
-r1=$(rss "${PID[moonhttp]}")
-exec {fd}>&-
+# Idle connections: RSS of each server's process tree before and with $IDLE
+# open h2c connections, fresh (preface + SETTINGS only) and after one request
+# each (bench/h2/idle.py), one freshly started server at a time.
+rss() { # pid...: kB summed over the processes
+    local p t=0
+    for p in "$@"; do t=$((t + $(awk '/^VmRSS/ { print $2 }' /proc/"$p"/status))); done
+    echo $t
+}
+idle() { # name mode
+    local name=$1 mode=$2 r0 r1 fd
+    kill $(tree_pids "${PID[$name]}") 2>/dev/null || true # a fresh server: none of the last run's heap
+    wait "${PID[$name]}" 2>/dev/null || true
+    start "$name"
+    sleep 1
+    r0=$(rss $(tree_pids "${PID[$name]}"))
+    exec {fd}> >(/usr/bin/python3 bench/h2/idle.py "${H2C[$name]}" "$IDLE" "$mode" >"$WORK/idle.out")
+    for _ in $(seq 600); do grep -q '^open' "$WORK/idle.out" 2>/dev/null && break; sleep 0.1; done
+    sleep 2
+    r1=$(rss $(tree_pids "${PID[$name]}"))
+    exec {fd}>&-
+    echo "| $mode | $name | $(cut -d' ' -f2 "$WORK/idle.out") | $r0 | $r1 | $(( (r1 - r0) * 1024 / IDLE )) |"
+}
 echo
-echo "idle h2c: $(cat "$WORK/idle.out"): moonhttp RSS ${r0} kB before, ${r1} kB with them ($(( (r1 - r0) * 1024 / IDLE )) bytes each)"
+echo "| idle h2c | server | connections | RSS kB before | RSS kB with them | bytes each |"
+echo "|---|---|---:|---:|---:|---:|"
+for mode in $IDLE_MODES; do
+    for s in $IDLE_SERVERS; do idle "$s" "$mode"; done
+done
