@@ -8,8 +8,9 @@
 # handshakes happen there) then -D $DURATION of measurement; the server's CPU
 # is read from the end of the warm-up to the end.
 # Runs alternate between the servers; the table shows medians of $RUNS of
-# requests/s and of server CPU microseconds per request (utime+stime of the
-# server's process tree over the run, divided by the requests). Then the RSS
+# requests/s, of server CPU microseconds per request (utime+stime of the
+# server's process tree over the run, divided by the requests) and of p50/p99
+# (h2load --log-file: each request's time to the end of its response). Then the RSS
 # of each server with $IDLE idle h2c connections (bench/h2/idle.py).
 # Usage: bench/h2.sh [build/moonhttp]
 #   env: DURATION WARM RUNS IDLE H2_PORT_BASE; IDLE_ONLY=1 skips the h2load
@@ -69,7 +70,8 @@ measure() {
     local name=$1 mode=$2 url out p0 p1
     if [ "$mode" = h2c ]; then url="http://127.0.0.1:${H2C[$name]}/api/users"; else url="https://127.0.0.1:${TLS[$name]}/api/users"; fi
     out=$WORK/h2load.out
-    taskset -c $CLIENT_CPU h2load -c100 -m10 --warm-up-time="$WARM" -D "$DURATION" "$url" >"$out" 2>&1 &
+    taskset -c $CLIENT_CPU h2load -c100 -m10 --warm-up-time="$WARM" -D "$DURATION" \
+        --log-file="$WORK/h2load.log" "$url" >"$out" 2>&1 &
     local h=$!
     sleep "$WARM"
     p0=$(tree_ticks "${PID[$name]}")
@@ -81,7 +83,11 @@ measure() {
         /^time for request:/ { mean = $5 }
         END {
             if (mean ~ /us$/) m = mean / 1000; else if (mean ~ /ms$/) m = mean + 0; else m = mean * 1000
-            printf "%d %.2f %.2f %d %d\n", rps, ok ? t * 1e6 / hz / ok : 0, m, ok, bad }' "$out"
+            printf "%d %.2f %.2f %d %d ", rps, ok ? t * 1e6 / hz / ok : 0, m, ok, bad }' "$out"
+    # p50 and p99 in ms from the per-request log (third column: µs to the end of the response)
+    cut -f3 "$WORK/h2load.log" | sort -n | awk '{ a[NR] = $1 }
+        END { if (NR) printf "%.2f %.2f\n", a[int(NR * 0.5 + 0.5)] / 1000, a[int(NR * 0.99 + 0.5)] / 1000; else print "0 0" }'
+    rm -f "$WORK/h2load.log"
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -95,20 +101,21 @@ done
 for mode in h2c tls; do
     for r in $(seq "$RUNS"); do
         for s in moonhttp nginx h2o; do
-            read -r rps us mean ok bad <<<"$(measure $s $mode)"
-            echo "$mode run $r $s: $rps req/s, $us us CPU/req, mean $mean ms, $ok ok, $bad failed" >&2
+            read -r rps us mean ok bad p50 p99 <<<"$(measure $s $mode)"
+            echo "$mode run $r $s: $rps req/s, $us us CPU/req, mean $mean ms, p50 $p50 ms, p99 $p99 ms, $ok ok, $bad failed" >&2
             echo "$rps" >>"$WORK/$s.$mode.rps"; echo "$us" >>"$WORK/$s.$mode.us"; echo "$mean" >>"$WORK/$s.$mode.mean"
+            echo "$p50" >>"$WORK/$s.$mode.p50"; echo "$p99" >>"$WORK/$s.$mode.p99"
         done
     done
 done
 
-echo "| mode | server | req/s | CPU µs/req | mean ms | CPU/req ÷ moonhttp's |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| mode | server | req/s | CPU µs/req | mean ms | p50 ms | p99 ms | CPU/req ÷ moonhttp's |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for mode in h2c tls; do
     mus=$(median <"$WORK/moonhttp.$mode.us")
     for s in moonhttp nginx h2o; do
         us=$(median <"$WORK/$s.$mode.us")
-        echo "| $mode | $s | $(median <"$WORK/$s.$mode.rps") | $us | $(median <"$WORK/$s.$mode.mean") | $(awk -v a="$us" -v b="$mus" 'BEGIN { printf "%.2f", a / b }') |"
+        echo "| $mode | $s | $(median <"$WORK/$s.$mode.rps") | $us | $(median <"$WORK/$s.$mode.mean") | $(median <"$WORK/$s.$mode.p50") | $(median <"$WORK/$s.$mode.p99") | $(awk -v a="$us" -v b="$mus" 'BEGIN { printf "%.2f", a / b }') |"
     done
 done
 }
