@@ -253,7 +253,9 @@ describe("HTTP/2", function()
     { "max_streams", { goaway = "PROTOCOL_ERROR", goaway_last = "7" }, four = true },
     { "even_stream", { goaway = "PROTOCOL_ERROR" } },
     { "data_on_idle", { goaway = "PROTOCOL_ERROR" } },
-    { "data_on_closed", { ["status.1"] = "200", goaway = "STREAM_CLOSED" } },
+    -- RFC 9113 5.1 lets a closed stream's frames be ignored; the session does not keep
+    -- closed streams (nghttp2_option_set_no_closed_streams), so it cannot tell them apart
+    { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false, ["rst.1"] = false } },
     { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, ["status.7"] = "200" } },
     { "oversized_frame", { goaway = "FRAME_SIZE_ERROR" } },
     { "window_overflow", { goaway = "FLOW_CONTROL_ERROR" } },
