@@ -316,17 +316,27 @@ static inline __attribute__((always_inline)) char *put_status_line(char *p, int 
     }
 }
 
+/* "00" to "99": two digits a step. */
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
 /* Decimal digits written in place, last first, once their count is known (no copy). */
 static char *put_u64(char *p, uint64_t v)
 {
     size_t n = 1;
-    for (uint64_t t = v; t >= 10; t /= 10)
+    for (uint64_t bound = 10; n < 20 && v >= bound; bound *= 10)
         n++;
     char *end = p + n;
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    for (; v >= 100; v /= 100) {
+        end -= 2;
+        memcpy(end, digit_pairs + v % 100 * 2, 2);
+    }
+    if (v >= 10)
+        memcpy(end - 2, digit_pairs + v * 2, 2);
+    else
+        end[-1] = (char)('0' + v);
     return p + n;
 }
 

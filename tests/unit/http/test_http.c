@@ -4,6 +4,7 @@
 #include "response.h"
 #include "unit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static const char DATE[] = "Date: Thu, 01 Jan 2026 00:00:00 GMT\r\n";
@@ -88,6 +89,18 @@ static void test_heads(void)
     r.status = 431;
     CHECK(
         strstr(emit(&r, 1, false, true, true), "HTTP/1.1 431 Request Header Fields Too Large\r\n"));
+
+    /* Content-Length digits, one to nineteen of them (a HEAD answer: no body follows) */
+    static const char *const lengths[] = {
+        "0", "7", "10", "99", "100", "101", "1000", "65536", "4294967296", "9999999999999999999"};
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        mh_response_reset(&r);
+        CHECK(mh_response_header(&r, "Content-Length", 14, lengths[i], strlen(lengths[i]), true) ==
+              NULL);
+        char want[64];
+        snprintf(want, sizeof want, "\r\nContent-Length: %s\r\n\r\n", lengths[i]);
+        CHECKF(strstr(emit(&r, 1, true, true, true), want) != NULL, "length %s", lengths[i]);
+    }
 
     /* header rules */
     mh_response_reset(&r);
