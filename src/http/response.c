@@ -340,6 +340,17 @@ static char *put_u64(char *p, uint64_t v)
     return p + n;
 }
 
+/* "Date: " IMF-fixdate CRLF: 37 bytes for the years 1000 to 9999, so a fixed-size copy (no call).
+ */
+#define DATE_LINE_LEN 37
+
+static inline char *put_date(char *p, const struct mh_head_ctx *ctx)
+{
+    if (ctx->date_len == DATE_LINE_LEN)
+        return put(p, ctx->date_line, DATE_LINE_LEN);
+    return put(p, ctx->date_line, ctx->date_len);
+}
+
 /* Longest status line plus the fixed headers we may add, with room to spare. */
 #define HEAD_FIXED_MAX 256
 
@@ -358,7 +369,7 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
     p = put_status_line(p, r->status);
     if (!r->has_server)
         p = PUT_LIT(p, "Server: moonhttp\r\n");
-    p = put(p, ctx->date_line, ctx->date_len);
+    p = put_date(p, ctx);
     if (!r->has_type && !bodyless && (r->body.bytes > 0 || !complete))
         p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
     if (!r->_holes) {
@@ -464,7 +475,7 @@ int mh_response_simple(struct mh_outq *out, int status, const char *extra, const
         return -1;
     p = put_status_line(p, status);
     p = PUT_LIT(p, "Server: moonhttp\r\n");
-    p = put(p, ctx->date_line, ctx->date_len);
+    p = put_date(p, ctx);
     if (blen)
         p = PUT_LIT(p, "Content-Type: text/plain; charset=utf-8\r\n");
     p = put(p, extra ? extra : "", elen);
