@@ -6,6 +6,7 @@
 #include "router.h"
 
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define REQUEST_MT "moonhttp.Request"
@@ -36,11 +37,17 @@ static inline struct mh_lua_req *to_req(lua_State *L)
     return to_other_req(L, r);
 }
 
-static struct mh_req *check_req(lua_State *L)
+static __attribute__((noinline, noreturn)) void finished(lua_State *L)
+{
+    luaL_error(L, "request finished: this req belongs to a handler that has returned");
+    abort(); /* not reached: luaL_error raises */
+}
+
+static inline struct mh_req *check_req(lua_State *L)
 {
     struct mh_lua_req *r = to_req(L);
     if (!r->r)
-        luaL_error(L, "request finished: this req belongs to a handler that has returned");
+        finished(L);
     return r->r;
 }
 
