@@ -23,6 +23,21 @@ static struct ev_loop *loop_of(struct mh_task *t)
 
 static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
+/*
+ * Every pooled coroutine keeps the req and res metatables in its first two
+ * stack slots, below whatever it runs: a request's handler sets them on its
+ * two new userdata with lua_pushvalue, cheaper than two registry lookups.
+ */
+#define MT_REQ    1
+#define MT_RES    2
+#define TASK_BASE 2 /* the stack slots a task's own values start above */
+
+static void push_base(struct mh_gen *g, lua_State *co)
+{
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->req_mt_ref);
+    lua_rawgeti(co, LUA_REGISTRYINDEX, g->res_mt_ref);
+}
+
 static struct mh_task *task_get(struct mh_gen *g)
 {
     struct mh_task *t = g->free_tasks;
@@ -38,6 +53,7 @@ static struct mh_task *task_get(struct mh_gen *g)
     t->co = lua_newthread(L);
     t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     *(struct mh_task **)lua_getextraspace(t->co) = t;
+    push_base(g, t->co);
     ev_init(&t->timer, on_task_timer);
     t->timer.data = t;
     g->ntasks++;
@@ -58,6 +74,7 @@ static void task_renew_thread(struct mh_task *t)
     t->co = lua_newthread(L);
     t->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     *(struct mh_task **)lua_getextraspace(t->co) = t;
+    push_base(t->gen, t->co);
 }
 
 static void task_put(struct mh_task *t)
@@ -368,9 +385,12 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
     /* Stray references to req/res now raise "request finished". */
     if (t->req)
         t->req->r = t->res->r = NULL;
-    if (st != LUA_OK)
+    if (st != LUA_OK) {
         lua_resetthread(co); /* closes pending to-be-closed variables; the thread is reusable */
-    lua_settop(co, 0);
+        lua_settop(co, 0);   /* ...and empties its stack, the metatables too */
+        push_base(g, co);
+    }
+    lua_settop(co, TASK_BASE);
     if (guard == MH_GUARD_MEMORY) {
         /* What the task built is garbage now: collect it and give the pages back. */
         lua_gc(g->L, LUA_GCCOLLECT);
@@ -427,6 +447,8 @@ static void task_resume(struct mh_task *t, int nargs)
             lua_pushliteral(co,
                             "coroutine.yield() outside a coroutine: only moonhttp calls may wait");
         st = LUA_ERRRUN;
+    } else if (st == LUA_OK) {
+        nres -= TASK_BASE; /* a finished coroutine's results are its whole stack, the base too */
     }
     task_end(t, st, nres, guard);
 }
@@ -455,20 +477,20 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const ch
     lua_State *co = t->co;
     /*
      * Fresh req/res objects per request, so a reference a handler keeps
-     * cannot see a later request; the copies at the bottom of the stack keep
+     * cannot see a later request; the copies just above the metatables keep
      * them alive until the task ends and invalidates them.
      */
     t->req = lua_newuserdatauv(co, sizeof *t->req, 0);
-    lua_rawgeti(co, LUA_REGISTRYINDEX, g->req_mt_ref);
+    lua_pushvalue(co, MT_REQ);
     lua_setmetatable(co, -2);
     t->res = lua_newuserdatauv(co, sizeof *t->res, 0);
-    lua_rawgeti(co, LUA_REGISTRYINDEX, g->res_mt_ref);
+    lua_pushvalue(co, MT_RES);
     lua_setmetatable(co, -2);
     t->req->r = t->res->r = r;
     t->req->task = t->res->task = t;
     lua_rawgeti(co, LUA_REGISTRYINDEX, ref);
-    lua_pushvalue(co, 1);
-    lua_pushvalue(co, 2);
+    lua_pushvalue(co, TASK_BASE + 1);
+    lua_pushvalue(co, TASK_BASE + 2);
     int nargs = 2;
     if (extra) {
         lua_pushlstring(co, extra, extra_len);
@@ -497,7 +519,7 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
 static int push_start_args(struct mh_task *t, lua_State *co)
 {
     (void)t;
-    return lua_gettop(co) - 1;
+    return lua_gettop(co) - TASK_BASE - 1;
 }
 
 struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum mh_task_kind kind)
