@@ -217,6 +217,10 @@ def scenario(name, port):
         c.read(ended(3), timeout=0.5)
         c.send(c.headers(7))
         c.read(ended(7))
+    elif name == "split_cookies":  # RFC 9113 8.2.3: one cookie field per pair, joined by the server
+        c.send(c.headers(1, path="/cookie",
+                         extra=[("cookie", "c%d=%s" % (i, "v" * 50)) for i in range(30)]))
+        c.read(ended(1))
     elif name == "data_on_closed":  # DATA after the stream ended both ways: ignored
         c.send(c.headers(1))
         c.read(ended(1))
