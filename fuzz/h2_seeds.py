@@ -53,6 +53,15 @@ def seeds():
     yield "bad_head", [SettingsFrame(0), req(e, 1, extra=[("connection", "close")]),
                        req(e, 3, "FROB", "/"), req(e, 5, extra=[("x-big", "v" * 5000)])]
     yield "goaway", [SettingsFrame(0), GoAwayFrame(0, 0, 0)]
+    e = Encoder()
+    ws = HeadersFrame(1, e.encode([(":method", "CONNECT"), (":protocol", "websocket"),
+                                   (":scheme", "http"), (":path", "/ws"),
+                                   (":authority", "example.com"),
+                                   ("sec-websocket-version", "13")]), flags=["END_HEADERS"])
+    # masked (key 0) text "hi", a ping, a close 1000
+    yield "websocket", [SettingsFrame(0), ws,
+                        DataFrame(1, b"\x81\x82\x00\x00\x00\x00hi\x89\x80\x00\x00\x00\x00"),
+                        DataFrame(1, b"\x88\x82\x00\x00\x00\x00\x03\xe8", flags=["END_STREAM"])]
 
 
 for name, frames in seeds():

@@ -369,6 +369,8 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
         {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, lim->h2_header_table_size},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_bytes},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        /* RFC 8441: WebSockets over HTTP/2 (browsers then open them on this connection) */
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
     };
     int32_t window = (int32_t)lim->h2_max_concurrent_streams * NGHTTP2_INITIAL_WINDOW_SIZE;
     if (window > CONN_WINDOW_MAX || window <= 0)
