@@ -340,8 +340,7 @@ static char *put_u64(char *p, uint64_t v)
     return p + n;
 }
 
-/* "Date: " IMF-fixdate CRLF: 37 bytes for the years 1000 to 9999, so a fixed-size copy (no call).
- */
+/* "Date: " IMF-fixdate CRLF is 37 bytes from the year 1000 to 9999: a fixed-size copy, no call. */
 #define DATE_LINE_LEN 37
 
 static inline char *put_date(char *p, const struct mh_head_ctx *ctx)

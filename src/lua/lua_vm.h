@@ -104,7 +104,7 @@ void mh_deps_free(struct mh_deps *d);
  */
 struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
                            size_t errlen);
-/* Closes the Lua state and frees the router: mh_gen_unref's last reference. */
+/* Closes the Lua state and frees the router, whatever the count: mh_gen_unref's last step. */
 void mh_gen_free(struct mh_gen *g);
 
 /* Inline: every request takes and drops two references. */
