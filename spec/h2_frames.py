@@ -311,6 +311,15 @@ def scenario(name, port):
                 c.send(DataFrame(1, msg[k:k + 16384]))
             c.read(lambda c: len(c.ws(1)) > i or "rst.1" in c.out or "goaway" in c.out, timeout=3)
         c.note_ws(1)
+    elif name == "ws_split_header":  # a WebSocket frame header cut across DATA frames
+        c.send(c.connect_ws(1))
+        c.read(lambda c: "status.1" in c.out or "rst.1" in c.out)
+        frame = ws_frame(1, b"split")
+        c.send(DataFrame(1, frame[:1]))
+        c.read(timeout=0.3)
+        c.send(DataFrame(1, frame[1:]), c.headers(3))
+        c.read(lambda c: len(c.ws(1)) >= 1 and "status.3" in c.out, timeout=3)
+        c.note_ws(1)
     elif name == "ws_version":
         c.send(c.connect_ws(1, version="8"))
         c.read(ended(1))

@@ -36,6 +36,7 @@ struct mh_h2_stream {
     bool wake_writable; /* on_writable is due after this batch of output */
     bool high;          /* q was above the low-water mark: on_writable when it falls below */
     bool has_length;    /* the request declared Content-Length */
+    bool switched;      /* a WebSocket's stream (RFC 8441): see h2_upgrade */
     uint32_t ncookies;  /* cookie fields (joined into one at the end of the head) */
     struct mh_slice method;
     struct mh_slice protocol; /* :protocol (RFC 8441 extended CONNECT) */
