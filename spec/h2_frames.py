@@ -24,6 +24,7 @@ CODES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTR
 class Client:
     def __init__(self, port, settings=None, preface=True):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle wait per request
         self.enc, self.dec = Encoder(), Decoder()
         self.out = {}
         self.closed = False
@@ -203,20 +204,51 @@ def scenario(name, port):
         c.send(c.headers(1, path="/stream", method="POST", end_stream=False))
         c.send(*[DataFrame(1, b"") for _ in range(5000)])
         c.read(goaway, timeout=3)
-    elif name == "max_streams":  # settings say 4: the 5th open stream is refused
-        c.read(timeout=0.2)
+    elif name in ("max_streams", "max_streams_early"):
+        # settings say 4: the 5th open stream is refused, the connection goes on (stream 11);
+        # _early sends them before the server's SETTINGS are acknowledged
+        if name == "max_streams":
+            c.read(timeout=0.2)
         c.send(*[c.headers(2 * i + 1, path="/slow") for i in range(5)])
         c.read(lambda c: all(("status.%d" % (2 * i + 1)) in c.out for i in range(4)), timeout=4)
+        c.send(c.headers(11, path="/hello"))
+        c.read(ended(11))
+    elif name == "refused_flood":  # 4 slow streams open, then new streams past the limit, again
+        c.read(timeout=0.2)
+        c.send(*[c.headers(2 * i + 1, path="/slow") for i in range(4)])
+        sid = 9
+        for _ in range(30):
+            c.send(*[c.headers(sid + 2 * i, path="/hello") for i in range(100)])
+            sid += 200
+            if c.closed:
+                break
+        c.read(goaway, timeout=3)
+        c.note("refused", sum(1 for k in c.out if k.startswith("rst.")))
     elif name == "even_stream":  # a client stream ID must be odd
         c.send(c.headers(2))
         c.read(goaway)
-    elif name == "decreasing_stream":  # IDs only grow: a lower, never-opened one is not served
+    elif name == "decreasing_stream":  # IDs only grow: HEADERS on a lower, never-opened one
         c.send(c.headers(5))
         c.read(ended(5))
         c.send(c.headers(3))
-        c.read(ended(3), timeout=0.5)
+        c.read(goaway)
+    elif name == "skipped_stream":  # 1, then 7 (3 and 5 skipped: closed), then 5
+        c.send(c.headers(1))
+        c.read(ended(1))
         c.send(c.headers(7))
         c.read(ended(7))
+        c.send(c.headers(5))
+        c.read(goaway)
+    elif name == "trailers_lower":  # trailers on stream 1 after stream 3 opened: not an error
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False),
+               DataFrame(1, b"hello"), c.headers(3))
+        c.read(ended(3))
+        t = HeadersFrame(1, c.enc.encode([("x-trailer", "1")]))
+        t.flags.add("END_HEADERS")
+        t.flags.add("END_STREAM")
+        c.send(t)
+        c.read(ended(1))
+        c.read(timeout=0.2)
     elif name == "data_on_closed":  # DATA after the stream ended both ways
         c.send(c.headers(1))
         c.read(ended(1))

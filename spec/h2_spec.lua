@@ -250,11 +250,24 @@ describe("HTTP/2", function()
     { "ping_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     { "empty_data_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     -- limits and misuse
-    { "max_streams", { goaway = "PROTOCOL_ERROR", goaway_last = "7" }, four = true },
+    -- RFC 9113 §5.1.2: a stream past max_concurrent_streams is refused, the others and the
+    -- connection go on, after the server's SETTINGS were acknowledged and before
+    { "max_streams", { ["status.7"] = "200", ["rst.9"] = "REFUSED_STREAM", ["status.9"] = false,
+      ["status.11"] = "200", goaway = false }, four = true },
+    { "max_streams_early", { ["status.7"] = "200", ["rst.9"] = "REFUSED_STREAM",
+      ["status.11"] = "200", goaway = false }, four = true },
+    -- refused streams opened in a loop are a flood (the budget: 1000 of 3000)
+    { "refused_flood", { goaway = "ENHANCE_YOUR_CALM" }, four = true },
     { "even_stream", { goaway = "PROTOCOL_ERROR" } },
     { "data_on_idle", { goaway = "PROTOCOL_ERROR" } },
     { "data_on_closed", { ["status.1"] = "200", goaway = "STREAM_CLOSED" } },
-    { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, ["status.7"] = "200" } },
+    -- RFC 9113 §5.1.1: a new stream's ID is above every one opened before; a skipped ID
+    -- (closed, never opened) is a connection error; trailers on an opened lower one are not
+    { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, goaway = "PROTOCOL_ERROR",
+      goaway_last = "5" } },
+    { "skipped_stream", { ["status.7"] = "200", ["status.5"] = false, goaway = "PROTOCOL_ERROR" } },
+    { "trailers_lower", { ["status.1"] = "200", ["body.1"] = "hello", ["status.3"] = "200",
+      goaway = false } },
     { "oversized_frame", { goaway = "FRAME_SIZE_ERROR" } },
     { "window_overflow", { goaway = "FLOW_CONTROL_ERROR" } },
     { "half_preface", { closed = "1" } },
@@ -275,6 +288,14 @@ describe("HTTP/2", function()
     -- h2_flood_budget 1000 resets (refilled at 100/s while the loop runs): stream ~2001
     local last = tonumber(kv.goaway_last)
     assert.truthy(last >= 1801 and last <= 2601, kv.goaway_last)
+  end)
+
+  it("refuses streams past the limit one by one until the flood budget, then GOAWAY", function()
+    local kv = frames(four, "refused_flood")
+    assert.equal("ENHANCE_YOUR_CALM", kv.goaway)
+    -- h2_flood_budget 1000 (refilled at 100/s while the loop runs)
+    local refused = tonumber(kv.refused)
+    assert.truthy(refused >= 900 and refused <= 1600, kv.refused)
   end)
 
   it("stops gracefully: GOAWAY with the last stream, the stream in flight completes", function()
