@@ -106,6 +106,8 @@ class Client:
         elif isinstance(f, PingFrame) and "ACK" not in f.flags:
             self.send(PingFrame(0, f.opaque_data, flags=["ACK"]))
         elif isinstance(f, SettingsFrame) and "ACK" not in f.flags:
+            if SettingsFrame.HEADER_TABLE_SIZE in f.settings:  # our encoder keeps to it
+                self.enc.header_table_size = f.settings[SettingsFrame.HEADER_TABLE_SIZE]
             self.send(SettingsFrame(0, flags=["ACK"]))
 
     def report(self):
@@ -249,6 +251,21 @@ def scenario(name, port):
         c.send(t)
         c.read(ended(1))
         c.read(timeout=0.2)
+    elif name == "hpack_bound":  # the client allows a 64 KiB table; the server keeps its bound
+        c = Client(port, settings={SettingsFrame.HEADER_TABLE_SIZE: 65536})
+        ok, biggest = 0, 0
+        for i in range(200):
+            sid = 2 * i + 1
+            c.send(c.headers(sid, path="/hdr?v=%d" % i))
+            c.read(ended(sid))
+            if (c.out.get("header.%d.x-v" % sid) == "%d-%s" % (i, "v" * 100) and
+                    c.out.get("body.%d" % sid) == str(i)):
+                ok += 1
+            biggest = max(biggest, sum(len(k) + len(v) + 32 for k, v in c.dec.header_table.dynamic_entries))
+        c.out = {k: v for k, v in c.out.items() if not k.startswith(("header.", "body.", "status."))}
+        c.note("ok", ok)
+        c.note("table_max", c.dec.header_table.maxsize)
+        c.note("table_biggest", biggest)
     elif name == "data_on_closed":  # DATA after the stream ended both ways
         c.send(c.headers(1))
         c.read(ended(1))

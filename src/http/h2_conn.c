@@ -293,11 +293,21 @@ static nghttp2_session_callbacks *callbacks(void)
     return cbs;
 }
 
-static nghttp2_option *options(void)
+/* The session options (made again when the limits they come from change: a reload). */
+static nghttp2_option *options(const struct mh_http_limits *lim)
 {
     static nghttp2_option *opt;
-    if (opt || nghttp2_option_new(&opt) != 0)
+    static uint32_t table_size;
+    if (opt && table_size == lim->h2_header_table_size)
         return opt;
+    nghttp2_option_del(opt);
+    opt = NULL;
+    if (nghttp2_option_new(&opt) != 0)
+        return NULL;
+    table_size = lim->h2_header_table_size;
+    /* The response encoder's HPACK table: h2_header_table_size bounds it as SETTINGS bounds the
+     * request decoder's, whatever table size the client advertises. */
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, table_size);
     /* Window updates follow what the handler read, so an unread body is bounded by the window. */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     /* Queued SETTINGS/PING acknowledgements (a client that floods and does not read). */
@@ -377,7 +387,7 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     const struct mh_http_limits *lim = c->h->limits;
     struct mh_h2 *h = calloc(1, sizeof *h);
     nghttp2_session_callbacks *cbs = callbacks();
-    nghttp2_option *opt = options();
+    nghttp2_option *opt = options(lim);
     if (!h || !cbs || !opt || nghttp2_session_server_new2(&h->session, cbs, h, opt) != 0) {
         free(h);
         return -1;
