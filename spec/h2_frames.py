@@ -12,7 +12,8 @@ import time
 
 from hpack import Decoder, Encoder
 from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, GoAwayFrame, HeadersFrame,
-                              PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame)
+                              PingFrame, PriorityFrame, RstStreamFrame, SettingsFrame,
+                              WindowUpdateFrame)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 CODES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTROL_ERROR",
@@ -28,6 +29,7 @@ class Client:
         self.enc, self.dec = Encoder(), Decoder()
         self.out = {}
         self.closed = False
+        self.own_table = False  # True: the encoder ignores the server's table size
         self.buf = b""
         if preface:
             self.s.sendall(PREFACE + SettingsFrame(0, settings or {}).serialize())
@@ -106,7 +108,7 @@ class Client:
         elif isinstance(f, PingFrame) and "ACK" not in f.flags:
             self.send(PingFrame(0, f.opaque_data, flags=["ACK"]))
         elif isinstance(f, SettingsFrame) and "ACK" not in f.flags:
-            if SettingsFrame.HEADER_TABLE_SIZE in f.settings:  # our encoder keeps to it
+            if SettingsFrame.HEADER_TABLE_SIZE in f.settings and not self.own_table:
                 self.enc.header_table_size = f.settings[SettingsFrame.HEADER_TABLE_SIZE]
             self.send(SettingsFrame(0, flags=["ACK"]))
 
@@ -199,6 +201,10 @@ def scenario(name, port):
     elif name == "settings_flood":
         c.send(*[SettingsFrame(0, {SettingsFrame.ENABLE_PUSH: 0}) for _ in range(5000)])
         c.read(goaway, timeout=3)
+    elif name == "priority_flood":  # CVE-2019-9513 churns the tree; here it costs a token
+        c.send(*[PriorityFrame(2 * (i % 50) + 1, depends_on=2 * ((i + 1) % 50) + 1)
+                 for i in range(5000)])
+        c.read(goaway, timeout=3)
     elif name == "ping_flood":
         c.send(*[PingFrame(0, b"12345678") for _ in range(5000)])
         c.read(goaway, timeout=3)
@@ -266,6 +272,19 @@ def scenario(name, port):
         c.note("ok", ok)
         c.note("table_max", c.dec.header_table.maxsize)
         c.note("table_biggest", biggest)
+    elif name == "hpack_over_table":  # the encoder grows its table past what the server allows
+        c.own_table = True
+        c.read(timeout=0.2)  # SETTINGS acknowledged: the server's table size is in force
+        c.enc.header_table_size = 4096
+        c.send(c.headers(1, path="/hello"))
+        c.read(goaway)
+    elif name == "write_timeout":  # a handler slower than write_timeout: its stream is cut
+        t = time.time()
+        c.send(c.headers(1, path="/slow_producer"))
+        c.read(lambda c: "rst.1" in c.out, timeout=4)
+        c.note("waited", "%.1f" % (time.time() - t))
+        c.send(c.headers(3, path="/hello"))
+        c.read(ended(3))
     elif name == "data_on_closed":  # DATA after the stream ended both ways
         c.send(c.headers(1))
         c.read(ended(1))

@@ -252,6 +252,7 @@ describe("HTTP/2", function()
     { "continuation_flood", { goaway = "ENHANCE_YOUR_CALM", goaway_last = "1" } },
     { "settings_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     { "ping_flood", { goaway = "ENHANCE_YOUR_CALM" } },
+    { "priority_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     { "empty_data_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     -- limits and misuse
     -- RFC 9113 §5.1.2: a stream past max_concurrent_streams is refused, the others and the
@@ -313,6 +314,26 @@ describe("HTTP/2", function()
     kv, out = frames(srv, "hpack_bound")
     assert.equal("200", kv.ok, out)
     assert.equal("4096", kv.table_max, out)
+  end)
+
+  it("holds a client to the request decoder's table size (h2_header_table_size)", function()
+    local small = start_for_test(dir, "h2_header_table_size = 512")
+    local kv, out = frames(small, "hpack_over_table")
+    assert.equal("COMPRESSION_ERROR", kv.goaway, out)
+    assert.is_nil(kv["status.1"], out)
+    small:stop()
+    kv, out = frames(srv, "hpack_over_table") -- 4096 is within the default
+    assert.equal("200", kv["status.1"], out)
+  end)
+
+  it("cuts a stream whose handler takes longer than write_timeout; the connection goes on", function()
+    local w = start_for_test(dir, "write_timeout = 1")
+    local kv, out = frames(w, "write_timeout")
+    assert.equal("200", kv["status.1"], out) -- "early " was flushed
+    assert.equal("CANCEL", kv["rst.1"], out)
+    assert.truthy(tonumber(kv.waited) >= 0.8 and tonumber(kv.waited) < 1.5, out)
+    assert.equal("hello", kv["body.3"], out)
+    w:stop()
   end)
 
   it("stops gracefully: GOAWAY with the last stream, the stream in flight completes", function()
