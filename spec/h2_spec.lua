@@ -395,6 +395,15 @@ describe("HTTP/2", function()
     m:stop()
   end)
 
+  it("answers an h2c Upgrade over HTTP/1.1 (no 101: RFC 9113 deprecates it)", function()
+    -- curl --http2 on http:// sends Upgrade: h2c with HTTP2-Settings
+    local out = curl(string.format("-sv --http2 http://127.0.0.1:%d/hello 2>&1", srv.port))
+    assert.truthy(out:find("Upgrade: h2c", 1, true), out)
+    assert.truthy(out:find("< HTTP/1.1 200", 1, true), out)
+    assert.falsy(out:find(" 101 ", 1, true), out)
+    assert.truthy(out:find("hello$"), out)
+  end)
+
   it("h2c = false: a connection preface is HTTP/1 (not upgraded)", function()
     local off = start_for_test(dir, "h2c = false")
     local out = curl(string.format("--http2-prior-knowledge -o /dev/null -w '%%{http_code}' http://127.0.0.1:%d/hello", off.port))
