@@ -25,9 +25,7 @@
  * §5.1.2 asks, but past an acknowledged one it ends the whole connection
  * (GOAWAY PROTOCOL_ERROR). With the limit never acknowledged in nghttp2's
  * eyes, a stream over it is refused and the connection goes on (nothing
- * else in nghttp2 waits on that acknowledgement: while the acknowledged
- * limit is the default, the closed streams it keeps are bounded by the
- * pending one). The
+ * else in nghttp2 depends on that acknowledgement). The
  * first frame's acknowledgement does reach nghttp2: the HPACK table size it
  * carries takes effect only then. A client that never sends the second
  * acknowledgement (RFC 9113 §6.5.3 says it must) keeps mh_h2_acks following

@@ -120,13 +120,22 @@ static int set_method(struct mh_request *r, const char *m, size_t len)
 
 /*
  * RFC 9113 §8.2.3: cookie fields may be split; joined with "; " into one
- * before the request reaches an HTTP/1-style consumer.
+ * before the request reaches an HTTP/1-style consumer. The joined value is
+ * copied from s->head to its end, so the room is reserved first: a
+ * reallocation while copying would leave the source behind.
  */
 static int join_cookies(struct mh_h2_stream *s)
 {
     struct mh_request *r = &s->req.head;
     uint32_t first = UINT32_MAX, out = 0;
-    size_t start = s->head.len;
+    size_t start = s->head.len, joined = 0;
+    for (uint32_t i = 0; i < r->nheaders; i++) {
+        struct mh_header *h = &r->headers[i];
+        if (h->name.len == 6 && !memcmp(s->head.data + h->name.off, "cookie", 6))
+            joined += h->value.len + 2;
+    }
+    if (mh_buf_reserve(&s->head, joined) < 0)
+        return -1;
     for (uint32_t i = 0; i < r->nheaders; i++) {
         struct mh_header *h = &r->headers[i];
         bool cookie = h->name.len == 6 && !memcmp(s->head.data + h->name.off, "cookie", 6);
