@@ -267,7 +267,8 @@ def scenario(name, port):
             if (c.out.get("header.%d.x-v" % sid) == "%d-%s" % (i, "v" * 100) and
                     c.out.get("body.%d" % sid) == str(i)):
                 ok += 1
-            biggest = max(biggest, sum(len(k) + len(v) + 32 for k, v in c.dec.header_table.dynamic_entries))
+            table = c.dec.header_table.dynamic_entries  # RFC 7541 §4.1: an entry's size
+            biggest = max(biggest, sum(len(k) + len(v) + 32 for k, v in table))
         c.out = {k: v for k, v in c.out.items() if not k.startswith(("header.", "body.", "status."))}
         c.note("ok", ok)
         c.note("table_max", c.dec.header_table.maxsize)
