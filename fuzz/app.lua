@@ -26,3 +26,12 @@ end)
 http.handle("GET example.com/host", show)
 http.handle("GET /json", function(req, res) res:json({ q = req.query }) end)
 http.handle("GET /error", function() error("fuzz") end)
+http.handle("GET /ws", function(req, res)
+  local ws = req:websocket{ max_message = 4096, ping_interval = 0.5, idle_timeout = 1, close_timeout = 0.5 }
+  if not ws then return end
+  while true do
+    local msg, kind = ws:receive()
+    if not msg then break end
+    ws:send(msg, kind)
+  end
+end)

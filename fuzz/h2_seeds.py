@@ -61,6 +61,15 @@ def seeds():
     yield "stream_ids", [SettingsFrame(0), req(e, 5), req(e, 9), req(e, 3)]
     e = Encoder()
     yield "skipped_ids", [SettingsFrame(0), req(e, 1), req(e, 7), req(e, 5), req(e, 9)]
+    e = Encoder()
+    ws = HeadersFrame(1, e.encode([(":method", "CONNECT"), (":protocol", "websocket"),
+                                   (":scheme", "http"), (":path", "/ws"),
+                                   (":authority", "example.com"),
+                                   ("sec-websocket-version", "13")]), flags=["END_HEADERS"])
+    # masked (key 0) text "hi", a ping, a close 1000
+    yield "websocket", [SettingsFrame(0), ws,
+                        DataFrame(1, b"\x81\x82\x00\x00\x00\x00hi\x89\x80\x00\x00\x00\x00"),
+                        DataFrame(1, b"\x88\x82\x00\x00\x00\x00\x03\xe8", flags=["END_STREAM"])]
 
 
 for name, frames in seeds():

@@ -4,9 +4,14 @@
 #   status.N=200     stream N's :status        body.N=...    its DATA (text)
 #   rst.N=CODE       RST_STREAM on stream N    goaway=CODE   GOAWAY's error code
 #   goaway_last=N    its last stream ID        closed=1      the server closed
+#   end.N=1          stream N ended (END_STREAM from the server)
+#   setting.ID=V     a SETTINGS value the server sent
+#   ws.N.K=TYPE:DATA the K-th WebSocket frame the server sent on stream N (RFC 8441)
 # Debian's python3-hyperframe and python3-hpack build and read the frames;
 # nothing here checks what the server does (the spec does).
+import os
 import socket
+import struct
 import sys
 import time
 
@@ -20,6 +25,43 @@ CODES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTR
          4: "SETTINGS_TIMEOUT", 5: "STREAM_CLOSED", 6: "FRAME_SIZE_ERROR", 7: "REFUSED_STREAM",
          8: "CANCEL", 9: "COMPRESSION_ERROR", 10: "CONNECT_ERROR", 11: "ENHANCE_YOUR_CALM",
          12: "INADEQUATE_SECURITY", 13: "HTTP_1_1_REQUIRED"}
+
+
+WS_TYPES = {0: "cont", 1: "text", 2: "binary", 8: "close", 9: "ping", 10: "pong"}
+
+
+def ws_frame(opcode, payload, fin=True):
+    """A client's (masked) WebSocket frame."""
+    n = len(payload)
+    head = bytes([(0x80 if fin else 0) | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + struct.pack(">H", n)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack(">Q", n)
+    mask = os.urandom(4)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_frames(data):
+    """The server's (unmasked) frames in data: [(type, payload)], complete ones only."""
+    frames, i = [], 0
+    while i + 2 <= len(data):
+        op, n, j = data[i] & 0x0F, data[i + 1] & 0x7F, i + 2
+        if n == 126:
+            if j + 2 > len(data):
+                break
+            n, j = struct.unpack(">H", data[j:j + 2])[0], j + 2
+        elif n == 127:
+            if j + 8 > len(data):
+                break
+            n, j = struct.unpack(">Q", data[j:j + 8])[0], j + 8
+        if j + n > len(data):
+            break
+        frames.append((WS_TYPES.get(op, op), data[j:j + n]))
+        i = j + n
+    return frames
 
 
 class Client:
@@ -94,7 +136,9 @@ class Client:
                     self.note("status.%d" % sid, v)
                 else:
                     self.note("header.%d.%s" % (sid, k), v)
-        elif isinstance(f, DataFrame):
+        if isinstance(f, (HeadersFrame, DataFrame)) and "END_STREAM" in f.flags:
+            self.note("end.%d" % sid, 1)
+        if isinstance(f, DataFrame):
             key = "body.%d" % sid
             self.out[key] = self.out.get(key, "") + f.data.decode("latin-1")
             if f.flow_controlled_length:  # keep the server's windows open
@@ -110,7 +154,34 @@ class Client:
         elif isinstance(f, SettingsFrame) and "ACK" not in f.flags:
             if SettingsFrame.HEADER_TABLE_SIZE in f.settings and not self.own_table:
                 self.enc.header_table_size = f.settings[SettingsFrame.HEADER_TABLE_SIZE]
+            for k, v in f.settings.items():
+                self.note("setting.%d" % k, v)
             self.send(SettingsFrame(0, flags=["ACK"]))
+
+    def ws(self, sid):
+        """The WebSocket frames the server sent on stream sid so far."""
+        return ws_frames(self.out.get("body.%d" % sid, "").encode("latin-1"))
+
+    def note_ws(self, sid):
+        """ws.N.K: the K-th data or close frame; ws.N.pong: the pong's payload (sent at once)."""
+        k = 0
+        for t, data in self.ws(sid):
+            if t == "pong":
+                self.note("ws.%d.pong" % sid, data.decode("latin-1"))
+                continue
+            k += 1
+            code = ""
+            if t == "close" and len(data) >= 2:
+                code, data = "%d:" % struct.unpack(">H", data[:2])[0], data[2:]
+            text = data.decode("utf-8", "replace") if len(data) <= 40 else "%d bytes" % len(data)
+            self.note("ws.%d.%d" % (sid, k), "%s:%s%s" % (t, code, text))
+
+    def connect_ws(self, sid, path="/ws", protocol="websocket", version="13"):
+        """RFC 8441: an extended CONNECT opening a WebSocket on stream sid."""
+        return self.headers(sid, end_stream=False, pseudo=[
+            (":method", "CONNECT"), (":protocol", protocol), (":scheme", "http"),
+            (":path", path), (":authority", "example.test")],
+            extra=[("sec-websocket-version", version), ("sec-websocket-protocol", "chat, other")])
 
     def report(self):
         for k in sorted(self.out):
@@ -290,6 +361,39 @@ def scenario(name, port):
         c.send(c.headers(1, path="/cookie",
                          extra=[("cookie", "c%d=%s" % (i, "v" * 50)) for i in range(30)]))
         c.read(ended(1))
+    elif name == "ws_echo":  # RFC 8441: a WebSocket on stream 1, stream 3 served beside it
+        c.send(c.connect_ws(1))
+        c.read(lambda c: "status.1" in c.out or "rst.1" in c.out)
+        c.send(DataFrame(1, ws_frame(1, "héllo".encode()) + ws_frame(2, b"\x00\x01\x02") +
+                         ws_frame(9, b"p") + ws_frame(1, b"fr", fin=False) + ws_frame(0, b"ag")),
+               c.headers(3))
+        c.read(lambda c: len(c.ws(1)) >= 4 and "status.3" in c.out)
+        c.send(DataFrame(1, ws_frame(8, b"\x03\xe8bye")))
+        c.read(lambda c: "end.1" in c.out)
+        c.note_ws(1)
+    elif name == "ws_window":  # 2 x 60000 bytes: more than the stream's first window
+        c.send(c.connect_ws(1))
+        c.read(lambda c: "status.1" in c.out or "rst.1" in c.out)
+        for i in range(2):
+            msg = ws_frame(2, bytes([65 + i]) * 60000)
+            for k in range(0, len(msg), 16384):
+                c.send(DataFrame(1, msg[k:k + 16384]))
+            c.read(lambda c: len(c.ws(1)) > i or "rst.1" in c.out or "goaway" in c.out, timeout=3)
+        c.note_ws(1)
+    elif name == "ws_version":
+        c.send(c.connect_ws(1, version="8"))
+        c.read(ended(1))
+        c.read(lambda c: "end.1" in c.out, timeout=0.5)
+    elif name == "ws_other_protocol":
+        c.send(c.connect_ws(1, protocol="something-else"))
+        c.read(ended(1))
+    elif name == "ws_get":  # over HTTP/2 a GET cannot switch
+        c.send(c.headers(1, path="/ws", extra=[("sec-websocket-version", "13")]))
+        c.read(ended(1))
+    elif name == "connect_tunnel":  # plain CONNECT (RFC 9113 8.5): no tunnels here
+        c.send(c.headers(1, end_stream=False, pseudo=[
+            (":method", "CONNECT"), (":authority", "example.test:443")]))
+        c.read(ended(1))
     elif name == "data_on_closed":  # DATA after the stream ended both ways: ignored
         c.send(c.headers(1))
         c.read(ended(1))
@@ -324,6 +428,13 @@ def scenario(name, port):
         c.send(c.headers(3, path="/hello"))
         c.read(ended(1), timeout=4)
         c.read(timeout=0.5)
+    elif name == "ws_graceful":  # the spec sends SIGTERM while a WebSocket is open on stream 1
+        c.send(c.connect_ws(1))
+        c.read(lambda c: any(t == "close" for t, _ in c.ws(1)) or "rst.1" in c.out, timeout=4)
+        c.send(DataFrame(1, ws_frame(8, b"\x03\xe9"), flags=["END_STREAM"]))  # the client's close
+        c.read(lambda c: "end.1" in c.out or "rst.1" in c.out, timeout=4)
+        c.read(timeout=0.3)
+        c.note_ws(1)
     elif name == "idle":  # no stream at all: GOAWAY after idle_timeout
         t = time.time()
         c.read(goaway, timeout=6)

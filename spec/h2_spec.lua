@@ -14,6 +14,15 @@ http.server{ max_body_bytes = 100000, max_header_bytes = 4096,
   read_header_timeout = 1, send_timeout = 1, idle_timeout = 2, compress = { min_bytes = 100 }, %s }
 local progress = 0
 http.handle("GET /hello", function(req, res) res:write("hello") end)
+http.handle("GET /ws", function(req, res)
+  local ws = req:websocket{ protocols = { "chat" } }
+  if not ws then return end -- the 400 or 426 is staged
+  while true do
+    local msg, kind = ws:receive()
+    if not msg then break end
+    ws:send(msg .. (kind == "text" and " (" .. ws.protocol .. ")" or ""), kind)
+  end
+end)
 http.handle("GET /cookie", function(req, res) res:write(tostring(req:header("cookie"))) end)
 http.handle("GET /host", function(req, res) res:write(req.proto .. " " .. tostring(req:header("host"))) end)
 http.handle("POST /echo", function(req, res) res:write(req:body() or "") end)
@@ -272,6 +281,18 @@ describe("HTTP/2", function()
     -- RFC 9113 5.1 lets a closed stream's frames be ignored; the session does not keep
     -- closed streams (nghttp2_option_set_no_closed_streams), so it cannot tell them apart
     { "split_cookies", { ["status.1"] = "200", ["body.1"] = split_cookies } },
+    -- RFC 8441: WebSocket over a stream (SETTINGS_ENABLE_CONNECT_PROTOCOL is 8)
+    { "ws_echo", { ["setting.8"] = "1", ["status.1"] = "200", ["header.1.sec-websocket-protocol"] = "chat",
+      ["header.1.content-length"] = false, ["header.1.content-type"] = false, ["ws.1.pong"] = "p",
+      ["ws.1.1"] = "text:h\xc3\xa9llo (chat)", ["ws.1.2"] = "binary:\0\1\2", ["ws.1.3"] = "text:frag (chat)",
+      ["ws.1.4"] = "close:1000:", ["end.1"] = "1",
+      ["status.3"] = "200", ["body.3"] = "hello", goaway = false } },
+    { "ws_window", { ["status.1"] = "200", ["ws.1.1"] = "binary:60000 bytes", ["ws.1.2"] = "binary:60000 bytes",
+      ["rst.1"] = false, goaway = false } },
+    { "ws_version", { ["status.1"] = "426", ["header.1.sec-websocket-version"] = "13", ["end.1"] = "1" } },
+    { "ws_other_protocol", { ["status.1"] = "501" } },
+    { "ws_get", { ["status.1"] = "400" } },
+    { "connect_tunnel", { ["status.1"] = "501" } },
     { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false, ["rst.1"] = false } },
     -- RFC 9113 §5.1.1: a new stream's ID is above every one opened before; a skipped ID
     -- (closed, never opened) is a connection error; trailers on an opened lower one are not
@@ -352,6 +373,16 @@ describe("HTTP/2", function()
     assert.equal("200", kv["status.1"], out)
     assert.equal("slow", kv["body.1"], out)
     assert.is_nil(kv["status.3"], out) -- opened after the GOAWAY: not served
+    assert.equal(0, g:wait(10))
+  end)
+
+  it("stops gracefully with a WebSocket open on a stream: close 1001, the stream ends, GOAWAY", function()
+    local g = start_for_test(dir)
+    local kv, out = frames_signalled(g, "ws_graceful", "TERM")
+    assert.equal("200", kv["status.1"], out)
+    assert.equal("close:1001:server stopping", kv["ws.1.1"], out)
+    assert.equal("1", kv["end.1"], out)
+    assert.equal("NO_ERROR", kv.goaway, out)
     assert.equal(0, g:wait(10))
   end)
 

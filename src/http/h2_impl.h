@@ -39,6 +39,7 @@ struct mh_h2_stream {
     bool has_length;    /* the request declared Content-Length */
     uint32_t ncookies;  /* cookie fields (joined into one at the end of the head) */
     struct mh_slice method;
+    struct mh_slice protocol; /* :protocol (RFC 8441 extended CONNECT) */
     /* send_timeout: output waiting for the client must make progress (a DATA frame) by
      * then; 0 = none (nothing waits, or the handler is the slow one). A zero flow-control
      * window (slow read) is cut here, as a full socket is on HTTP/1. */

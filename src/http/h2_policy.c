@@ -16,6 +16,8 @@ size_t mh_h2_settings(const struct mh_http_limits *lim,
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
                                        (uint32_t)lim->max_header_bytes};
     iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_PUSH, 0};
+    /* RFC 8441: WebSockets over HTTP/2 (browsers then open them on this connection) */
+    iv[n++] = (nghttp2_settings_entry){NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1};
     return n;
 }
 

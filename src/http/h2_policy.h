@@ -31,7 +31,7 @@
  * acknowledgement (RFC 9113 §6.5.3 says it must) keeps mh_h2_acks following
  * its frames, a few comparisons per frame.
  */
-#define MH_H2_SETTINGS_MAX 3
+#define MH_H2_SETTINGS_MAX 4
 
 /* The first SETTINGS frame's entries into iv; returns how many. */
 size_t mh_h2_settings(const struct mh_http_limits *lim,

@@ -78,6 +78,8 @@ int mh_h2_stream_header(struct mh_h2_stream *s, const uint8_t *name, size_t nlen
             dst = &r->target;
         else if (nlen == 10 && !memcmp(name, ":authority", 10))
             dst = &r->host;
+        else if (nlen == 9 && !memcmp(name, ":protocol", 9))
+            dst = &s->protocol; /* nghttp2 allows it on CONNECT only (RFC 8441 §4) */
         else
             return 0; /* :scheme */
         return append(s, value, vlen, dst) < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
@@ -169,11 +171,23 @@ void mh_h2_stream_head_done(struct mh_h2_stream *s, bool end_stream)
     s->req.body_state = end_stream ? MH_BODY_NONE : MH_BODY_MORE;
     if (s->bad_status)
         return;
-    /* CONNECT (RFC 9113 §8.5) has no :path: this server does not tunnel */
-    if (set_method(r, s->head.data + s->method.off, s->method.len) < 0 ||
-        r->method == HTTP_CONNECT) {
+    if (set_method(r, s->head.data + s->method.off, s->method.len) < 0) {
         s->bad_status = 501;
         return;
+    }
+    /*
+     * CONNECT (RFC 9113 §8.5) asks for a tunnel: this server does not make
+     * them. The extended CONNECT of RFC 8441 opens a WebSocket: it stands
+     * for RFC 6455's GET, so it is routed and served as one (a route
+     * "GET /chat" with req:websocket serves both protocols).
+     */
+    if (r->method == HTTP_CONNECT) {
+        if (!mh_strieq(s->head.data + s->protocol.off, s->protocol.len, "websocket", 9)) {
+            s->bad_status = 501;
+            return;
+        }
+        r->method = HTTP_GET;
+        r->connect_websocket = true;
     }
     if (r->target.len == 0) {
         s->bad_status = 400;
@@ -426,7 +440,8 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
     nv[n++] =
         (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
     bool bodyless = mh_status_bodyless(res->status);
-    if (!res->has_type && !bodyless && (staged > 0 || !complete))
+    /* a WebSocket's 200 (RFC 8441) starts a stream of frames, not content */
+    if (!res->has_type && !bodyless && !s->req.head.connect_websocket && (staged > 0 || !complete))
         nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
     i = 0;
     while (mh_response_pair(res, &i, &name, &nlen, &value, &vlen)) {
@@ -563,6 +578,26 @@ static int h2_want_body(struct mh_req *r, bool all)
     return 0;
 }
 
+/*
+ * RFC 8441: the stream becomes the WebSocket's. Its DATA already reaches
+ * r->body and its output already goes out as DATA under flow control; what
+ * changes is that the body has no limit and no read or write deadline (the
+ * WebSocket layer bounds messages and watches for silence; send_timeout
+ * still cuts a client that stopped reading).
+ */
+static int h2_upgrade(struct mh_req *r)
+{
+    struct mh_h2_stream *s = mh_h2_stream_of(r);
+    if (!r->head.connect_websocket || r->closed || r->res.head_sent || s->closed ||
+        !s->h2->session || r->body_state != MH_BODY_MORE)
+        return -1;
+    r->max_body = UINT64_MAX;
+    r->body_asked = true;
+    s->read_deadline = s->write_deadline = 0;
+    mh_h2_update_deadline(s->h2);
+    return 0;
+}
+
 /* ---- the rest of the ops --------------------------------------------------- */
 
 static const char *h2_head(const struct mh_req *r)
@@ -633,4 +668,5 @@ static const struct mh_req_ops h2_ops = {
     .set_write_timeout = h2_set_write_timeout,
     .abort = h2_abort,
     .remote_addr = h2_remote_addr,
+    .upgrade = h2_upgrade,
 };

@@ -167,6 +167,14 @@ static void filters_done(struct mh_req *r)
     }
 }
 
+int mh_req_upgrade(struct mh_req *r)
+{
+    if (!r->ops->upgrade || r->closed || r->ops->upgrade(r) < 0)
+        return -1;
+    filters_done(r);
+    return 0;
+}
+
 /*
  * Each filter reads the body queue and writes into the scratch queue, which
  * then becomes the body queue for the next filter: two queues swapped, so a

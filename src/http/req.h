@@ -108,7 +108,10 @@ struct mh_req_ops {
      * (send_timeout still cuts a peer that stopped reading); finishing closes
      * the stream. The head stays readable. Returns 0, or -1 when this stream
      * cannot switch (HTTP/1.0, a request with a body, head already sent).
-     * NULL in a protocol without upgrades (HTTP/2 has RFC 8441 instead).
+     * HTTP/2 (RFC 8441): only a stream opened by an extended CONNECT
+     * (head.connect_websocket) switches; its head is a 2xx, and the stream's
+     * DATA carries the bytes both ways (the client's END_STREAM is the
+     * peer's close). NULL in a protocol without upgrades.
      */
     int (*upgrade)(struct mh_req *r);
 };
@@ -252,11 +255,12 @@ static inline bool mh_req_output_high(const struct mh_req *r)
     return !r->closed && r->res.body.bytes + r->ops->pending(r) > MH_REQ_HIGH_WATER;
 }
 
-/* See mh_req_ops.upgrade: -1 when the protocol has no upgrade. */
-static inline int mh_req_upgrade(struct mh_req *r)
-{
-    return r->ops->upgrade && !r->closed ? r->ops->upgrade(r) : -1;
-}
+/*
+ * See mh_req_ops.upgrade: -1 when the protocol has no upgrade. After the
+ * switch the bytes are another protocol's: the output filters (gzip) are
+ * dropped, whatever the head's status.
+ */
+int mh_req_upgrade(struct mh_req *r);
 
 /* ---- request body ---------------------------------------------------------- */
 

@@ -43,6 +43,11 @@ struct mh_request {
     bool keep_alive;      /* the client allows reuse */
     bool expect_continue; /* "Expect: 100-continue" */
     bool has_body;        /* Content-Length > 0 or chunked */
+    /*
+     * HTTP/2: an extended CONNECT with :protocol websocket (RFC 8441), which
+     * is routed and served as the GET of an RFC 6455 handshake.
+     */
+    bool connect_websocket;
     uint64_t content_length;
 
     /* routing result */

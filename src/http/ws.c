@@ -51,6 +51,22 @@ const char *mh_ws_check(const struct mh_req *r, struct mh_ws_handshake *hs, int 
     *status = 400;
     if (r->head.method != HTTP_GET)
         return "a WebSocket handshake is a GET";
+    if (r->head.connect_websocket) {
+        /*
+         * RFC 8441 §5: the extended CONNECT is the handshake; no Upgrade,
+         * Connection or key (the stream is already the client's), only the version.
+         */
+        size_t vlen;
+        const char *v = mh_req_header(r, "Sec-WebSocket-Version", 21, &vlen);
+        if (!v || vlen != 2 || memcmp(v, "13", 2) != 0) {
+            *status = 426;
+            return "unsupported WebSocket version (13 only)";
+        }
+        hs->accept[0] = '\0';
+        return NULL;
+    }
+    if (r->head.http_major == 2)
+        return "over HTTP/2 a WebSocket opens with an extended CONNECT (RFC 8441)";
     if (r->head.http_major != 1 || r->head.http_minor < 1)
         return "a WebSocket handshake needs HTTP/1.1";
     if (r->head.has_body)
@@ -499,9 +515,13 @@ struct mh_ws *mh_ws_start(struct mh_req *r, struct ev_loop *loop, const struct m
         free(ws);
         return NULL;
     }
-    r->res.status = 101;
-    mh_req_set_header(r, "Upgrade", 7, "websocket", 9, true);
-    mh_req_set_header(r, "Sec-WebSocket-Accept", 20, hs->accept, 28, true);
+    if (r->head.connect_websocket) {
+        r->res.status = 200; /* RFC 8441 §5 */
+    } else {
+        r->res.status = 101;
+        mh_req_set_header(r, "Upgrade", 7, "websocket", 9, true);
+        mh_req_set_header(r, "Sec-WebSocket-Accept", 20, hs->accept, 28, true);
+    }
     if (protocol)
         mh_req_set_header(r, "Sec-WebSocket-Protocol", 22, protocol, plen, true);
     mh_req_flush(r);

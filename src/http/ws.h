@@ -6,7 +6,8 @@
  *
  * - the opening handshake: mh_ws_check validates the client's request
  *   (4.2.1) and computes Sec-WebSocket-Accept;
- * - the session (struct mh_ws): it owns the protocol once the 101 is out.
+ * - the session (struct mh_ws): it owns the protocol once the 101 (or, on
+ *   an HTTP/2 stream, the 200 of RFC 8441) is out.
  *   Frames in through ws_frame.c; messages reassembled from fragments, text
  *   checked as UTF-8, sizes bounded; pings answered and the close handshake
  *   done at once, whatever the user is doing; an idle timer that pings a
@@ -49,7 +50,9 @@ struct mh_ws_handshake {
 /*
  * Whether r is a valid opening handshake: GET over HTTP/1.1, no body,
  * Upgrade: websocket, Connection: upgrade, Sec-WebSocket-Version: 13 and a
- * Sec-WebSocket-Key of 16 bytes in base64. NULL (hs filled), or a short
+ * Sec-WebSocket-Key of 16 bytes in base64; over HTTP/2 an extended CONNECT
+ * (RFC 8441, head.connect_websocket) with Sec-WebSocket-Version: 13. NULL
+ * (hs filled; its accept is empty for RFC 8441, which has none), or a short
  * reason, with the status to answer in *status: 400, or 426 for a version
  * we do not speak (the answer then carries Sec-WebSocket-Version: 13).
  */

@@ -16,8 +16,8 @@ static void test_settings(void)
         .max_header_bytes = 8192, .h2_max_concurrent_streams = 100, .h2_header_table_size = 512};
     nghttp2_settings_entry iv[MH_H2_SETTINGS_MAX];
     size_t n = mh_h2_settings(&lim, iv);
-    CHECK(n == 3);
-    bool table = false, list = false, push = false;
+    CHECK(n == 4);
+    bool table = false, list = false, push = false, connect = false;
     for (size_t i = 0; i < n; i++) {
         CHECK(iv[i].settings_id != NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS); /* second frame */
         if (iv[i].settings_id == NGHTTP2_SETTINGS_HEADER_TABLE_SIZE)
@@ -26,8 +26,10 @@ static void test_settings(void)
             list = iv[i].value == 8192;
         if (iv[i].settings_id == NGHTTP2_SETTINGS_ENABLE_PUSH)
             push = iv[i].value == 0;
+        if (iv[i].settings_id == NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL)
+            connect = iv[i].value == 1;
     }
-    CHECK(table && list && push);
+    CHECK(table && list && push && connect);
     nghttp2_settings_entry s = mh_h2_settings_streams(&lim);
     CHECK(s.settings_id == NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS && s.value == 100);
 
