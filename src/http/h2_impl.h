@@ -7,6 +7,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "conn_impl.h"
+#include "h2_policy.h"
 #include "outq.h"
 #include "req.h"
 
@@ -52,8 +53,9 @@ struct mh_h2 {
     nghttp2_session *session;
     struct mh_h2_stream *streams; /* every stream not yet freed */
     unsigned nstreams;            /* of them: open at nghttp2 or with a handler */
-    double flood_tokens;          /* frames doing no work the client may still send */
-    ev_tstamp flood_at;           /* when flood_tokens was last refilled */
+    struct mh_h2_flood flood;     /* frames doing no work the client may still send */
+    struct mh_h2_ids ids;         /* the client's stream IDs: opened and skipped */
+    struct mh_h2_acks acks;       /* input until the stream limit's ACK (cut) */
     ev_tstamp idle_at;            /* no streams: GOAWAY then (idle_timeout; 0 = never) */
     int depth;                    /* inside our own entry points (nghttp2, handlers) */
     bool goaway;                  /* graceful GOAWAY sent: no new streams */
