@@ -52,7 +52,6 @@ struct mh_h2 {
     struct mh_conn *c;
     nghttp2_session *session;
     struct mh_h2_stream *streams; /* every stream not yet freed */
-    unsigned nstreams;            /* of them: open at nghttp2 or with a handler */
     struct mh_h2_flood flood;     /* frames doing no work the client may still send */
     struct mh_h2_ids ids;         /* the client's stream IDs: opened and skipped */
     struct mh_h2_acks acks;       /* input until the stream limit's ACK (cut) */
