@@ -54,6 +54,14 @@ def seeds():
                        req(e, 3, "FROB", "/"), req(e, 5, extra=[("x-big", "v" * 5000)])]
     yield "goaway", [SettingsFrame(0), GoAwayFrame(0, 0, 0)]
     e = Encoder()
+    # the server's two SETTINGS acknowledged (the second is cut), then one ACK too many
+    yield "acks", [SettingsFrame(0), SettingsFrame(0, flags=["ACK"]), req(e, 1),
+                   SettingsFrame(0, flags=["ACK"]), req(e, 3), SettingsFrame(0, flags=["ACK"])]
+    e = Encoder()
+    yield "stream_ids", [SettingsFrame(0), req(e, 5), req(e, 9), req(e, 3)]
+    e = Encoder()
+    yield "skipped_ids", [SettingsFrame(0), req(e, 1), req(e, 7), req(e, 5), req(e, 9)]
+    e = Encoder()
     ws = HeadersFrame(1, e.encode([(":method", "CONNECT"), (":protocol", "websocket"),
                                    (":scheme", "http"), (":path", "/ws"),
                                    (":authority", "example.com"),

@@ -17,7 +17,8 @@ import time
 
 from hpack import Decoder, Encoder
 from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, GoAwayFrame, HeadersFrame,
-                              PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame)
+                              PingFrame, PriorityFrame, RstStreamFrame, SettingsFrame,
+                              WindowUpdateFrame)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 CODES = {0: "NO_ERROR", 1: "PROTOCOL_ERROR", 2: "INTERNAL_ERROR", 3: "FLOW_CONTROL_ERROR",
@@ -66,9 +67,11 @@ def ws_frames(data):
 class Client:
     def __init__(self, port, settings=None, preface=True):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle wait per request
         self.enc, self.dec = Encoder(), Decoder()
         self.out = {}
         self.closed = False
+        self.own_table = False  # True: the encoder ignores the server's table size
         self.buf = b""
         if preface:
             self.s.sendall(PREFACE + SettingsFrame(0, settings or {}).serialize())
@@ -149,6 +152,8 @@ class Client:
         elif isinstance(f, PingFrame) and "ACK" not in f.flags:
             self.send(PingFrame(0, f.opaque_data, flags=["ACK"]))
         elif isinstance(f, SettingsFrame) and "ACK" not in f.flags:
+            if SettingsFrame.HEADER_TABLE_SIZE in f.settings and not self.own_table:
+                self.enc.header_table_size = f.settings[SettingsFrame.HEADER_TABLE_SIZE]
             for k, v in f.settings.items():
                 self.note("setting.%d" % k, v)
             self.send(SettingsFrame(0, flags=["ACK"]))
@@ -267,6 +272,10 @@ def scenario(name, port):
     elif name == "settings_flood":
         c.send(*[SettingsFrame(0, {SettingsFrame.ENABLE_PUSH: 0}) for _ in range(5000)])
         c.read(goaway, timeout=3)
+    elif name == "priority_flood":  # CVE-2019-9513 churns the tree; here it costs a token
+        c.send(*[PriorityFrame(2 * (i % 50) + 1, depends_on=2 * ((i + 1) % 50) + 1)
+                 for i in range(5000)])
+        c.read(goaway, timeout=3)
     elif name == "ping_flood":
         c.send(*[PingFrame(0, b"12345678") for _ in range(5000)])
         c.read(goaway, timeout=3)
@@ -274,20 +283,80 @@ def scenario(name, port):
         c.send(c.headers(1, path="/stream", method="POST", end_stream=False))
         c.send(*[DataFrame(1, b"") for _ in range(5000)])
         c.read(goaway, timeout=3)
-    elif name == "max_streams":  # settings say 4: the 5th open stream is refused
-        c.read(timeout=0.2)
+    elif name in ("max_streams", "max_streams_early"):
+        # settings say 4: the 5th open stream is refused, the connection goes on (stream 11);
+        # _early sends them before the server's SETTINGS are acknowledged
+        if name == "max_streams":
+            c.read(timeout=0.2)
         c.send(*[c.headers(2 * i + 1, path="/slow") for i in range(5)])
         c.read(lambda c: all(("status.%d" % (2 * i + 1)) in c.out for i in range(4)), timeout=4)
+        c.send(c.headers(11, path="/hello"))
+        c.read(ended(11))
+    elif name == "refused_flood":  # 4 slow streams open, then new streams past the limit, again
+        c.read(timeout=0.2)
+        c.send(*[c.headers(2 * i + 1, path="/slow") for i in range(4)])
+        sid = 9
+        for _ in range(30):
+            c.send(*[c.headers(sid + 2 * i, path="/hello") for i in range(100)])
+            sid += 200
+            if c.closed:
+                break
+        c.read(goaway, timeout=3)
+        c.note("refused", sum(1 for k in c.out if k.startswith("rst.")))
     elif name == "even_stream":  # a client stream ID must be odd
         c.send(c.headers(2))
         c.read(goaway)
-    elif name == "decreasing_stream":  # IDs only grow: a lower, never-opened one is not served
+    elif name == "decreasing_stream":  # IDs only grow: HEADERS on a lower, never-opened one
         c.send(c.headers(5))
         c.read(ended(5))
         c.send(c.headers(3))
-        c.read(ended(3), timeout=0.5)
+        c.read(goaway)
+    elif name == "skipped_stream":  # 1, then 7 (3 and 5 skipped: closed), then 5
+        c.send(c.headers(1))
+        c.read(ended(1))
         c.send(c.headers(7))
         c.read(ended(7))
+        c.send(c.headers(5))
+        c.read(goaway)
+    elif name == "trailers_lower":  # trailers on stream 1 after stream 3 opened: not an error
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False),
+               DataFrame(1, b"hello"), c.headers(3))
+        c.read(ended(3))
+        t = HeadersFrame(1, c.enc.encode([("x-trailer", "1")]))
+        t.flags.add("END_HEADERS")
+        t.flags.add("END_STREAM")
+        c.send(t)
+        c.read(ended(1))
+        c.read(timeout=0.2)
+    elif name == "hpack_bound":  # the client allows a 64 KiB table; the server keeps its bound
+        c = Client(port, settings={SettingsFrame.HEADER_TABLE_SIZE: 65536})
+        ok, biggest = 0, 0
+        for i in range(200):
+            sid = 2 * i + 1
+            c.send(c.headers(sid, path="/hdr?v=%d" % i))
+            c.read(ended(sid))
+            if (c.out.get("header.%d.x-v" % sid) == "%d-%s" % (i, "v" * 100) and
+                    c.out.get("body.%d" % sid) == str(i)):
+                ok += 1
+            table = c.dec.header_table.dynamic_entries  # RFC 7541 §4.1: an entry's size
+            biggest = max(biggest, sum(len(k) + len(v) + 32 for k, v in table))
+        c.out = {k: v for k, v in c.out.items() if not k.startswith(("header.", "body.", "status."))}
+        c.note("ok", ok)
+        c.note("table_max", c.dec.header_table.maxsize)
+        c.note("table_biggest", biggest)
+    elif name == "hpack_over_table":  # the encoder grows its table past what the server allows
+        c.own_table = True
+        c.read(timeout=0.2)  # SETTINGS acknowledged: the server's table size is in force
+        c.enc.header_table_size = 4096
+        c.send(c.headers(1, path="/hello"))
+        c.read(goaway)
+    elif name == "write_timeout":  # a handler slower than write_timeout: its stream is cut
+        t = time.time()
+        c.send(c.headers(1, path="/slow_producer"))
+        c.read(lambda c: "rst.1" in c.out, timeout=4)
+        c.note("waited", "%.1f" % (time.time() - t))
+        c.send(c.headers(3, path="/hello"))
+        c.read(ended(3))
     elif name == "split_cookies":  # RFC 9113 8.2.3: one cookie field per pair, joined by the server
         c.send(c.headers(1, path="/cookie",
                          extra=[("cookie", "c%d=%s" % (i, "v" * 50)) for i in range(30)]))
@@ -310,6 +379,15 @@ def scenario(name, port):
             for k in range(0, len(msg), 16384):
                 c.send(DataFrame(1, msg[k:k + 16384]))
             c.read(lambda c: len(c.ws(1)) > i or "rst.1" in c.out or "goaway" in c.out, timeout=3)
+        c.note_ws(1)
+    elif name == "ws_split_header":  # a WebSocket frame header cut across DATA frames
+        c.send(c.connect_ws(1))
+        c.read(lambda c: "status.1" in c.out or "rst.1" in c.out)
+        frame = ws_frame(1, b"split")
+        c.send(DataFrame(1, frame[:1]))
+        c.read(timeout=0.3)
+        c.send(DataFrame(1, frame[1:]), c.headers(3))
+        c.read(lambda c: len(c.ws(1)) >= 1 and "status.3" in c.out, timeout=3)
         c.note_ws(1)
     elif name == "ws_version":
         c.send(c.connect_ws(1, version="8"))

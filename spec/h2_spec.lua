@@ -50,6 +50,10 @@ http.handle("GET /slow_producer", function(req, res)
   res:write("early "); res:flush(); http.sleep(1.5); res:write("late")
 end)
 http.handle("GET /progress", function(req, res) res:write(progress) end)
+http.handle("GET /hdr", function(req, res)
+  local v = req.query:match("v=(%%d+)")
+  res:header("X-V", v .. "-" .. string.rep("v", 100)); res:write(v)
+end)
 http.handle("GET /err", function(req, res) error("boom") end)
 http.handle("GET /err_after_head", function(req, res) res:write("a"); res:flush(); error("boom") end)
 http.handle("GET /static/", http.files(%q))
@@ -261,9 +265,17 @@ describe("HTTP/2", function()
     { "continuation_flood", { goaway = "ENHANCE_YOUR_CALM", goaway_last = "1" } },
     { "settings_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     { "ping_flood", { goaway = "ENHANCE_YOUR_CALM" } },
+    { "priority_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     { "empty_data_flood", { goaway = "ENHANCE_YOUR_CALM" } },
     -- limits and misuse
-    { "max_streams", { goaway = "PROTOCOL_ERROR", goaway_last = "7" }, four = true },
+    -- RFC 9113 §5.1.2: a stream past max_concurrent_streams is refused, the others and the
+    -- connection go on, after the server's SETTINGS were acknowledged and before
+    { "max_streams", { ["status.7"] = "200", ["rst.9"] = "REFUSED_STREAM", ["status.9"] = false,
+      ["status.11"] = "200", goaway = false }, four = true },
+    { "max_streams_early", { ["status.7"] = "200", ["rst.9"] = "REFUSED_STREAM",
+      ["status.11"] = "200", goaway = false }, four = true },
+    -- refused streams opened in a loop are a flood (the budget: 1000 of 3000)
+    { "refused_flood", { goaway = "ENHANCE_YOUR_CALM" }, four = true },
     { "even_stream", { goaway = "PROTOCOL_ERROR" } },
     { "data_on_idle", { goaway = "PROTOCOL_ERROR" } },
     -- RFC 9113 5.1 lets a closed stream's frames be ignored; the session does not keep
@@ -277,12 +289,19 @@ describe("HTTP/2", function()
       ["status.3"] = "200", ["body.3"] = "hello", goaway = false } },
     { "ws_window", { ["status.1"] = "200", ["ws.1.1"] = "binary:60000 bytes", ["ws.1.2"] = "binary:60000 bytes",
       ["rst.1"] = false, goaway = false } },
+    { "ws_split_header", { ["ws.1.1"] = "text:split (chat)", ["status.3"] = "200" } },
     { "ws_version", { ["status.1"] = "426", ["header.1.sec-websocket-version"] = "13", ["end.1"] = "1" } },
     { "ws_other_protocol", { ["status.1"] = "501" } },
     { "ws_get", { ["status.1"] = "400" } },
     { "connect_tunnel", { ["status.1"] = "501" } },
     { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false, ["rst.1"] = false } },
-    { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, ["status.7"] = "200" } },
+    -- RFC 9113 §5.1.1: a new stream's ID is above every one opened before; a skipped ID
+    -- (closed, never opened) is a connection error; trailers on an opened lower one are not
+    { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, goaway = "PROTOCOL_ERROR",
+      goaway_last = "5" } },
+    { "skipped_stream", { ["status.7"] = "200", ["status.5"] = false, goaway = "PROTOCOL_ERROR" } },
+    { "trailers_lower", { ["status.1"] = "200", ["body.1"] = "hello", ["status.3"] = "200",
+      goaway = false } },
     { "oversized_frame", { goaway = "FRAME_SIZE_ERROR" } },
     { "window_overflow", { goaway = "FLOW_CONTROL_ERROR" } },
     { "half_preface", { closed = "1" } },
@@ -303,6 +322,50 @@ describe("HTTP/2", function()
     -- h2_flood_budget 1000 resets (refilled at 100/s while the loop runs): stream ~2001
     local last = tonumber(kv.goaway_last)
     assert.truthy(last >= 1801 and last <= 2601, kv.goaway_last)
+  end)
+
+  it("refuses streams past the limit one by one until the flood budget, then GOAWAY", function()
+    local kv = frames(four, "refused_flood")
+    assert.equal("ENHANCE_YOUR_CALM", kv.goaway)
+    -- h2_flood_budget 1000 (refilled at 100/s while the loop runs). The client counts the
+    -- RST_STREAMs it read before the GOAWAY: those still queued behind it are never sent, and
+    -- a busy server queues more of them, so the lower bound only says "one by one, many times".
+    local refused = tonumber(kv.refused)
+    assert.truthy(refused >= 100 and refused <= 1600, kv.refused)
+  end)
+
+  it("bounds the response encoder's HPACK table by h2_header_table_size, whatever the client allows", function()
+    local small = start_for_test(dir, "h2_header_table_size = 512")
+    local kv, out = frames(small, "hpack_bound")
+    assert.equal("200", kv.ok, out) -- every response decoded, headers and body right
+    assert.equal("512", kv.table_max, out)
+    assert.truthy(tonumber(kv.table_biggest) > 0 and tonumber(kv.table_biggest) <= 512, out)
+    small:stop()
+    -- the default (4096): nghttp2's own bound would be the same; the setting is what moves it
+    kv, out = frames(srv, "hpack_bound")
+    assert.equal("200", kv.ok, out)
+    assert.equal("4096", kv.table_max, out)
+  end)
+
+  it("holds a client to the request decoder's table size (h2_header_table_size)", function()
+    local small = start_for_test(dir, "h2_header_table_size = 512")
+    local kv, out = frames(small, "hpack_over_table")
+    assert.equal("COMPRESSION_ERROR", kv.goaway, out)
+    assert.is_nil(kv["status.1"], out)
+    small:stop()
+    kv, out = frames(srv, "hpack_over_table") -- 4096 is within the default
+    assert.equal("200", kv["status.1"], out)
+  end)
+
+  it("cuts a stream whose handler takes longer than write_timeout; the connection goes on", function()
+    local w = start_for_test(dir, "write_timeout = 1")
+    local kv, out = frames(w, "write_timeout")
+    assert.equal("200", kv["status.1"], out) -- "early " was flushed
+    assert.equal("CANCEL", kv["rst.1"], out)
+    -- cut, not finished: the handler's last write would have come at 1.5 s
+    assert.truthy(tonumber(kv.waited) >= 0.8 and tonumber(kv.waited) < 3, out)
+    assert.equal("hello", kv["body.3"], out)
+    w:stop()
   end)
 
   it("stops gracefully: GOAWAY with the last stream, the stream in flight completes", function()
@@ -336,6 +399,22 @@ describe("HTTP/2", function()
     g:stop()
   end)
 
+  it("keeps an h2 connection across a --dev reload on save: the stream in flight ends, the next is served", function()
+    local script = H.script(string.format(APP, "", dir))
+    local g = H.start(script, { flags = { "--dev" } })
+    finally(function() g:stop() end)
+    local out, ok = sh(string.format("(timeout 20 %s %s reload %d & sleep 0.2; echo '-- saved' >> %s; wait)",
+      PY, q(FRAMES), g.port, q(script)))
+    assert(ok, out)
+    local kv = parse(out)
+    assert.equal("slow", kv["body.1"], out)
+    assert.equal("hello", kv["body.3"], out)
+    assert.is_nil(kv.goaway, out)
+    assert.truthy(g:logtext():find("reloaded (file change)", 1, true), g:logtext())
+    g:stop()
+    os.remove(script)
+  end)
+
   it("writes HTTP/2.0 into the access log", function()
     local log = H.tmpname(".access")
     local a = start_for_test(dir, "", { flags = { "--access-log", log } })
@@ -356,6 +435,15 @@ describe("HTTP/2", function()
     local h1 = tonumber(text:match('moonhttp_requests_by_protocol_total{protocol="HTTP/1.1"} (%d+)'))
     assert.truthy(h1 and h1 >= 1, text)
     m:stop()
+  end)
+
+  it("answers an h2c Upgrade over HTTP/1.1 (no 101: RFC 9113 deprecates it)", function()
+    -- curl --http2 on http:// sends Upgrade: h2c with HTTP2-Settings
+    local out = curl(string.format("-sv --http2 http://127.0.0.1:%d/hello 2>&1", srv.port))
+    assert.truthy(out:find("Upgrade: h2c", 1, true), out)
+    assert.truthy(out:find("< HTTP/1.1 200", 1, true), out)
+    assert.falsy(out:find(" 101 ", 1, true), out)
+    assert.truthy(out:find("hello$"), out)
   end)
 
   it("h2c = false: a connection preface is HTTP/1 (not upgraded)", function()

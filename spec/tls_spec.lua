@@ -203,6 +203,37 @@ describe("https", function()
     assert.is_true(wait_log(srv, "closed before the TLS handshake completed"))
   end)
 
+  -- RFC 9113 §3.2: over TLS, HTTP/2 is chosen by ALPN alone. A connection preface (then an
+  -- empty SETTINGS and a PING on stream 1, an h2 protocol error) is HTTP/1.1 bytes without
+  -- ALPN or with http/1.1; with h2 it starts HTTP/2 (GOAWAY: the PING's stream is wrong).
+  local H2_BYTES = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" .. "\0\0\0\4\0\0\0\0\0" ..
+      "\0\0\8\6\0\0\0\0\1" .. "12345678"
+  local GOAWAY_FRAME = "\7\0\0\0\0\0"
+  for _, row in ipairs({
+    { "without ALPN", "", "HTTP/1.1 400" },
+    { "with ALPN http/1.1", "-alpn http/1.1", "HTTP/1.1 400" },
+    { "with ALPN h2", "-alpn h2", false },
+  }) do
+    it("answers a connection preface " .. row[1] .. (row[3] and " with HTTP/1.1" or " with HTTP/2"), function()
+      local out = s_client(srv.port, "-quiet -ign_eof " .. row[2], H2_BYTES)
+      if row[3] then
+        assert.truthy(out:find(row[3], 1, true), out)
+      else
+        assert.falsy(out:find("HTTP/1.1", 1, true), out)
+        assert.truthy(out:find(GOAWAY_FRAME, 1, true), out)
+      end
+    end)
+  end
+
+  it("still serves curl --http1.1 and curl --http2 after them", function()
+    local out = curl(srv.port, "-sv --http1.1 https://localhost:PORT/hello 2>&1")
+    assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
+    assert.truthy(out:find("hello tls", 1, true), out)
+    out = curl(srv.port, "-sv --http2 https://localhost:PORT/hello 2>&1")
+    assert.truthy(out:find("ALPN: server accepted h2", 1, true), out)
+    assert.truthy(out:find("hello tls", 1, true), out)
+  end)
+
   it("refuses renegotiation without harm", function()
     local out = s_client(srv.port, "", "R\n")
     assert.truthy(out:find("RENEGOTIATING", 1, true), out)

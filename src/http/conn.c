@@ -1152,11 +1152,6 @@ static bool make_room(struct mh_conn *c)
  */
 #define STACK_READ 4096
 
-/*
- * HTTP/1 or HTTP/2, decided once from the first bytes: ALPN on TLS, else
- * the connection preface when h2c is on (RFC 9113 §3.3: prior knowledge).
- * 1: HTTP/2, 0: HTTP/1, -1: the bytes so far are a prefix of the preface.
- */
 void mh_conn_read_failed(struct mh_conn *c)
 {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -1165,12 +1160,21 @@ void mh_conn_read_failed(struct mh_conn *c)
     mh_conn_close(c);
 }
 
+/*
+ * HTTP/1 or HTTP/2, decided once from the first bytes: on TLS, ALPN alone
+ * (RFC 9113 §3.2: h2 over TLS is negotiated; without ALPN, or with
+ * http/1.1, the connection is HTTP/1.1 even if a connection preface comes);
+ * on plain TCP, the connection preface when h2c is on (§3.3: prior
+ * knowledge). 1: HTTP/2, 0: HTTP/1, -1: the bytes so far are a prefix of
+ * the preface.
+ */
 static __attribute__((cold, noinline)) int detect_protocol(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
-    const char *alpn = mh_tls_alpn(&c->tp);
-    if (alpn)
-        return lim->http2 && strcmp(alpn, "h2") == 0;
+    if (mh_tls_active(&c->tp)) {
+        const char *alpn = mh_tls_alpn(&c->tp);
+        return alpn && lim->http2 && strcmp(alpn, "h2") == 0;
+    }
     if (!lim->h2c)
         return 0;
     size_t n = c->in.len < MH_H2_PREFACE_LEN ? c->in.len : MH_H2_PREFACE_LEN;

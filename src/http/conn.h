@@ -56,8 +56,8 @@ struct mh_http_limits {
     bool http2; /* TLS: ALPN chose "h2" (the listener offered it) */
     bool h2c;   /* plain: a connection preface starts HTTP/2 */
     uint32_t h2_max_concurrent_streams;
-    uint32_t h2_header_table_size;
-    uint32_t h2_flood_budget; /* frames doing no work per burst (refilled over 10 s) */
+    uint32_t h2_header_table_size; /* HPACK dynamic table, each way (decoder and encoder) */
+    uint32_t h2_flood_budget;      /* frames doing no work per burst (refilled over 10 s) */
 };
 
 /* An intrusive doubly-linked list of connections (idle or active). */

@@ -13,10 +13,6 @@
 /* Reads per readable event, so one busy connection does not starve the others. */
 #define READS_PER_EVENT 4
 #define READ_CHUNK      16384
-/* Receive window of the connection: room for every stream's default window. */
-#define CONN_WINDOW_MAX (16 << 20)
-/* The flood budget refills over this many seconds. */
-#define FLOOD_REFILL_SECONDS 10.0
 
 static struct mh_h2_stream *stream_get(nghttp2_session *session, int32_t id)
 {
@@ -24,21 +20,15 @@ static struct mh_h2_stream *stream_get(nghttp2_session *session, int32_t id)
 }
 
 /*
- * A frame that does no work for the server (PING, SETTINGS, PRIORITY,
- * empty DATA, RST_STREAM from the client) costs a token; the tokens refill
- * over FLOOD_REFILL_SECONDS. A client past the budget (a PING or SETTINGS
- * flood, Rapid Reset: CVE-2023-44487) gets GOAWAY ENHANCE_YOUR_CALM.
+ * A frame that does no work for the server costs a token (h2_policy.h). A
+ * client past the budget (a PING or SETTINGS flood, Rapid Reset:
+ * CVE-2023-44487, streams opened past the limit in a loop) gets GOAWAY
+ * ENHANCE_YOUR_CALM.
  */
 static int flood_cost(struct mh_h2 *h)
 {
     uint32_t budget = h->c->h->limits->h2_flood_budget;
-    ev_tstamp now = ev_now(h->c->h->loop);
-    h->flood_tokens += (now - h->flood_at) * budget / FLOOD_REFILL_SECONDS;
-    if (h->flood_tokens > budget)
-        h->flood_tokens = budget;
-    h->flood_at = now;
-    h->flood_tokens -= 1;
-    if (h->flood_tokens >= 0)
+    if (mh_h2_flood_take(&h->flood, budget, ev_now(h->c->h->loop)))
         return 0;
     if (!h->failed) {
         mh_log(MH_LOG_WARN, "fd %d: HTTP/2 flood (frames that do no work past %u): GOAWAY",
@@ -50,6 +40,37 @@ static int flood_cost(struct mh_h2 *h)
 }
 
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
+
+/* HEADERS on a stream ID the client skipped: PROTOCOL_ERROR (h2_policy.h, mh_h2_ids). */
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *ud)
+{
+    struct mh_h2 *h = ud;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->failed)
+        return 0;
+    if (!mh_h2_ids_headers(&h->ids, hd->stream_id)) {
+        mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 HEADERS on stream %d, skipped before: GOAWAY", h->c->fd,
+               hd->stream_id);
+        h->failed = true;
+        nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
+    }
+    return 0;
+}
+
+/*
+ * nghttp2 refused a frame with a stream error (a stream past
+ * max_concurrent_streams: REFUSED_STREAM; a malformed request:
+ * PROTOCOL_ERROR): the connection goes on, but each costs a token, so a
+ * loop of them ends as a flood does.
+ */
+static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame, int code,
+                            void *ud)
+{
+    (void)session;
+    (void)frame;
+    (void)code;
+    flood_cost(ud);
+    return 0;
+}
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
 {
@@ -260,6 +281,8 @@ static nghttp2_session_callbacks *callbacks(void)
     static nghttp2_session_callbacks *cbs;
     if (cbs || nghttp2_session_callbacks_new(&cbs) != 0)
         return cbs;
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, on_begin_frame);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, on_invalid_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
@@ -270,11 +293,21 @@ static nghttp2_session_callbacks *callbacks(void)
     return cbs;
 }
 
-static nghttp2_option *options(void)
+/* The session options (made again when the limits they come from change: a reload). */
+static nghttp2_option *options(const struct mh_http_limits *lim)
 {
     static nghttp2_option *opt;
-    if (opt || nghttp2_option_new(&opt) != 0)
+    static uint32_t table_size;
+    if (opt && table_size == lim->h2_header_table_size)
         return opt;
+    nghttp2_option_del(opt);
+    opt = NULL;
+    if (nghttp2_option_new(&opt) != 0)
+        return NULL;
+    table_size = lim->h2_header_table_size;
+    /* The response encoder's HPACK table: h2_header_table_size bounds it as SETTINGS bounds the
+     * request decoder's, whatever table size the client advertises. */
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, table_size);
     /* Window updates follow what the handler read, so an unread body is bounded by the window. */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     /* Queued SETTINGS/PING acknowledgements (a client that floods and does not read). */
@@ -338,7 +371,14 @@ static void fail_session(struct mh_h2 *h, int rv)
 static int process(struct mh_h2 *h, const char *data, size_t n)
 {
     enter(h);
-    ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, n);
+    const uint8_t *in = (const uint8_t *)data, *seg;
+    size_t len;
+    ssize_t rv = 0;
+    if (mh_h2_acks_done(&h->acks))
+        rv = nghttp2_session_mem_recv(h->session, in, n);
+    else /* the first frames: the stream limit's ACK is kept from nghttp2 (h2_policy.h) */
+        while (rv >= 0 && mh_h2_acks_next(&h->acks, &in, &n, &seg, &len))
+            rv = nghttp2_session_mem_recv(h->session, seg, len);
     if (rv < 0) {
         h->depth--;
         fail_session(h, (int)rv);
@@ -353,30 +393,25 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     const struct mh_http_limits *lim = c->h->limits;
     struct mh_h2 *h = calloc(1, sizeof *h);
     nghttp2_session_callbacks *cbs = callbacks();
-    nghttp2_option *opt = options();
+    nghttp2_option *opt = options(lim);
     if (!h || !cbs || !opt || nghttp2_session_server_new2(&h->session, cbs, h, opt) != 0) {
         free(h);
         return -1;
     }
     h->c = c;
     c->h2 = h;
-    h->flood_tokens = lim->h2_flood_budget;
-    h->flood_at = ev_now(c->h->loop);
+    mh_h2_flood_init(&h->flood, lim->h2_flood_budget, ev_now(c->h->loop));
+    mh_h2_acks_init(&h->acks);
     /* the preface is in: idle (idle_timeout) until a stream opens */
     h->idle_at = mh_h2_after(h, lim->idle_timeout);
-    nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, lim->h2_max_concurrent_streams},
-        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, lim->h2_header_table_size},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_bytes},
-        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        /* RFC 8441: WebSockets over HTTP/2 (browsers then open them on this connection) */
-        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
-    };
-    int32_t window = (int32_t)lim->h2_max_concurrent_streams * NGHTTP2_INITIAL_WINDOW_SIZE;
-    if (window > CONN_WINDOW_MAX || window <= 0)
-        window = CONN_WINDOW_MAX;
-    if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]) != 0 ||
-        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, window) != 0) {
+    nghttp2_settings_entry iv[MH_H2_SETTINGS_MAX];
+    size_t niv = mh_h2_settings(lim, iv);
+    nghttp2_settings_entry streams = mh_h2_settings_streams(lim);
+    /* two frames, the stream limit last: its ACK is the one kept from nghttp2 (h2_policy.h) */
+    if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, iv, niv) != 0 ||
+        nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, &streams, 1) != 0 ||
+        nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0,
+                                              mh_h2_conn_window(lim)) != 0) {
         nghttp2_session_del(h->session);
         free(h);
         c->h2 = NULL;

@@ -7,6 +7,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "conn_impl.h"
+#include "h2_policy.h"
 #include "outq.h"
 #include "req.h"
 
@@ -36,6 +37,7 @@ struct mh_h2_stream {
     bool wake_writable; /* on_writable is due after this batch of output */
     bool high;          /* q was above the low-water mark: on_writable when it falls below */
     bool has_length;    /* the request declared Content-Length */
+    bool switched;      /* a WebSocket's stream (RFC 8441): see h2_upgrade */
     uint32_t ncookies;  /* cookie fields (joined into one at the end of the head) */
     struct mh_slice method;
     struct mh_slice protocol; /* :protocol (RFC 8441 extended CONNECT) */
@@ -50,9 +52,9 @@ struct mh_h2 {
     struct mh_conn *c;
     nghttp2_session *session;
     struct mh_h2_stream *streams; /* every stream not yet freed */
-    unsigned nstreams;            /* of them: open at nghttp2 or with a handler */
-    double flood_tokens;          /* frames doing no work the client may still send */
-    ev_tstamp flood_at;           /* when flood_tokens was last refilled */
+    struct mh_h2_flood flood;     /* frames doing no work the client may still send */
+    struct mh_h2_ids ids;         /* the client's stream IDs: opened and skipped */
+    struct mh_h2_acks acks;       /* input until the stream limit's ACK (cut) */
     ev_tstamp idle_at;            /* no streams: GOAWAY then (idle_timeout; 0 = never) */
     int depth;                    /* inside our own entry points (nghttp2, handlers) */
     bool goaway;                  /* graceful GOAWAY sent: no new streams */

@@ -572,7 +572,8 @@ static int h2_want_body(struct mh_req *r, bool all)
         mh_h2_want_write(s->h2);
     }
     s->body_want_all = all;
-    if (r->body_state != MH_BODY_MORE || (!all && r->body.len > 0))
+    /* a switched stream (RFC 8441) is satisfied only by bytes that come after the call */
+    if (r->body_state != MH_BODY_MORE || (!all && r->body.len > 0 && !s->switched))
         return 1;
     s->body_wanted = true;
     return 0;
@@ -593,6 +594,7 @@ static int h2_upgrade(struct mh_req *r)
         return -1;
     r->max_body = UINT64_MAX;
     r->body_asked = true;
+    s->switched = true;
     s->read_deadline = s->write_deadline = 0;
     mh_h2_update_deadline(s->h2);
     return 0;

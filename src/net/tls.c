@@ -529,6 +529,11 @@ const char *mh_tls_alpn(const struct mh_transport *t)
     return s->handshake_done ? mbedtls_ssl_get_alpn_protocol(&s->ssl) : NULL;
 }
 
+bool mh_tls_active(const struct mh_transport *t)
+{
+    return t->ops == &tls_ops;
+}
+
 static const struct mh_transport_ops tls_ops = {
     .name = "tls",
     .read = tls_read,

@@ -92,13 +92,15 @@ static const struct setting settings[] = {
     {"h2c", T_BOOL, OFF(h2c), 0, 0,
      "serve cleartext HTTP/2 with prior knowledge (detected from the connection preface)"},
     {"h2_max_concurrent_streams", T_INT, OFF(h2_max_concurrent_streams), 1, 1 << 20,
-     "HTTP/2 streams a client may have open at once per connection"},
+     "HTTP/2 streams a client may have open at once per connection (past it: RST_STREAM "
+     "REFUSED_STREAM, the connection goes on)"},
     {"h2_header_table_size", T_BYTES, OFF(h2_header_table_size), 0, 1 << 20,
-     "HTTP/2 HPACK dynamic table size clients may use for request headers "
-     "(SETTINGS_HEADER_TABLE_SIZE)"},
+     "HTTP/2 HPACK dynamic table size, each way: clients may use this much for request headers "
+     "(SETTINGS_HEADER_TABLE_SIZE), the server uses at most this much for response headers"},
     {"h2_flood_budget", T_INT, OFF(h2_flood_budget), 10, 1 << 24,
-     "HTTP/2 frames that do no work (PING, SETTINGS, PRIORITY, empty DATA, client RST_STREAM) a "
-     "connection may send in a burst (refilled over 10 s); past it: GOAWAY ENHANCE_YOUR_CALM"},
+     "HTTP/2 frames that do no work (PING, SETTINGS, PRIORITY, empty DATA, client RST_STREAM, "
+     "streams refused or reset for a protocol error) a connection may send in a burst (refilled "
+     "over 10 s); past it: GOAWAY ENHANCE_YOUR_CALM"},
     {"shared", T_SHARED, OFF(shared), MH_SHARED_MIN_SIZE, 32.0 * (1L << 30),
      "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
      "(e.g. cache=16m,limits=1m)"},

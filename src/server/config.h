@@ -55,7 +55,7 @@ struct mh_config {
     bool http2;                     /* ALPN h2 on TLS listeners */
     bool h2c;                       /* cleartext HTTP/2 with prior knowledge */
     long h2_max_concurrent_streams; /* SETTINGS_MAX_CONCURRENT_STREAMS */
-    long h2_header_table_size;      /* HPACK dynamic table for request headers */
+    long h2_header_table_size;      /* HPACK dynamic tables (request and response headers) */
     long h2_flood_budget;           /* frames doing no work, per burst */
 
     char *log_level;
