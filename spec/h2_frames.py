@@ -389,6 +389,11 @@ def scenario(name, port):
         c.send(DataFrame(1, frame[1:]), c.headers(3))
         c.read(lambda c: len(c.ws(1)) >= 1 and "status.3" in c.out, timeout=3)
         c.note_ws(1)
+    elif name == "ws_end_stream":  # the CONNECT's stream must stay open for the WebSocket
+        f = c.connect_ws(1)
+        f.flags.add("END_STREAM")
+        c.send(f)
+        c.read(ended(1))
     elif name == "ws_version":
         c.send(c.connect_ws(1, version="8"))
         c.read(ended(1))

@@ -293,6 +293,7 @@ describe("HTTP/2", function()
     { "ws_window", { ["status.1"] = "200", ["ws.1.1"] = "binary:60000 bytes", ["ws.1.2"] = "binary:60000 bytes",
       ["rst.1"] = false, goaway = false } },
     { "ws_split_header", { ["ws.1.1"] = "text:split (chat)", ["status.3"] = "200" } },
+    { "ws_end_stream", { ["status.1"] = "400" } },
     { "ws_version", { ["status.1"] = "426", ["header.1.sec-websocket-version"] = "13", ["end.1"] = "1" } },
     { "ws_other_protocol", { ["status.1"] = "501" } },
     { "ws_get", { ["status.1"] = "400" } },

@@ -56,6 +56,8 @@ const char *mh_ws_check(const struct mh_req *r, struct mh_ws_handshake *hs, int 
          * RFC 8441 §5: the extended CONNECT is the handshake; no Upgrade,
          * Connection or key (the stream is already the client's), only the version.
          */
+        if (!r->head.has_body)
+            return "an extended CONNECT leaves its stream open (no END_STREAM)";
         size_t vlen;
         const char *v = mh_req_header(r, "Sec-WebSocket-Version", 21, &vlen);
         if (!v || vlen != 2 || memcmp(v, "13", 2) != 0) {
