@@ -46,27 +46,9 @@ bool mh_ws_offered(const struct mh_req *r, const char *name, size_t len)
     return header_has_token(r, "Sec-WebSocket-Protocol", 22, name, len, false);
 }
 
-const char *mh_ws_check(const struct mh_req *r, struct mh_ws_handshake *hs, int *status)
+/* What RFC 6455 §4.2.1 asks of the request around the version and key (HTTP/1.1). */
+static const char *check_upgrade_request(const struct mh_req *r)
 {
-    *status = 400;
-    if (r->head.method != HTTP_GET)
-        return "a WebSocket handshake is a GET";
-    if (r->head.connect_websocket) {
-        /*
-         * RFC 8441 §5: the extended CONNECT is the handshake; no Upgrade,
-         * Connection or key (the stream is already the client's), only the version.
-         */
-        if (!r->head.has_body)
-            return "an extended CONNECT leaves its stream open (no END_STREAM)";
-        size_t vlen;
-        const char *v = mh_req_header(r, "Sec-WebSocket-Version", 21, &vlen);
-        if (!v || vlen != 2 || memcmp(v, "13", 2) != 0) {
-            *status = 426;
-            return "unsupported WebSocket version (13 only)";
-        }
-        hs->accept[0] = '\0';
-        return NULL;
-    }
     if (r->head.http_major == 2)
         return "over HTTP/2 a WebSocket opens with an extended CONNECT (RFC 8441)";
     if (r->head.http_major != 1 || r->head.http_minor < 1)
@@ -77,11 +59,35 @@ const char *mh_ws_check(const struct mh_req *r, struct mh_ws_handshake *hs, int 
         return "not a WebSocket handshake (no Upgrade: websocket)";
     if (!header_has_token(r, "Connection", 10, "upgrade", 7, true))
         return "not a WebSocket handshake (no Connection: upgrade)";
+    return NULL;
+}
+
+const char *mh_ws_check(const struct mh_req *r, struct mh_ws_handshake *hs, int *status)
+{
+    *status = 400;
+    if (r->head.method != HTTP_GET)
+        return "a WebSocket handshake is a GET";
+    /*
+     * RFC 8441 §5: an extended CONNECT is the handshake, on a stream that
+     * stays open; no Upgrade, Connection or key (the stream is already the
+     * client's), only the version.
+     */
+    const char *bad = NULL;
+    if (!r->head.connect_websocket)
+        bad = check_upgrade_request(r);
+    else if (!r->head.has_body)
+        bad = "an extended CONNECT leaves its stream open (no END_STREAM)";
+    if (bad)
+        return bad;
     size_t vlen, klen;
     const char *v = mh_req_header(r, "Sec-WebSocket-Version", 21, &vlen);
     if (!v || vlen != 2 || memcmp(v, "13", 2) != 0) {
         *status = 426;
         return "unsupported WebSocket version (13 only)";
+    }
+    if (r->head.connect_websocket) {
+        hs->accept[0] = '\0'; /* RFC 8441 has no Sec-WebSocket-Accept */
+        return NULL;
     }
     const char *key = mh_req_header(r, "Sec-WebSocket-Key", 17, &klen);
     unsigned char raw[24];
