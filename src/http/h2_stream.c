@@ -440,8 +440,8 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
     nv[n++] =
         (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
     bool bodyless = mh_status_bodyless(res->status);
-    /* a WebSocket's 200 (RFC 8441) starts a stream of frames, not content */
-    if (!res->has_type && !bodyless && !s->req.head.connect_websocket && (staged > 0 || !complete))
+    /* a switched stream's 200 (RFC 8441) starts another protocol's bytes, not content */
+    if (!res->has_type && !bodyless && !s->switched && (staged > 0 || !complete))
         nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
     i = 0;
     while (mh_response_pair(res, &i, &name, &nlen, &value, &vlen)) {
