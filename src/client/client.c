@@ -25,59 +25,27 @@ static void conn_dial(struct mh_client_conn *c);
 
 /* ---- watchers ------------------------------------------------------------ */
 
-/*
- * Idle and draining connections must not keep the loop alive (a `run`
- * script ends when its task does), so their watchers are unref'd while
- * active; each watcher remembers whether it was, to balance ev_ref on stop.
- */
-static bool is_weak(const struct mh_client_conn *c)
-{
-    return c->state == MH_CC_IDLE || c->state == MH_CC_DRAINING;
-}
-
-static void io_stop(struct mh_client_conn *c)
-{
-    struct ev_loop *loop = c->pool->loop;
-    if (ev_is_active(&c->io) && c->io_weak)
-        ev_ref(loop);
-    ev_io_stop(loop, &c->io);
-    c->io_weak = false;
-    c->io_events = 0;
-}
-
-static void timer_stop(struct mh_client_conn *c)
-{
-    struct ev_loop *loop = c->pool->loop;
-    if (ev_is_active(&c->timer) && c->timer_weak)
-        ev_ref(loop);
-    ev_timer_stop(loop, &c->timer);
-    c->timer_weak = false;
-}
-
+/* Watchers do not decide how long the loop runs: the worker does (server/worker.c). */
 void mh_client_conn_set_io(struct mh_client_conn *c, int events)
 {
-    if (events == c->io_events && c->io_weak == (events && is_weak(c)))
+    if (events == c->io_events)
         return;
-    io_stop(c);
+    struct ev_loop *loop = c->pool->loop;
+    ev_io_stop(loop, &c->io);
     if (events) {
-        struct ev_loop *loop = c->pool->loop;
         ev_io_set(&c->io, c->fd, events);
         ev_io_start(loop, &c->io);
-        if ((c->io_weak = is_weak(c)))
-            ev_unref(loop);
     }
     c->io_events = events;
 }
 
 void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds)
 {
-    timer_stop(c);
+    struct ev_loop *loop = c->pool->loop;
+    ev_timer_stop(loop, &c->timer);
     if (seconds > 0) {
-        struct ev_loop *loop = c->pool->loop;
         ev_timer_set(&c->timer, seconds, 0.);
         ev_timer_start(loop, &c->timer);
-        if ((c->timer_weak = is_weak(c)))
-            ev_unref(loop);
     }
 }
 
@@ -543,11 +511,6 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct mh_client_conn *c = w->data;
     (void)revents;
-    /* An expired one-shot timer is stopped already: give back the unref'd count. */
-    if (c->timer_weak) {
-        ev_ref(loop);
-        c->timer_weak = false;
-    }
     switch (c->state) {
     case MH_CC_WAIT_DRAIN:
         c->host->drain_waiter = NULL;
@@ -717,8 +680,9 @@ void mh_client_conn_close(struct mh_client_conn *c)
         c->host->ndraining--;
     if (c->state == MH_CC_IDLE)
         mh_client_pool_unlink_idle(p, c);
-    io_stop(c);
-    timer_stop(c);
+    ev_io_stop(p->loop, &c->io);
+    c->io_events = 0;
+    ev_timer_stop(p->loop, &c->timer);
     if (c->tls) { /* still in the handshake */
         mh_client_tls_free(c->tls);
         c->tls = NULL;

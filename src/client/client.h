@@ -165,7 +165,7 @@ struct mh_client_conn {
     size_t out_off;
     size_t drained;
     bool reused, got_byte, keep_alive, msg_done, extra_bytes;
-    bool io_weak, timer_weak, head_overflow;
+    bool head_overflow;
     struct mh_dns_query dns;
     struct mh_dns_addrs addrs;
     int addr_i;

@@ -212,7 +212,6 @@ int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
         atomic_store(&slot->pid, (int32_t)getpid());
         ev_timer_init(&g->beat_timer, on_beat, MH_GUARD_BEAT_EVERY, MH_GUARD_BEAT_EVERY);
         ev_timer_start(loop, &g->beat_timer);
-        ev_unref(loop); /* the heartbeat alone must not keep the loop running */
     }
     g->started = true;
     return 0;
@@ -223,10 +222,8 @@ void mh_guard_stop(struct ev_loop *loop)
     struct mh_guard *g = &mh_guard;
     if (!g->started)
         return;
-    if (g->heartbeat) {
-        ev_ref(loop);
+    if (g->heartbeat)
         ev_timer_stop(loop, &g->beat_timer);
-    }
     timer_delete(wd.timer);
     signal(TICK_SIGNAL, SIG_IGN); /* a tick already queued must not kill us */
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)

@@ -511,6 +511,7 @@ struct mh_task *mh_task_spawn(struct mh_gen *g, int nargs, void (*on_done)(struc
     t->exit_status = 0;
     t->label = "(run script)";
     lua_xmove(g->L, t->co, nargs + 1);
+    background_count(t, 1); /* its end counts it down: the worker leaves at zero */
     task_resume(t, nargs);
     return t;
 }

@@ -65,20 +65,9 @@ struct mh_socket *mh_socket_new(struct ev_loop *loop)
     return s;
 }
 
-/*
- * Idle pooled sockets must not keep the loop alive (a `run` script ends
- * when its task does): their watchers are unref'd while active, and ref'd
- * again before they stop.
- */
+/* Watchers do not decide how long the loop runs: the worker does (server/worker.c). */
 static void stop_watchers(struct mh_socket *s)
 {
-    if (s->_weak) {
-        if (ev_is_active(&s->_io))
-            ev_ref(s->loop);
-        if (ev_is_active(&s->_timer))
-            ev_ref(s->loop);
-        s->_weak = false;
-    }
     ev_io_stop(s->loop, &s->_io);
     ev_timer_stop(s->loop, &s->_timer);
 }
@@ -397,10 +386,6 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
     mh_buf_free(&s->in); /* an idle connection holds no buffer */
     /* Readable while idle means the peer closed or sent something unasked: drop it then. */
     wait_for(s, MH_SOCK_OP_FILL, EV_READ, idle_timeout, on_idle_event);
-    ev_unref(s->loop);
-    if (ev_is_active(&s->_timer))
-        ev_unref(s->loop);
-    s->_weak = true;
     return NULL;
 }
 

@@ -75,7 +75,6 @@ struct mh_socket {
     const char *_wdata;
     size_t _wlen;
     /* while idle in a pool */
-    bool _weak; /* its watchers do not keep the loop alive */
     struct mh_socket_group *_group;
     struct mh_socket *_prev, *_next;
 };

@@ -163,7 +163,6 @@ struct mh_devwatch *mh_devwatch_start(struct mh_worker *w, const struct mh_deps 
     ev_io_init(&dw->io, on_inotify, dw->fd, EV_READ);
     dw->io.data = dw;
     ev_io_start(w->loop, &dw->io);
-    ev_unref(w->loop); /* watching alone must not keep a stopping worker alive */
     ev_init(&dw->debounce, on_debounce);
     dw->debounce.data = dw;
     mh_log(MH_LOG_INFO, "--dev: watching %zu file(s) for changes", dw->nfiles);
@@ -182,7 +181,6 @@ void mh_devwatch_stop(struct mh_devwatch *dw)
 {
     if (!dw)
         return;
-    ev_ref(dw->w->loop);
     ev_io_stop(dw->w->loop, &dw->io);
     ev_timer_stop(dw->w->loop, &dw->debounce);
     close(dw->fd);

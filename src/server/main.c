@@ -1,8 +1,6 @@
 /* moonhttp: command line → configuration → a worker serving the script. */
 #include "config.h"
 #include "log.h"
-#include "lua_sched.h"
-#include "lua_timer.h"
 #include "lua_vm.h"
 #include "worker.h"
 
@@ -17,16 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int run_script_done;
-static int run_script_status;
-
-static void on_script_done(struct mh_task *t)
-{
-    run_script_done = 1;
-    run_script_status = t->exit_status;
-    mh_timer_gen_retired(t->gen); /* pending timers must not keep the process alive */
-}
 
 /* `moonhttp run script.lua`: the script runs as a task, so it may wait on the loop. */
 static int run_script(struct mh_config *config, struct mh_gen *g)
@@ -46,15 +34,10 @@ static int run_script(struct mh_config *config, struct mh_gen *g)
     }
     w.shared = &shared;
     g->shared = &shared;
-    if (!mh_task_spawn(g, 0, on_script_done)) {
-        fprintf(stderr, "moonhttp: out of memory\n");
-        return 1;
-    }
-    if (!run_script_done)
-        ev_run(w.loop, 0);
+    int rc = mh_worker_run_script(&w);
     mh_worker_destroy(&w);
     mh_shared_zones_close(&shared);
-    return run_script_status;
+    return rc;
 }
 
 /* Opens what every worker shares: access log, metrics table and listener. */

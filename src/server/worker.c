@@ -12,6 +12,7 @@
 #include "tls.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,19 @@
 
 static void observe(void *ud, const struct mh_req *r);
 static void offer_http2(struct mh_config *c);
+
+/*
+ * The loop's life has one owner: this file. Every watcher below keeps its
+ * reference on the loop (nothing here or in the modules under it counts
+ * with ev_ref/ev_unref), so ev_run returns only through leave(), called
+ * when the worker has decided to stop. A return without it is a bug, made
+ * loud by mh_worker_run.
+ */
+static void leave(struct mh_worker *w)
+{
+    w->leaving = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
 
 /* Seconds idle keep-alive connections may still bring a request after a stop begins. */
 #define MH_IDLE_CLOSE_GRACE 0.5
@@ -37,19 +51,21 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
     (void)loop;
     (void)revents;
     mh_http_prepare(&w->http);
-    if (w->shutting_down && mh_http_drained(&w->http) && w->background_tasks == 0)
-        ev_break(w->loop, EVBREAK_ALL);
+    /* A `run` script's count covers its own task: it ends when nothing it started still runs. */
+    if (((w->shutting_down && mh_http_drained(&w->http)) || w->script_done) &&
+        w->background_tasks == 0)
+        leave(w);
 }
 
 static void on_shutdown_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_worker *w = t->data;
     (void)revents;
-    ev_ref(loop); /* balances the ev_unref in mh_worker_shutdown: this timer has stopped */
+    (void)loop;
     mh_log(MH_LOG_WARN, "shutdown timeout: closing %zu connections still open", w->http.nconns);
     mh_http_close_all(&w->http);
     /* Handlers still waiting (on a timer, say) are abandoned: the process is leaving. */
-    ev_break(loop, EVBREAK_ALL);
+    leave(w);
 }
 
 static void on_idle_close(struct ev_loop *loop, ev_timer *t, int revents)
@@ -91,7 +107,6 @@ void mh_worker_shutdown(struct mh_worker *w)
     ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, w->config->shutdown_timeout, 0.);
     w->shutdown_timer.data = w;
     ev_timer_start(w->loop, &w->shutdown_timer);
-    ev_unref(w->loop); /* the timer alone must not keep the loop running */
 }
 
 static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
@@ -233,7 +248,6 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
     ev_timer_init(&w->metrics_timer, on_metrics_timer, 0.5, 0.5);
     w->metrics_timer.data = w;
     ev_timer_start(w->loop, &w->metrics_timer);
-    ev_unref(w->loop);
     w->observe = w->log_requests || w->access_log || w->record_metrics;
     w->http.observe = w->observe ? observe : NULL;
 }
@@ -374,7 +388,6 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     ev_prepare_init(&w->prepare, on_prepare);
     w->prepare.data = w;
     ev_prepare_start(loop, &w->prepare);
-    ev_unref(loop); /* the prepare watcher alone must not keep the loop alive */
     signal(SIGPIPE, SIG_IGN);
     ev_signal_init(&w->sigterm, on_signal, SIGTERM);
     ev_signal_init(&w->sigint, on_signal, SIGINT);
@@ -383,16 +396,12 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     ev_signal_start(loop, &w->sigterm);
     ev_signal_start(loop, &w->sigint);
     ev_signal_start(loop, &w->sigusr2);
-    ev_unref(loop);
-    ev_unref(loop);
-    ev_unref(loop);
     if (fds) {
         signal(SIGHUP, SIG_IGN); /* the master reloads by replacing its workers */
     } else if (config->mode == MH_MODE_SERVE) {
         ev_signal_init(&w->sighup, on_sighup, SIGHUP);
         w->sighup.data = w;
         ev_signal_start(loop, &w->sighup);
-        ev_unref(loop);
     }
     w->log_requests = config->dev;
     w->observe = w->log_requests;
@@ -423,6 +432,24 @@ int mh_worker_init_inherited(struct mh_worker *w, struct ev_loop *loop, struct m
     return worker_setup(w, loop, config, gen, fds, err, errlen);
 }
 
+/*
+ * Runs the loop until leave(). If ev_run returns otherwise, something
+ * stopped the loop behind the worker's back: say what was still open and
+ * exit non-zero (EX_SOFTWARE), so a supervisor restarts the server instead
+ * of taking it for a clean stop.
+ */
+static void run_loop(struct mh_worker *w)
+{
+    ev_run(w->loop, 0);
+    if (w->leaving)
+        return;
+    mh_log(MH_LOG_ERROR,
+           "bug: the event loop ended while the worker was not stopping (%zu listeners, %zu "
+           "connections, %u background tasks open); exiting with status %d",
+           w->nlisteners, w->http.nconns, w->background_tasks, MH_EXIT_LOOP_ENDED);
+    w->exit_code = MH_EXIT_LOOP_ENDED;
+}
+
 int mh_worker_run(struct mh_worker *w)
 {
     for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
@@ -435,8 +462,28 @@ int mh_worker_run(struct mh_worker *w)
         mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
                        w->heartbeat, err, sizeof err) < 0)
         mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
-    ev_run(w->loop, 0);
+    run_loop(w);
     mh_guard_stop(w->loop);
+    return w->exit_code;
+}
+
+static void on_script_done(struct mh_task *t)
+{
+    /* The generation's host is the worker's own (worker_setup). */
+    struct mh_worker *w =
+        (struct mh_worker *)((char *)t->gen->host - offsetof(struct mh_worker, host));
+    w->exit_code = t->exit_status;
+    w->script_done = true;
+    mh_timer_gen_retired(t->gen); /* timers still pending do not fire after the script ended */
+}
+
+int mh_worker_run_script(struct mh_worker *w)
+{
+    if (!mh_task_spawn(w->gen, 0, on_script_done)) {
+        mh_log(MH_LOG_ERROR, "out of memory");
+        return 1;
+    }
+    run_loop(w);
     return w->exit_code;
 }
 
@@ -450,7 +497,6 @@ void mh_worker_destroy(struct mh_worker *w)
     if (w->metrics_listener.fd >= 0)
         mh_listener_close(&w->metrics_listener);
     if (w->metrics) {
-        ev_ref(w->loop);
         ev_timer_stop(w->loop, &w->metrics_timer);
         mh_metrics_forget_worker(w->metrics, getpid());
     }

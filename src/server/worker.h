@@ -20,6 +20,9 @@
 #include "lua_vm.h"
 #include "metrics.h"
 
+/* Exit status of a worker whose loop ended without its stopping (EX_SOFTWARE). */
+#define MH_EXIT_LOOP_ENDED 70
+
 struct mh_req;
 struct mh_gen;
 struct mh_deps;
@@ -54,6 +57,8 @@ struct mh_worker {
     bool stopping;             /* a stop was asked for: http.stopping() is true */
     unsigned background_tasks; /* light threads, timer callbacks, on_start: a stop waits for them */
     bool shutting_down;        /* not accepting; finishing what is in flight */
+    bool script_done;          /* `run`: the script's task ended; leave once nothing else runs */
+    bool leaving;              /* the worker ended its loop itself (see run_loop in worker.c) */
     int exit_code;
 
     struct mh_reload_stats *reload_stats; /* shared with the master once ops are set */
@@ -115,6 +120,11 @@ int mh_worker_reload(struct mh_worker *w, const char *why);
  * a stop, heartbeat).
  */
 int mh_worker_run(struct mh_worker *w);
+/*
+ * `moonhttp run`: runs the generation's script as a task; the loop ends once
+ * it and every task it started have ended. Returns the script's exit status.
+ */
+int mh_worker_run_script(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
 
 /*
