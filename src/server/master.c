@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ struct child {
 };
 
 struct master {
+    pid_t pid; /* the master's own: a worker checks it is still its parent */
     struct ev_loop *loop;
     struct mh_config *config;
     struct mh_ops *ops;
@@ -81,6 +83,15 @@ static void child_main(struct master *m) __attribute__((noreturn));
  */
 static void child_main(struct master *m)
 {
+    /*
+     * A worker dies with its master, however the master ends (SIGKILL, the
+     * OOM killer): orphans would keep serving old code and hold the port. It
+     * gets SIGUSR2, a stop without shutdown_delay, so its listening sockets
+     * close at once and what is in flight still finishes. A master that died
+     * before the prctl took effect is seen in getppid().
+     */
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR2) < 0 || getppid() != m->pid)
+        _exit(0);
     struct ev_loop *loop = m->loop;
     ev_signal_stop(loop, &m->sigterm);
     ev_signal_stop(loop, &m->sigint);
@@ -89,7 +100,6 @@ static void child_main(struct master *m)
     ev_io_stop(loop, &m->ready_io);
     ev_timer_stop(loop, &m->restart_timer);
     ev_timer_stop(loop, &m->kill_timer);
-    ev_ref(loop); /* the supervise timer was unref'd */
     ev_timer_stop(loop, &m->supervise_timer);
     ev_loop_fork(loop);
     close(m->ready_pipe[0]);
@@ -434,6 +444,7 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
 {
     struct master m;
     memset(&m, 0, sizeof m);
+    m.pid = getpid();
     m.loop = EV_DEFAULT;
     m.config = config;
     m.ops = ops;
@@ -479,19 +490,21 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     ev_timer_init(&m.supervise_timer, on_supervise, SUPERVISE_EVERY, SUPERVISE_EVERY);
     m.supervise_timer.data = &m;
     ev_timer_start(loop, &m.supervise_timer);
-    ev_unref(loop);
     for (size_t i = 0; i < m.nlisteners; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", m.listeners[i].addr,
                mh_listener_port(&m.listeners[i]));
     mh_log(MH_LOG_INFO, "master %d: starting %d workers", (int)getpid(), nworkers);
     fill_workers(&m);
-    ev_run(loop, 0);
+    ev_run(loop, 0); /* every watcher holds the loop: only a stop (ev_break) ends it */
     rc = m.failed ? 1 : 0;
+    if (!m.stopping) {
+        mh_log(MH_LOG_ERROR, "bug: the master's event loop ended while not stopping");
+        rc = MH_EXIT_LOOP_ENDED;
+    }
     ev_io_stop(loop, &m.ready_io);
     ev_child_stop(loop, &m.child_watcher);
     ev_timer_stop(loop, &m.kill_timer);
     ev_timer_stop(loop, &m.restart_timer);
-    ev_ref(loop);
     ev_timer_stop(loop, &m.supervise_timer);
     if (m.beats)
         munmap(m.beats, NBEATS * sizeof *m.beats);
