@@ -9,6 +9,7 @@ http.handle("GET /spin", function(req, res) while true do end end)
 http.handle("GET /pspin", function(req, res)
   while true do pcall(function() while true do end end) end
 end)
+http.handle("GET /stuck_in_c", function(req, res) os.execute("sleep 4") end)
 http.handle("GET /spin_after_write", function(req, res)
   res:header("Content-Length", "100")
   res:write("started ")
@@ -145,7 +146,7 @@ describe("handler_cpu_limit = 0", function()
   it("turns the guard off (the spin is then only stopped by the stall watchdog)", function()
     local srv = H.start(APP, { flags = { "--handler-cpu-limit", "0" } })
     local c = srv:connect(1)
-    c:send("GET /spin HTTP/1.1\r\nHost: x\r\n\r\n")
+    c:send("GET " .. (path or "/spin") .. " HTTP/1.1\r\nHost: x\r\n\r\n")
     local res = c:read_response()
     assert.is_nil(res) -- no answer within a second
     c:close()
@@ -196,7 +197,7 @@ describe("worker_stall_timeout", function()
     assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
     local before = O.children(srv.pid)
     local c = srv:connect(5)
-    c:send("GET /spin HTTP/1.1\r\nHost: x\r\n\r\n")
+    c:send("GET " .. (path or "/spin") .. " HTTP/1.1\r\nHost: x\r\n\r\n")
     assert.truthy(O.wait_for(function()
       return srv:logtext():find("stalled", 1, true) ~= nil
     end, 5))
@@ -216,7 +217,7 @@ end)
 
 describe("a stop that always stops", function()
   -- handler_cpu_limit off: only the stop guards can end the spinning handler
-  local function spin_then(signal, workers, extra)
+  local function spin_then(signal, workers, extra, path)
     local flags = { "--workers", tostring(workers), "--handler-cpu-limit", "0",
       "--shutdown-timeout", "0.5", "--worker-stall-timeout", "0" }
     for _, f in ipairs(extra or {}) do flags[#flags + 1] = f end
@@ -225,7 +226,7 @@ describe("a stop that always stops", function()
       assert.truthy(O.wait_for(function() return #O.children(srv.pid) == workers end, 5))
     end
     local c = srv:connect(5)
-    c:send("GET /spin HTTP/1.1\r\nHost: x\r\n\r\n")
+    c:send("GET " .. (path or "/spin") .. " HTTP/1.1\r\nHost: x\r\n\r\n")
     H.sleep(0.3)
     local before = O.children(srv.pid)
     local t0 = H.now()
@@ -233,10 +234,13 @@ describe("a stop that always stops", function()
     return srv, t0, c, before
   end
 
-  for _, case in ipairs({ { "TERM", 1 }, { "INT", 1 }, { "TERM", 2 }, { "INT", 2 } }) do
-    it(string.format("SIG%s with %d worker(s) and a handler that never yields", case[1], case[2]),
+  -- Rows: signal, workers, and where the handler is stuck (Lua code, or a C call).
+  for _, case in ipairs({ { "TERM", 1, "/spin" }, { "INT", 1, "/spin" }, { "TERM", 2, "/spin" },
+    { "INT", 2, "/spin" }, { "TERM", 1, "/stuck_in_c" }, { "TERM", 2, "/stuck_in_c" } }) do
+    it(string.format("SIG%s with %d worker(s) and a handler that never yields (%s)", case[1],
+      case[2], case[3]),
       function()
-        local srv, t0, c = spin_then(case[1], case[2])
+        local srv, t0, c = spin_then(case[1], case[2], nil, case[3])
         local status = srv:wait(5)
         local took = H.now() - t0
         c:close()
