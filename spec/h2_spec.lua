@@ -83,10 +83,10 @@ local function frames(srv, scenario)
   return parse(out), out
 end
 
--- Runs a scenario and sends the server `sig` 0.2 s into it.
+-- Runs a scenario that sends the server `sig` once its stream is under way (cue()).
 local function frames_signalled(srv, scenario, sig)
-  local out, ok = sh(string.format("(timeout 20 %s %s %s %d & sleep 0.2; kill -%s %d; wait)",
-    PY, q(FRAMES), scenario, srv.port, sig, srv.pid))
+  local out, ok = sh(string.format("H2_CUE=%s:%d timeout 20 %s %s %s %d", sig, srv.pid,
+    PY, q(FRAMES), scenario, srv.port))
   assert(ok, out)
   return parse(out), out
 end
