@@ -5,6 +5,7 @@
 -- Its spec (spec/webapp_example_spec.lua) drives it with moonhttp.test.
 local http = require "moonhttp"
 local session = require "moonhttp.session"
+local template = require "moonhttp.template"
 
 http.server{ max_body_bytes = 64 << 20 }
 
@@ -17,11 +18,9 @@ http.use(session.middleware{ secret = SECRET, max_age = 3600 })
 local function user_of(req) return session.of(req).data.user end
 
 http.handle("GET /{$}", function(req, res)
-  local user = user_of(req)
   res:header("Content-Type", "text/html; charset=utf-8")
-  res:write(user and ("<p>Hello, " .. user .. "</p>") or "<p>Please log in.</p>",
-    [[<form method="post" action="/login">name <input name="user"> password <input name="password" type="password"> <button>log in</button></form>
-<form method="post" action="/upload" enctype="multipart/form-data"><input type="file" name="file"> <button>upload</button></form>]])
+  -- views/ sits next to this script; {{ user }} is escaped, so a name is text, never markup
+  res:write(template.render("views/home.html", { user = user_of(req) }))
 end)
 
 http.handle("POST /login", function(req, res)

@@ -33,6 +33,7 @@ local M = {
   crypto = crypto.crypto,
   base64 = crypto.base64,
   hex = crypto.hex,
+  html = { escape = require("moonhttp.webcore").html_escape },
 }
 
 local routes = {}

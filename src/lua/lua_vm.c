@@ -190,6 +190,13 @@ static int l_started(lua_State *L)
     return 1;
 }
 
+/* core.dev(): serving with --dev (moonhttp.template then re-reads edited files). */
+static int l_dev(lua_State *L)
+{
+    lua_pushboolean(L, mh_gen_of(L)->config->dev);
+    return 1;
+}
+
 /* core.log(level, ...): values are joined with tabs, as print does. */
 static int l_log(lua_State *L)
 {
@@ -259,6 +266,7 @@ static int open_core(lua_State *L)
         {"not_found", l_not_found},
         {"method_not_allowed", l_method_not_allowed},
         {"started", l_started},
+        {"dev", l_dev},
         {"log", l_log},
         {"stopping", l_stopping},
         {"metrics_handler", l_metrics_handler},

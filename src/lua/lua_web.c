@@ -1,5 +1,6 @@
 #include "lua_web.h"
 
+#include "html.h"
 #include "lua_multipart.h"
 
 #include <lauxlib.h>
@@ -32,9 +33,43 @@ static int l_extend(lua_State *L)
     return 1;
 }
 
+/*
+ * html_escape(v) -> v as text with & < > " ' as entities. Numbers and
+ * booleans become text first; nil is "". A string with nothing to escape is
+ * returned itself, so the common case allocates nothing (templates call this
+ * for every value they print).
+ */
+static int l_html_escape(lua_State *L)
+{
+    size_t len;
+    const char *s;
+    lua_settop(L, 1);
+    switch (lua_type(L, 1)) {
+    case LUA_TNIL:
+    case LUA_TNONE:
+        lua_pushliteral(L, "");
+        return 1;
+    case LUA_TSTRING:
+        s = lua_tolstring(L, 1, &len);
+        break;
+    default:
+        s = luaL_tolstring(L, 1, &len); /* numbers, booleans, __tostring */
+        break;
+    }
+    size_t n = mh_html_escaped_len(s, len);
+    if (n == len) {
+        return 1; /* the string on top: the argument, or its text */
+    }
+    luaL_Buffer b;
+    mh_html_escape(s, len, luaL_buffinitsize(L, &b, n));
+    luaL_pushresultsize(&b, n);
+    return 1;
+}
+
 int mh_lua_web_open(lua_State *L)
 {
-    static const luaL_Reg fns[] = {{"extend", l_extend}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {
+        {"extend", l_extend}, {"html_escape", l_html_escape}, {NULL, NULL}};
     luaL_newlib(L, fns);
     mh_lua_multipart_open(L);
     lua_setfield(L, -2, "multipart");

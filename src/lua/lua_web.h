@@ -7,6 +7,7 @@
  *     every req / res (run once, while the script loads; a name that is
  *     already a method is replaced, and the old ones are returned by name,
  *     so web.lua may wrap a C method);
+ *   html_escape(v) -> v as HTML text (http.html.escape; see base/html.h);
  *   multipart(boundary [, max_header_bytes]) -> an incremental multipart
  *     parser (see lua_multipart.h).
  */
