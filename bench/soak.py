@@ -20,6 +20,7 @@ not set up; 0 otherwise. Debian's python3-h2 and python3-websockets (the
 system /usr/bin/python3), redis-server, postgresql 15, openssl and wrk.
 """
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -98,10 +99,10 @@ class Stats:
         self.notes[(cls, what)] = self.notes.get((cls, what), 0) + 1
 
     def window_of(self, start, end):
-        for kind, ws, we in self.windows:
-            if start <= (we if we is not None else 1e18) and end >= ws:
-                return kind
-        return None
+        """The faults whose windows [start, end] overlaps ("sighup+worker kill"), or None."""
+        kinds = [kind for kind, ws, we in self.windows
+                 if start <= (we if we is not None else 1e18) and end >= ws]
+        return "+".join(dict.fromkeys(kinds)) or None
 
 
 STATS = Stats()
@@ -213,6 +214,27 @@ class H1:
             return status, hdrs, data
 
 
+def check_answer(path, data):
+    """What is wrong with a 2xx answer's body, or None: the routes' own contracts."""
+    try:
+        if path == "/health":
+            return None if data == b"ok\n" else "body is not ok"
+        if path.startswith("/static/"):
+            return None if data else "empty file"
+        doc = json.loads(data)
+        if path == "/links":
+            return None if isinstance(doc.get("links"), list) else "links is not a list"
+        if path.endswith("/vote"):
+            return None if isinstance(doc.get("votes"), int) else "votes is not a number"
+        if path.startswith("/links/"):
+            return None if doc.get("id") == path.rsplit("/", 1)[1] else "wrong id"
+        if path == "/stats":
+            return None if isinstance(doc.get("requests"), int) else "no request count"
+    except ValueError as e:
+        return f"not JSON: {e}"
+    return None
+
+
 async def http_client(port, cls, pick, rate):
     """`rate` requests a second of pick(i) -> (method, path, body) while the gate is open."""
     c = H1(port, cls)
@@ -233,7 +255,10 @@ async def http_client(port, cls, pick, rate):
                     raise ConnectionError(f"login answered {st}")
                 c.cookie = hd["set-cookie"][0].split(";")[0]
             st, _, data = await asyncio.wait_for(c.request(method, path, body), REQUEST_TIMEOUT)
-            if 200 <= st < 300:
+            bad = check_answer(path, data) if 200 <= st < 300 else None
+            if bad:
+                STATS.fail(cls, t, f"{method} {path} -> {st}, {bad}: {data[:120]!r}")
+            elif 200 <= st < 300:
                 STATS.good(cls)
             else:
                 STATS.fail(cls, t, f"{method} {path} -> {st} {data[:120]!r}")
@@ -378,7 +403,12 @@ class H2:
                                 st["fut"].set_exception(Retry("after GOAWAY"))
                 self.w.write(self.conn.data_to_send())
         except Exception as e:
+            # After a GOAWAY, python-h2 refuses the frames of the streams the
+            # server still finishes (its state machine is CLOSED): those GETs
+            # are sent again on a new connection, as after the connection's end.
             self.dead = e
+            if self.conn.state_machine.state == h2.connection.ConnectionState.CLOSED and self.goaway is None:
+                self.goaway = -1  # the GOAWAY came in the same read as the frames refused after it
             for st in self.streams.values():
                 if not st["fut"].done():
                     st["fut"].set_exception(e if self.goaway is None else Retry("connection ended after GOAWAY"))
@@ -414,7 +444,7 @@ class H2:
             except Retry:
                 if attempt == 1:
                     raise
-                STATS.note("h2", "resent: stream above GOAWAY's last stream")
+                STATS.note("h2", "resent on a new connection after a GOAWAY (reload)")
             finally:
                 self.streams.pop(sid, None)
 
@@ -434,7 +464,10 @@ async def h2_client(port, ca):
         t = now()
         try:
             st, body = await asyncio.wait_for(c.get(path), REQUEST_TIMEOUT)
-            if 200 <= st < 300:
+            bad = check_answer(path, body) if 200 <= st < 300 else None
+            if bad:
+                STATS.fail(cls, t, f"GET {path} -> {st}, {bad}: {body[:120]!r}")
+            elif 200 <= st < 300:
                 STATS.good(cls)
             else:
                 STATS.fail(cls, t, f"GET {path} -> {st} {body[:120]!r}")
@@ -776,10 +809,10 @@ def report(sampler, faults, services, logtext, final_status):
     for cls, a, b, what in STATS.failures:
         kind = STATS.window_of(a, b)
         if kind:
-            key = (kind, cls, re.sub(r"\d+", "N", what))
-            reasons[key] = reasons.get(key, 0) + 1
-    for (kind, cls, what), n in sorted(reasons.items()):
-        p(f"  in a {kind} window: {cls}: {what}: {n}")
+            key = (kind, cls, re.sub(r"soak-\d+", "soak-N", what))
+            reasons.setdefault(key, []).append(f"{b:.0f}s")
+    for (kind, cls, what), ts in sorted(reasons.items()):
+        p(f"  in a {kind} window: {cls}: {what}: {len(ts)} (at {', '.join(ts)})")
     for (cls, what), n in sorted(STATS.notes.items()):
         p(f"  {cls}: {what}: {n}")
     if outside:

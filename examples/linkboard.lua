@@ -95,7 +95,10 @@ http.handle("GET /links", function(req, res)
   local rows, err = db:query([[select id, url, title, author, extract(epoch from created)::int8 as created
     from links order by created desc limit 20]])
   if not rows then return res:json({ error = tostring(err) }, 503) end
-  res:json({ links = rows })
+  -- rows also carries .affected and .columns: copy the list alone, so it is a JSON array
+  local links = http.json.array()
+  for i, row in ipairs(rows) do links[i] = row end
+  res:json({ links = links })
 end)
 
 -- Sockets of this worker that want new links (a WebSocket per open page).
