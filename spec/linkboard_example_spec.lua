@@ -36,7 +36,6 @@ describe("examples/linkboard.lua", function()
     end
   end)
   teardown(function()
-    if os.getenv("SHOWLOG") then print(srv:logtext()) end
     if srv then srv:stop() end
     if redis then redis:stop() end
     if cluster then cluster:stop() end
