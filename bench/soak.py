@@ -15,11 +15,12 @@ worker's and the master's RSS and open descriptors from /proc, the worker
 pids, and the connections Redis and PostgreSQL see.
 
 It exits 1 on any process exit it did not cause, any failed request outside
-the fault windows, or RSS/fd growth past the bounds below; 2 when it could
-not set up; 0 otherwise. Debian's python3-h2 and python3-websockets (the
+the fault windows, RSS/fd growth past the bounds below, or a sanitizer report
+in the server's log; 2 when it could not set up; 0 otherwise. Debian's python3-h2 and python3-websockets (the
 system /usr/bin/python3), redis-server, postgresql 15, openssl and wrk.
 """
 import asyncio
+import datetime
 import json
 import os
 import re
@@ -293,6 +294,8 @@ async def sse_client(port, n):
             buf = b""
             while not GATE.closed():
                 line = await asyncio.wait_for(c.r.readline(), 5)
+                if not line:
+                    raise ConnectionError("stream cut before its last chunk")
                 size = int(line.split(b";")[0], 16)
                 chunk = await asyncio.wait_for(c.r.readexactly(size + 2), 5)
                 if size == 0:
@@ -623,9 +626,6 @@ class Sampler:
                 first = self.seen.get(pid, (t, t))[0]
                 self.seen[pid] = (first, t)
 
-    def workers(self):
-        return [p for p in children(self.master.pid)]
-
 
 # --- Faults ---------------------------------------------------------------------------
 class Faults:
@@ -769,8 +769,17 @@ def exits_from_log(logtext, killed, master_pid):
             else:
                 explained, cause = False, "exit status 0"
             own = [l for l in lines if f"] {pid}: " in l][-3:]
-            out.append((pid, what, cause, explained, line, own))
+            out.append((pid, what, cause, explained, line, own, log_time(line)))
     return out
+
+
+def log_time(line):
+    """A log line's timestamp as seconds since the soak started (None if it has none)."""
+    try:
+        stamp = datetime.datetime.strptime(line[:24], "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp() - T0
 
 
 def report(sampler, faults, services, logtext, final_status):
@@ -815,21 +824,24 @@ def report(sampler, faults, services, logtext, final_status):
         p(f"  in a {kind} window: {cls}: {what}: {len(ts)} (at {', '.join(ts)})")
     for (cls, what), n in sorted(STATS.notes.items()):
         p(f"  {cls}: {what}: {n}")
+    exits = exits_from_log(logtext, faults.killed, faults.master.pid)
     if outside:
         fails = True
         p("")
         p(f"FAIL: {len(outside)} failures outside the fault windows:")
-        for cls, a, b, what in outside[:20]:
-            p(f"  {a:7.1f}s-{b:.1f}s {cls}: {what}")
+        for cls, a, b, what in outside[:30]:
+            near = [e for e in exits if not e[3] and e[6] is not None and a - 1 <= e[6] <= b + 1]
+            why = f"   (worker {near[0][0]} exited at {near[0][6]:.1f}s: {near[0][2]})" if near else ""
+            p(f"  {a:7.1f}s-{b:.1f}s {cls}: {what}{why}")
     p("")
     p("fault windows: " + ", ".join(f"{k} {a:.0f}-{b:.0f}s" for k, a, b in STATS.windows if b))
     p("")
     p("process exits:")
-    exits = exits_from_log(logtext, faults.killed, faults.master.pid)
     logged = {e[0] for e in exits}
     final = set(children(faults.master.pid)) if faults.master.poll() is None else set()
-    for pid, what, cause, explained, line, own in exits:
-        p(f"  worker {pid}: {what}: {cause}" + ("" if explained else "   <-- UNEXPLAINED"))
+    for pid, what, cause, explained, line, own, t in exits:
+        at = f" at {t:.1f}s" if t is not None else ""
+        p(f"  worker {pid}{at}: {what}: {cause}" + ("" if explained else "   <-- UNEXPLAINED"))
         if not explained:
             fails = True
             p(f"    master: {line.strip()}")
@@ -885,11 +897,23 @@ def report(sampler, faults, services, logtext, final_status):
             p(f"  {label:9} max {max(vals):3}  last {vals[-1]:3}  at the end of quiet gaps: "
               f"{gap_vals[-1] if gap_vals else '-'} (max {max(gap_vals) if gap_vals else '-'})")
     p("")
+    # A build with -DMH_SANITIZE=ON (make asan) reports into the same log.
+    san = [l for l in logtext.splitlines()
+           if "ERROR: AddressSanitizer" in l or "ERROR: LeakSanitizer" in l or "runtime error:" in l]
+    if san:
+        fails = True
+        p(f"FAIL: {len(san)} sanitizer reports in the server log:")
+        for l in san[:12]:
+            p("  " + l.strip()[:240])
+        p("")
     errs = [l for l in logtext.splitlines() if "[error]" in l]
     p(f"server log: {len(errs)} error lines" + (":" if errs else ""))
     for l in errs[:12]:
         p("  " + l.strip()[:240])
     p("")
+    unexplained = sum(1 for e in exits if not e[3])
+    p(f"summary: {sum(STATS.ok.values())} ok, {len(STATS.failures) - len(outside)} failed in fault windows, "
+      f"{len(outside)} failed outside them; {len(exits)} worker exits, {unexplained} unexplained")
     p("SOAK FAILED" if fails else "SOAK PASSED")
     return "\n".join(R), fails
 
@@ -950,7 +974,6 @@ async def main(tmp):
         for t in running:
             t.cancel()
         samp.cancel()
-        status = "not running"
         if master.poll() is None:
             master.send_signal(signal.SIGTERM)
             try:

@@ -25,7 +25,9 @@ state=$(mktemp /tmp/mh-soak-state-XXXXXX)
 cleanup() {
     while read -r kind what; do
         case $kind in
-        pid) kill -9 "$what" 2>/dev/null ;;
+        pid) # a moonhttp master's workers first (stopped, it cannot fork new ones)
+            kill -STOP "$what" 2>/dev/null && pkill -9 -P "$what"
+            kill -9 "$what" 2>/dev/null ;;
         pgdata)
             if [ -f "$what/postmaster.pid" ]; then
                 runuser -u postgres -- "${PG_BINDIR:-/usr/lib/postgresql/15/bin}/pg_ctl" \
