@@ -615,6 +615,17 @@ class Sampler:
             self.conns.append((now(), rc, pg, self.in_gap))
             await asyncio.sleep(SAMPLE_EVERY)
 
+    def save(self, path):
+        """Every sample as a table, for a look beyond the report's first -> last."""
+        with open(path, "w") as f:
+            f.write("t\tpid\trole\trss_kib\tfds\n")
+            for pid, ss in sorted(self.samples.items()):
+                role = "master" if pid == self.master.pid else "worker"
+                for t, rss, fds in ss:
+                    f.write(f"{t:.1f}\t{pid}\t{role}\t{rss >> 10}\t{fds}\n")
+            for t, rc, pg, gap in self.conns:
+                f.write(f"{t:.1f}\t-\tconnections\tredis={rc}\tpostgres={pg}{' gap' if gap else ''}\n")
+
     def sample(self):
         t = now()
         if self.master.poll() is not None and self.master_exit is None:
@@ -983,11 +994,12 @@ async def main(tmp):
                 master.wait()
         rc = master.returncode
         status = f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
+        sampler.save(os.path.join(OUT_DIR, "samples.tsv"))
         text, failed = report(sampler, faults, svc, open(logpath).read(), status)
         with open(os.path.join(OUT_DIR, "report.txt"), "w") as f:
             f.write(text + "\n")
         print(text, flush=True)
-        print(f"(report: {OUT_DIR}/report.txt, server log: {logpath})")
+        print(f"(report: {OUT_DIR}/report.txt, every sample: {OUT_DIR}/samples.tsv, server log: {logpath})")
         return 1 if failed else 0
     finally:
         if master.poll() is None:
