@@ -878,6 +878,11 @@ def report(sampler, faults, services, logtext, final_status):
         p(f"  in a {kind} window: {cls}: {what}: {len(ts)} (at {', '.join(ts)})")
     for (cls, what), n in sorted(STATS.notes.items()):
         p(f"  {cls}: {what}: {n}")
+    # A reload promises not to drop a request: say so when one failed where
+    # only a SIGHUP's window explains it (counted as expected, as the brief has it).
+    hup_only = [f for f in STATS.failures if STATS.window_of(f[1], f[2]) == "sighup"]
+    if hup_only:
+        p(f"  WARNING: {len(hup_only)} failures in windows of a SIGHUP alone, where a reload should drop nothing")
     exits = exits_from_log(logtext, faults.killed, faults.master.pid)
     if outside:
         fails = True
