@@ -8,8 +8,10 @@ ifdef CI
 CMAKE_FLAGS += -DMH_WERROR=ON
 endif
 
-.PHONY: all deps build run test unit spec asan fuzz bench format clean
+.PHONY: all deps build run test unit spec soak asan fuzz bench format clean
 FUZZ_SECONDS ?= 60
+# The soak test's length in `make test` (bench/soak.sh; `make soak` runs 10 minutes).
+SOAK_SECONDS ?= 90
 
 all: build
 
@@ -32,6 +34,11 @@ spec: build
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure
 	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
+	SOAK_SECONDS=$(SOAK_SECONDS) MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SOAK_OUT=$(abspath $(BUILD_DIR))/soak bench/soak.sh
+
+# examples/linkboard.lua under load and faults for 10 minutes (bench/README.md, Soak).
+soak: build
+	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SOAK_OUT=$(abspath $(BUILD_DIR))/soak bench/soak.sh
 
 # The specs under AddressSanitizer + UBSan, in their own build tree.
 asan:

@@ -10,8 +10,8 @@ set -e
 # libnghttp2-dev: HTTP/2 framing; zlib1g-dev: gzip; media-types: /etc/mime.types
 # for static files. redis-server, postgresql: real servers the specs start on
 # free loopback ports (and stop). python3-websockets, python3-h2,
-# nghttp2-client: third-party WebSocket and HTTP/2 peers in the specs (Debian's
-# /usr/bin/python3 sees the python3-* packages).
+# nghttp2-client: third-party WebSocket and HTTP/2 peers in the specs and in
+# bench/soak.sh (Debian's /usr/bin/python3 sees the python3-* packages).
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp libnghttp2-dev zlib1g-dev \
 media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
