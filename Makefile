@@ -31,10 +31,11 @@ unit: build
 spec: build
 	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
 
+# The soak runs before busted so the output still ends with the runners' summaries.
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure
-	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
 	SOAK_SECONDS=$(SOAK_SECONDS) MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SOAK_OUT=$(abspath $(BUILD_DIR))/soak bench/soak.sh
+	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
 
 # examples/linkboard.lua under load and faults for 10 minutes (bench/README.md, Soak).
 soak: build
