@@ -7,13 +7,14 @@ set -e
 # skip with a message (deploy) or fall back to a Lua request loop (reload).
 # procps: pgrep in the worker specs (minimal Debian images lack it);
 # ca-certificates: the bundle http.fetch verifies HTTPS against by default.
-# libnghttp2-dev: HTTP/2 framing; zlib1g-dev: gzip; media-types: /etc/mime.types
+# libnghttp2-dev: HTTP/2 framing; zlib1g-dev: gzip; libargon2-dev: Argon2id
+# password hashing (the reference implementation); media-types: /etc/mime.types
 # for static files. redis-server, postgresql: real servers the specs start on
 # free loopback ports (and stop). python3-websockets, python3-h2,
 # nghttp2-client: third-party WebSocket and HTTP/2 peers in the specs and in
 # bench/soak.sh (Debian's /usr/bin/python3 sees the python3-* packages).
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
-liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp libnghttp2-dev zlib1g-dev \
+liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
 media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
 redis-server postgresql python3 python3-websockets python3-h2 nghttp2-client"
 if [ "$1" = "--bench" ]; then

@@ -1,3 +1,4 @@
+#include "lua_password.h"
 #include "lua_crypto.h"
 
 #include "codec.h"
@@ -206,6 +207,7 @@ int mh_lua_crypto_open(lua_State *L)
         {"encode", l_hex_encode}, {"decode", l_hex_decode}, {NULL, NULL}};
     lua_createtable(L, 0, 3);
     luaL_newlib(L, crypto);
+    mh_lua_password_register(L);
     struct drbg *d = lua_newuserdatauv(L, sizeof *d, 0);
     d->pid = 0;
     if (luaL_newmetatable(L, DRBG_MT)) {

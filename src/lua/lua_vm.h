@@ -27,6 +27,7 @@ struct mh_lua_route;
  * worker type is known below server/.
  */
 struct mh_metrics;
+struct mh_workpool;
 struct mh_gen_host {
     struct ev_loop *loop;
     const bool *stopping;                        /* http.stopping() */
@@ -35,6 +36,7 @@ struct mh_gen_host {
     const struct mh_handler *metrics; /* what http.metrics_handler() serves; NULL: none */
     struct mh_metrics *metrics_table; /* task error counters; NULL: none */
     unsigned *background_tasks;       /* timers, threads, on_start running: stop waits for them */
+    struct mh_workpool *workpool;     /* threads for C work off the loop (thread_pool); NULL: none */
 };
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */

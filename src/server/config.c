@@ -75,6 +75,8 @@ static const struct setting settings[] = {
     {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
     {"metrics", T_STRING, OFF(metrics), 0, 0,
      "address of a Prometheus metrics listener (host:port), or off"},
+    {"thread_pool", T_INT, OFF(thread_pool), 1, 64,
+     "threads per worker for C work kept off the event loop (password hashing)"},
     {"max_pending_timers", T_INT, OFF(max_pending_timers), 1, 1 << 24,
      "pending http.timer/http.every timers per worker; past it they return nil, err"},
     {"send_timeout", T_DURATION, OFF(send_timeout), 0, 86400,
@@ -136,6 +138,7 @@ void mh_config_init(struct mh_config *c)
     c->max_body_bytes = 1 << 20;
     c->max_connections = 10000;
     c->max_pending_timers = 1024;
+    c->thread_pool = 2;
     c->keepalive_requests = 0;
     c->backlog = 4096;
     c->redirect_code = 307;

@@ -65,6 +65,7 @@ struct mh_config {
     char *access_log_format;     /* "common" | "combined" | "json" */
     char *pid_file;              /* path or "off" */
     char *metrics;               /* listen address of the metrics endpoint, or "off" */
+    long thread_pool;            /* threads per worker for C work off the loop */
     long max_pending_timers;     /* http.timer / http.every not yet fired, per worker generation */
     double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
     long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */

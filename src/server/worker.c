@@ -10,6 +10,7 @@
 #include "lua_timer.h"
 #include "req.h"
 #include "tls.h"
+#include "workpool.h"
 
 #include <fcntl.h>
 #include <stddef.h>
@@ -346,6 +347,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->host.shutting_down = &w->shutting_down;
     w->host.reload_stats = &w->reload_stats;
     w->host.background_tasks = &w->background_tasks;
+    /* Its threads start with the first job, in this process (after any fork). */
+    w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
     mh_gen_set_host(gen, &w->host);
     /* again: http.server{} may have changed it after the first state was made */
     mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
@@ -417,6 +420,7 @@ fail:
     mh_buf_pool_destroy(&w->bufs);
     mh_gen_set_host(gen, NULL);
     mh_gen_unref(gen); /* the caller still holds its own reference */
+    mh_workpool_free(w->host.workpool);
     return -1;
 }
 
@@ -508,4 +512,5 @@ void mh_worker_destroy(struct mh_worker *w)
         close(w->acceptor.reserve_fd);
     mh_gen_set_host(w->gen, NULL);
     mh_gen_unref(w->gen);
+    mh_workpool_free(w->host.workpool);
 }
