@@ -129,7 +129,7 @@ rows.redis_warm = function()
   return ok, e2
 end
 rows.redis_command_stopped = function() -- the parked connection, to a stopped server
-  local r = assert(redis.connect{ port = REDIS_PORT, timeout = T })
+  local r <close> = assert(redis.connect{ port = REDIS_PORT, timeout = T }) -- parked again unless broken
   parked.reused = r:reused()
   return r:get("k")
 end
@@ -192,6 +192,12 @@ http.handle("GET /redis", function(req, res)
   local reused = r:reused()
   r:keepalive()
   res:json({ v = v, err = err, reused = reused })
+end)
+
+http.handle("GET /redis_parked", function(req, res) -- does a connect get a parked connection?
+  local r = assert(redis.connect{ port = REDIS_PORT, timeout = T })
+  res:json({ reused = r:reused() })
+  r:close()
 end)
 
 http.handle("GET /ok", function(req, res) res:write("ok") end)
@@ -359,6 +365,8 @@ describe("client timeouts against a server that stops answering", function()
     stop(rpw.pid)
     local ok, e = pcall(function()
       timed_out(row("redis_command_stopped"))
+      -- the timed-out connection was closed, not parked: a connect now makes a new one
+      assert.same({ reused = 0 }, cjson.decode(srv:get("/redis_parked").body))
       timed_out(row("redis_connect_stopped"))
     end)
     cont(rsrv.pid)
