@@ -35,7 +35,9 @@ local pools = {
   connect = pg.pool(with(PG, { connect_timeout = T })),
 }
 
-local rows = {}
+-- rows[name](port, prepared): the call under test, timed; before[name](port):
+-- what it needs first (a warm pool, a connection held), outside the clock.
+local rows, before = {}, {}
 
 -- http.tcp() ----------------------------------------------------------------
 
@@ -75,10 +77,13 @@ rows.sock_deadline = function(port) -- a trickling peer: the per-wait read timeo
   assert(s:receive("l"))
   return s:receive(100)
 end
-rows.sock_pool_wait = function(port) -- pool_size 1 and the one connection is in use
+before.sock_pool_wait = function(port) -- pool_size 1 and the one connection is in use
   local a = http.tcp()
   a:settimeouts(T, 5, 5)
   assert(a:connect("127.0.0.1", port, { pool = "one", pool_size = 1 }))
+  return a
+end
+rows.sock_pool_wait = function(port)
   local b = http.tcp()
   b:settimeouts(T, 5, 5)
   return b:connect("127.0.0.1", port, { pool = "one", pool_size = 1 })
@@ -95,16 +100,16 @@ end
 rows.pg_connect_trickle = function(port) -- the startup's answer never ends
   return pg.pool{ port = port, connect_timeout = T }:query("select 1")
 end
-rows.pg_query_trickle = function(port) -- connects at once; the query's answer never ends
-  return pg.pool{ port = port, query_timeout = T, connect_timeout = 5 }:query("select 1")
+before.pg_query_trickle = function(port) -- connected at once; the query's answer never ends
+  return assert(pg.pool{ port = port, query_timeout = T, connect_timeout = 5 }:acquire())
 end
-rows.pg_acquire = function() -- size 1, the connection pinned by this very task
+rows.pg_query_trickle = function(_, pin) return pin:query("select 1") end
+before.pg_acquire = function() -- size 1, the connection pinned by this very task
   local db = pg.pool(with(PG, { size = 1, acquire_timeout = T }))
-  local pin = assert(db:acquire())
-  local r, e = db:query("select 1")
-  pin:release()
-  return r, e
+  return { db = db, pin = assert(db:acquire()) }
 end
+rows.pg_acquire = function(_, p) return p.db:query("select 1") end
+before.pg_slow_query = function() assert(pools.query:query("select 1")) end
 rows.pg_slow_query = function() -- a healthy server, a query longer than query_timeout
   return pools.query:query("select pg_sleep(5)")
 end
@@ -147,11 +152,11 @@ rows.redis_command_trickle = function(port) -- a bulk reply that never ends
   local r = assert(redis.connect{ port = port, timeout = T })
   return r:get("k")
 end
-rows.redis_pool_wait = function() -- pool_size 1 and the one connection is held
-  local a = assert(redis.connect{ port = REDIS_PORT, timeout = T, pool_size = 1 })
-  local b, e = redis.connect{ port = REDIS_PORT, timeout = T, pool_size = 1 }
-  a:close()
-  return b, e
+before.redis_pool_wait = function() -- pool_size 1 and the one connection is held
+  return assert(redis.connect{ port = REDIS_PORT, timeout = T, pool_size = 1 })
+end
+rows.redis_pool_wait = function()
+  return redis.connect{ port = REDIS_PORT, timeout = T, pool_size = 1 }
 end
 
 -- http.fetch ----------------------------------------------------------------
@@ -168,9 +173,10 @@ end
 
 http.handle("GET /row/{name}/{port}", function(req, res)
   local name = req:pathvalue("name")
-  local fn = rows[name]
+  local port = tonumber(req:pathvalue("port"))
+  local prepared = before[name] and before[name](port)
   local t0 = http.clock()
-  local ok, err = fn(tonumber(req:pathvalue("port")))
+  local ok, err = rows[name](port, prepared)
   local elapsed = http.clock() - t0
   res:json({ ok = ok ~= nil and ok ~= false, err = err ~= nil and tostring(err) or nil, elapsed = elapsed })
 end)
