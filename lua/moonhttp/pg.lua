@@ -33,8 +33,14 @@ local null, encode_param, decoder = types.null, types.encode_param, types.decode
 local decode_row, message_head = proto.decode_row, proto.head
 local tconcat = table.concat
 
-local CANCEL_GRACE = 5       -- seconds to wait for the server to answer a cancelled query
+local CANCEL_GRACE = 5       -- seconds the background CancelRequest waits for the server to close
 local NO_TIMEOUT = 0         -- sockets: 0 = wait as long as it takes
+local MIN_LEFT = 0.001       -- a deadline already past still needs a positive setdeadline
+
+-- Bounds every wait of sock's calls to end by `deadline` (http.now() time).
+local function deadline_at(sock, deadline)
+  sock:setdeadline(math.max(deadline - http.now(), MIN_LEFT))
+end
 
 local function is_fatal(e) return e.severity == "FATAL" or e.severity == "PANIC" end
 
@@ -120,24 +126,18 @@ function Conn:read_message()
 end
 
 -- The next message that matters; notices, parameter changes and stray
--- notifications are handled here. Returns type, body or nil, err. A read
--- timeout past query_timeout sends a CancelRequest and goes on reading
--- (the server answers with an error, then ReadyForQuery); with soft set (a
--- listener), a timeout is returned and the session kept; otherwise any
--- failure breaks the connection.
+-- notifications are handled here. Returns type, body or nil, err. With
+-- soft set (a listener), a timeout is returned and the session kept (recv
+-- keeps what had arrived); otherwise any failure breaks the connection. A
+-- query that timed out is cancelled on the server in the background: its
+-- answer would come on a connection we no longer read, so it is closed.
 function Conn:read(soft)
   while true do
     local t, body = self:read_message()
     if not t then
-      if body == "timeout" and self.deadline_cancel and not self.cancelled then
-        self.cancelled = true
-        self:cancel()
-        self.sock:settimeouts(self.pool.connect_timeout, CANCEL_GRACE, CANCEL_GRACE)
-      elseif body == "timeout" and soft then
-        return nil, body
-      else
-        return self:fail(body)
-      end
+      if body == "timeout" and soft then return nil, body end
+      if body == "timeout" and self.busy then self:cancel_later() end
+      return self:fail(body)
     elseif t == "N" then
       self.pool:notice(proto.parse_fields(body))
     elseif t == "S" then
@@ -162,7 +162,10 @@ function Conn:open()
     sock = http.tcp()
     self.so, self.popts = sock, { pool = self.name }
   end
+  -- connect_timeout bounds all of it: TCP (or TLS) connect, SSLRequest and the startup and
+  -- authentication exchange, so a server that accepts and then never answers is cut at it
   sock:settimeouts(pool.connect_timeout, pool.connect_timeout, pool.connect_timeout)
+  sock:setdeadline(pool.connect_timeout)
   local ok, err
   local popts = self.popts
   if pool.path then
@@ -274,9 +277,7 @@ end
 Conn.startup = guarded(startup)
 
 -- CancelRequest goes on a connection of its own, carrying the backend's key.
-function Conn:cancel()
-  local pool = self.pool
-  if not self.pid then return end
+local function send_cancel(pool, pid, secret)
   local sock = http.tcp()
   sock:settimeouts(pool.connect_timeout, pool.connect_timeout, CANCEL_GRACE)
   local ok
@@ -285,10 +286,19 @@ function Conn:cancel()
   else
     ok = sock:connect(pool.host, pool.port)
   end
-  if ok and sock:send(proto.cancel(self.pid, self.secret)) then
+  if ok and sock:send(proto.cancel(pid, secret)) then
     sock:receive(1) -- the server closes once it has read the request
   end
   sock:close()
+end
+
+-- Cancels the running query from a task of its own, so the caller gets its
+-- "timeout" at query_timeout, not after a round trip to a server that may
+-- have stopped answering.
+function Conn:cancel_later()
+  if not self.pid then return end
+  local ok, err = http.timer(0, send_cancel, self.pool, self.pid, self.secret)
+  if not ok then http.log("warn", "postgres: query not cancelled on the server: " .. err) end
 end
 
 -- Statement cache: LRU by a use counter. Room is made before a new
@@ -320,13 +330,22 @@ local function prepare_columns(cols)
   return cols, public
 end
 
+-- query_timeout is a deadline for the whole statement (sending it,
+-- preparing it when new, and reading every row up to ReadyForQuery), not a
+-- bound per read. A retry (see `stale`) keeps the first attempt's deadline.
 local function begin_io(self)
   if self.busy then error("pg: connection used by two tasks at once", 3) end
   if not self.sock then return nil, "closed" end
-  self.busy, self.received, self.cancelled = true, 0, false
-  local qt = self.pool.query_timeout
-  self.deadline_cancel = qt ~= nil
-  self.sock:settimeouts(self.pool.connect_timeout, qt or NO_TIMEOUT, qt or NO_TIMEOUT)
+  self.busy, self.received = true, 0
+  local qt, sock = self.pool.query_timeout, self.sock
+  sock:settimeouts(self.pool.connect_timeout, qt or NO_TIMEOUT, qt or NO_TIMEOUT)
+  if qt then
+    local deadline = self.retry_deadline or http.now() + qt
+    self.retry_deadline, self.deadline = nil, deadline
+    deadline_at(sock, deadline)
+  else
+    sock:setdeadline(nil)
+  end
   return true
 end
 
@@ -370,7 +389,6 @@ local function collect(self, st)
     elseif t == "Z" then
       self.status = body
       self.busy = false
-      if self.cancelled then return nil, "timeout" end
       if err then
         self.last_error = err
         return nil, err
@@ -720,13 +738,16 @@ local function stale(c, rows, err)
 end
 
 local function run(pool, method, ...)
+  local deadline
   for attempt = 1, 2 do
     local c, err = pool:get()
     if not c then return nil, err end
     local rows, qerr
     do
       local _ <close> = c
+      c.retry_deadline, c.deadline = deadline, nil
       rows, qerr = method(c, ...)
+      deadline = c.deadline
     end
     if attempt == 2 or not stale(c, rows, qerr) then return rows, qerr end
   end
@@ -872,9 +893,12 @@ Listener.__gc = function(self) self._c = nil end
 function Listener:next()
   local c = self._c
   if not c then return nil, "closed" end
-  while c.sock do
-    local t = self.timeout or NO_TIMEOUT
+  local t = self.timeout or NO_TIMEOUT
+  if c.sock then
     c.sock:settimeouts(c.pool.connect_timeout, t, t)
+    c.sock:setdeadline(t) -- for this call as a whole, however many messages come
+  end
+  while c.sock do
     local mt, body = c:read(true) -- a timeout leaves the session as it was
     if not mt then return nil, body end
     if mt == "A" then return proto.parse_notification(body) end

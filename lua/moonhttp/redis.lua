@@ -6,7 +6,11 @@
 -- nil, "ERR ..." (its message, which starts with Redis's uppercase code);
 -- a transport failure returns nil, err with the socket's lowercase fixed
 -- strings ("timeout", "closed", "connection refused", ...) or
--- "protocol error", and closes the connection. Connections are pooled per
+-- "protocol error", and closes the connection. `timeout` is a deadline for
+-- each whole call (sending the command and reading every part of its
+-- reply; for connect: waiting for a pool slot, connecting, AUTH and
+-- SELECT), not a bound per read, so a reply cut by it is never half-read
+-- by the next command: the connection is closed. Connections are pooled per
 -- host:port/db: r:keepalive() (or <close>) parks a healthy one, and at most
 -- pool_size (default 30) are open per worker: past it, connect waits.
 local core = require "moonhttp.core"
@@ -42,11 +46,15 @@ local function encode(args, n)
 end
 M.encode = function(...) return encode({ ... }, select("#", ...)) end
 
--- Reads one reply from sock. Returns value; or nil, msg, false for an error
--- reply; or nil, err, true for a transport or protocol failure.
-local function read_reply(sock, depth)
-  local line, err = sock:receive("l")
-  if not line then return nil, err, true end
+-- Reads one reply from sock (its first line already read when `line` is
+-- given). Returns value; or nil, msg, false for an error reply; or nil,
+-- err, true for a transport or protocol failure.
+local function read_reply(sock, depth, line)
+  local err
+  if not line then
+    line, err = sock:receive("l")
+    if not line then return nil, err, true end
+  end
   local kind, rest = line:sub(1, 1), line:sub(2)
   if kind == "+" then return rest end
   if kind == "-" then return nil, rest, false end
@@ -101,10 +109,14 @@ local function broken(self, err)
   return nil, err
 end
 
-function methods:call(...)
+-- Starts the clock of one call: every wait until its reply is whole ends by then.
+local function arm(self)
+  self.sock:setdeadline(self.timeout)
+end
+
+-- One command and its reply, within the deadline already armed.
+local function request(self, ...)
   local sock = self.sock
-  if not sock then return nil, "closed" end
-  if self.subscribed then error("redis: this connection is subscribed; use read_message", 2) end
   local ok, err = sock:send(encode({ ... }, select("#", ...)))
   if not ok then return broken(self, err) end
   local v, e, transport = read_reply(sock)
@@ -113,6 +125,13 @@ function methods:call(...)
     return nil, e
   end
   return v
+end
+
+function methods:call(...)
+  if not self.sock then return nil, "closed" end
+  if self.subscribed then error("redis: this connection is subscribed; use read_message", 2) end
+  arm(self)
+  return request(self, ...)
 end
 
 -- r:pipeline(function(p) p:set(k, v); p:get(k) end) → list of replies (error
@@ -127,6 +146,7 @@ function methods:pipeline(fn)
   end })
   fn(p)
   if #queued == 0 then return {} end
+  arm(self)
   local ok, err = sock:send(concat(queued))
   if not ok then return broken(self, err) end
   local replies = {}
@@ -146,6 +166,7 @@ local function subscribe_cmd(self, cmd, ...)
   local sock = self.sock
   if not sock then return nil, "closed" end
   local n = select("#", ...)
+  arm(self)
   local ok, err = sock:send(encode({ cmd, ... }, n + 1))
   if not ok then return broken(self, err) end
   self.subscribed = true
@@ -166,13 +187,20 @@ function methods:psubscribe(...) return subscribe_cmd(self, "PSUBSCRIBE", ...) e
 function methods:unsubscribe(...) return subscribe_cmd(self, "UNSUBSCRIBE", ...) end
 
 -- r:read_message() → kind, channel, payload ("message") | kind, pattern, channel, payload
--- ("pmessage") | nil, err (a "timeout" leaves the subscription usable).
+-- ("pmessage") | nil, err. A "timeout" before any byte of a message leaves
+-- the subscription usable; one in the middle of a message closes it.
 function methods:read_message()
   local sock = self.sock
   if not sock then return nil, "closed" end
-  local v, e, transport = read_reply(sock)
+  arm(self)
+  local line, err, partial = sock:receive("l")
+  if not line then
+    if err == "timeout" and partial == "" then return nil, err end
+    return broken(self, err)
+  end
+  local v, e, transport = read_reply(sock, 0, line)
   if v == nil then
-    if transport and e ~= "timeout" then return broken(self, e) end
+    if transport then return broken(self, e) end
     return nil, e
   end
   if type(v) ~= "table" then return nil, PROTOCOL end
@@ -180,6 +208,7 @@ function methods:read_message()
 end
 
 function methods:settimeout(seconds)
+  if seconds ~= nil then self.timeout = seconds end
   if self.sock then self.sock:settimeouts(seconds, seconds, seconds) end
 end
 
@@ -218,6 +247,7 @@ function M.connect(opts)
   local sock = core.tcp()
   local timeout = opts.timeout or 5
   sock:settimeouts(timeout, timeout, timeout)
+  sock:setdeadline(timeout) -- one clock for the connect, AUTH and SELECT together
   -- pool_size caps the connections too: past it, connects wait for one to come back.
   local pool_size = opts.pool_size or 30
   local copts = { pool = key, pool_size = pool_size }
@@ -229,15 +259,15 @@ function M.connect(opts)
   end
   if not ok then return nil, err end
   -- Every field is always set (false when off): a missing one would read as a command.
-  local self = setmetatable({ sock = sock, key = key, subscribed = false,
+  local self = setmetatable({ sock = sock, key = key, subscribed = false, timeout = timeout,
     pool_size = pool_size, idle_timeout = opts.idle_timeout or 60 }, Client)
   if sock:reused() == 0 then
     if opts.password then
-      local v, e = self:call("AUTH", opts.password)
+      local v, e = request(self, "AUTH", opts.password)
       if not v then self:close(); return nil, e end
     end
     if db ~= 0 then
-      local v, e = self:call("SELECT", db)
+      local v, e = request(self, "SELECT", db)
       if not v then self:close(); return nil, e end
     end
   end

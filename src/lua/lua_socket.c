@@ -79,6 +79,7 @@ struct lsock {
     struct mh_task *waiter;
     int anchor; /* registry reference to the userdata while a task waits */
     double tmo_connect, tmo_send, tmo_read;
+    double deadline; /* ev_now() time past which every wait ends in "timeout"; 0: none */
     enum op op;
     bool done;       /* the pending operation has its answer (set by wake) */
     const char *err; /* the pending operation's failure */
@@ -282,8 +283,13 @@ static void stop_op(struct lsock *k)
         mh_dns_cancel(&k->dns);
         k->resolving = false;
     }
-    if (k->s)
+    if (k->s) {
         mh_socket_cancel(k->s);
+        if (k->s->tls) { /* a handshake cut short cannot go on */
+            mh_client_tls_free(k->s->tls);
+            k->s->tls = NULL;
+        }
+    }
 }
 
 static void sock_close(struct lsock *k)
@@ -577,17 +583,38 @@ static int resume_op(struct mh_task *t, lua_State *co)
     k->waiter = NULL;
     luaL_unref(co, LUA_REGISTRYINDEX, k->anchor);
     k->anchor = LUA_NOREF;
-    if (k->op == OP_CONNECT && !k->done) {
-        /* The connect's own deadline (queued for a slot, or a backstop) passed first. */
+    if (!k->done) {
+        /*
+         * The task's timer came first: the call's total bound (connect) or
+         * the socket's deadline passed while the operation was still going.
+         */
         stop_op(k);
         k->err = MH_SOCK_TIMEOUT;
     }
     return push_result(co, k);
 }
 
-/* Suspends the running task until k's pending operation is answered (userdata at 1). */
-static int wait_op(lua_State *L, struct lsock *k, struct mh_task *t)
+/*
+ * Suspends the running task until k's pending operation is answered
+ * (userdata at 1), or until `limit` seconds (0: none) or the socket's
+ * deadline pass, whichever is first: then the operation is stopped and
+ * answers "timeout". The per-wait timeouts of net/socket.c still apply
+ * inside; these bound the whole call.
+ */
+static int wait_op(lua_State *L, struct lsock *k, struct mh_task *t, double limit)
 {
+    if (k->deadline > 0) {
+        double left = k->deadline - ev_now(k->st->loop);
+        if (left <= 0) {
+            stop_op(k);
+            k->err = MH_SOCK_TIMEOUT;
+            return push_result(L, k);
+        }
+        if (limit <= 0 || left < limit)
+            limit = left;
+    }
+    if (limit > 0)
+        mh_task_wake_in(t, limit);
     lua_pushvalue(L, 1);
     k->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
     k->waiter = t;
@@ -741,16 +768,16 @@ static int l_connect(lua_State *L)
     }
     if (opts)
         lua_pop(L, 1);
-    if (limit && !take_slot(k, (size_t)limit)) {
-        mh_task_wake_in(t, k->tmo_connect > 0 ? k->tmo_connect : 1e9); /* waiting for a slot */
-        return wait_op(L, k, t);
-    }
+    /*
+     * The connect timeout bounds the whole call: waiting for a slot, name
+     * resolution, every address tried and the TLS handshake together.
+     */
+    if (limit && !take_slot(k, (size_t)limit))
+        return wait_op(L, k, t, k->tmo_connect); /* waiting for a slot */
     connect_start(k);
     if (k->done)
         return push_result(L, k); /* answered without waiting */
-    if (k->limit)
-        mh_task_wake_in(t, k->tmo_connect > 0 ? k->tmo_connect * 2 + 1 : 1e9); /* a backstop */
-    return wait_op(L, k, t);
+    return wait_op(L, k, t, k->tmo_connect);
 }
 
 /* sock:tls_handshake([opts]) → true | nil, err */
@@ -774,7 +801,7 @@ static int l_tls_handshake(lua_State *L)
     k->done = false;
     handshake_start(k);
     if (!k->done)
-        return wait_op(L, k, t);
+        return wait_op(L, k, t, 0); /* the handshake's own timer: tmo_connect for all of it */
     return push_result(L, k);
 }
 
@@ -804,10 +831,11 @@ static int l_send(lua_State *L)
     const char *err = NULL;
     k->op = OP_SEND;
     k->err = NULL;
+    k->done = false;
     k->want = len;
     int rc = mh_socket_write(k->s, data, len, k->tmo_send, on_sock_done, &err);
     if (rc == 0)
-        return wait_op(L, k, t);
+        return wait_op(L, k, t, 0); /* tmo_send, armed once, bounds the whole send */
     k->err = rc < 0 ? err : NULL;
     return push_result(L, k);
 }
@@ -818,9 +846,10 @@ static int do_receive(lua_State *L, struct lsock *k, struct mh_task *t, enum rec
     k->mode = mode;
     k->op = OP_RECV;
     k->err = NULL;
+    k->done = false;
     if (!k->s || recv_progress(k))
         return push_recv(L, k);
-    return wait_op(L, k, t);
+    return wait_op(L, k, t, 0); /* tmo_read is per wait for data, re-armed as bytes come */
 }
 
 /* sock:receive(n | "l" | "a") → data | nil, err, partial (default "l") */
@@ -889,6 +918,20 @@ static int l_settimeouts(lua_State *L)
     k->tmo_connect = check_timeout(L, 2, k->tmo_connect);
     k->tmo_send = check_timeout(L, 3, k->tmo_send);
     k->tmo_read = check_timeout(L, 4, k->tmo_read);
+    return 0;
+}
+
+/*
+ * sock:setdeadline(seconds) → every wait of this socket's calls from now on
+ * ends with "timeout" once `seconds` have passed (nil or 0: no deadline).
+ * A total bound across calls, over the per-wait settimeouts, for protocols
+ * whose one request is many reads (a query's answer, a reply's parts).
+ */
+static int l_setdeadline(lua_State *L)
+{
+    struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
+    double v = check_timeout(L, 2, 0);
+    k->deadline = v > 0 ? ev_now(k->st->loop) + v : 0;
     return 0;
 }
 
@@ -969,6 +1012,7 @@ void mh_socket_open(lua_State *L)
         {"receive", l_receive},
         {"receive_until", l_receive_until},
         {"settimeouts", l_settimeouts},
+        {"setdeadline", l_setdeadline},
         {"keepalive", l_keepalive},
         {"reused", l_reused},
         {"tls_resumed", l_tls_resumed},

@@ -3,7 +3,8 @@
 /*
  * The Lua face of outbound sockets (net/socket.h for the byte stream):
  * core.tcp() → a "moonhttp.Socket" with connect, tls_handshake, send,
- * receive, receive_until, settimeouts, keepalive, reused and close.
+ * receive, receive_until, settimeouts, setdeadline, keepalive, reused
+ * and close.
  *
  * Every waiting method follows the one yield template (lua_sched.h) and
  * works in any task and in the user's coroutines inside it. Runtime
