@@ -23,16 +23,17 @@ static struct {
     timer_t timer;
     unsigned long last_seq, hooked_seq;
     double since, stop_deadline;
+    double cpu_since; /* the loop thread's CPU time when the running resume was first seen */
 } wd;
 
 /* Signals whose arrival starts the forced-stop clock, and libev's handlers for them. */
 static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2};
 static struct sigaction chained[3];
 
-static double mono_now(void)
+static double clock_now(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -117,30 +118,41 @@ static void publish_label(struct mh_heartbeat *hb, const char *label)
 
 /*
  * The watchdog: a timer signal handled on the loop thread, between any two
- * of its instructions. It measures how long one resume has run (the same
- * seq seen across ticks: mh_guard_enter bumps seq before it sets running,
- * leave clears running before it bumps seq) and, past the limit, hooks the
- * running coroutine, once per resume: lua_sethook may be called from a
- * signal handler (the Lua manual; lua.c does it for Ctrl-C). Everything
- * else here is async-signal-safe too: clock_gettime, memcpy, write, _exit.
- * It also ends the process when a stop has taken longer than it may.
+ * of its instructions. It notes when (wall clock) and at what CPU time of
+ * this thread it first saw the current resume (the same seq seen across
+ * ticks: mh_guard_enter bumps seq before it sets running, leave clears
+ * running before it bumps seq). Past handler_cpu_limit of CPU time it hooks
+ * the running coroutine, once per resume: lua_sethook may be called from a
+ * signal handler (the Lua manual; lua.c does it for Ctrl-C). CPU time, not
+ * wall time: a handler blocked in a system call (os.execute, a blocking
+ * read) uses none, so it is no CPU overrun; if it blocks the loop too long
+ * the master's stall guard names it, with the wall time and the CPU time
+ * published here. Everything here is async-signal-safe: clock_gettime,
+ * memcpy, write, _exit. It also ends the process when a stop has taken
+ * longer than it may.
  */
 static void on_tick(int sig)
 {
     (void)sig;
     int saved = errno;
     struct mh_guard *g = &mh_guard;
-    double now = mono_now();
+    double now = clock_now(CLOCK_MONOTONIC);
     unsigned long seq = atomic_load_explicit(&g->seq, memory_order_relaxed);
     lua_State *co = atomic_load_explicit(&g->running, memory_order_relaxed);
+    double cpu = co ? clock_now(CLOCK_THREAD_CPUTIME_ID) : 0;
     if (seq != wd.last_seq) {
         wd.last_seq = seq;
         wd.since = now;
+        wd.cpu_since = cpu;
     }
     bool long_run = co && now - wd.since > MH_GUARD_LABEL_AFTER;
     publish_label(g->heartbeat,
                   long_run ? atomic_load_explicit(&g->label, memory_order_relaxed) : NULL);
-    if (co && g->cpu_limit > 0 && now - wd.since >= g->cpu_limit && wd.hooked_seq != seq) {
+    if (g->heartbeat)
+        atomic_store_explicit(&g->heartbeat->cpu_ms,
+                              long_run ? (uint32_t)((cpu - wd.cpu_since) * 1000) : 0,
+                              memory_order_relaxed);
+    if (co && g->cpu_limit > 0 && cpu - wd.cpu_since >= g->cpu_limit && wd.hooked_seq != seq) {
         wd.hooked_seq = seq;
         atomic_store_explicit(&g->hooked, co, memory_order_relaxed);
         lua_sethook(co, on_cpu_hook, LUA_MASKCOUNT, 1);

@@ -391,13 +391,18 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
         push_base(g, co);
     }
     lua_settop(co, TASK_BASE);
-    if (guard == MH_GUARD_MEMORY) {
-        /* What the task built is garbage now: collect it and give the pages back. */
+    if (guard == MH_GUARD_CPU)
+        task_renew_thread(t);
+    if (guard != MH_GUARD_NONE) {
+        /*
+         * What the task built is garbage now, often hundreds of MB (a loop
+         * filling a table until a guard cut it). The generational collector
+         * would keep it until the heap doubles again, and glibc keeps freed
+         * pages: collect it all now and give the pages back to the system.
+         */
         lua_gc(g->L, LUA_GCCOLLECT);
         malloc_trim(0);
     }
-    if (guard == MH_GUARD_CPU)
-        task_renew_thread(t);
     release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
