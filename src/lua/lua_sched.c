@@ -594,8 +594,9 @@ void mh_task_on_abort(struct mh_task *t)
 
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
-    return t->request && t->request->res.head_sent && t->gen->host && t->gen->host->shutting_down &&
-           *t->gen->host->shutting_down;
+    const struct mh_gen *g = t->gen;
+    return t->request && t->request->res.head_sent &&
+           (g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down));
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)

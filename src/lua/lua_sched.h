@@ -177,6 +177,8 @@ void mh_task_on_abort(struct mh_task *t);
  * nil, "stopping" from http.sleep and res:write, so its loop ends instead of
  * holding the stop for the whole shutdown_timeout. mh_task_on_stopping wakes
  * one already waiting; mh_task_stream_stopping tells a call about to wait.
+ * A generation retired by a reload in place (mh_gen.retired) stops its
+ * streams the same way.
  */
 void mh_task_on_stopping(struct mh_task *t);
 bool mh_task_stream_stopping(const struct mh_task *t);

@@ -72,6 +72,13 @@ struct mh_gen {
     struct mh_compress_conf **route_compress;
     int nroute_compress;         /* slots in route_compress */
     struct mh_task *_background; /* running timer callbacks, threads, on_start (lua_sched.c) */
+    /*
+     * A reload in place replaced this generation (one worker): its code is
+     * being stopped as a worker's would be, so http.stopping() is true in it
+     * and its streaming handlers hear "stopping"; a newer generation serves
+     * on in the same process, unaffected.
+     */
+    bool retired;
     ev_timer _retire_timer;      /* retired: kills what is left of _background */
 };
 
