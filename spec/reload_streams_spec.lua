@@ -3,6 +3,7 @@
 -- swapped in place) as with several (old workers stop); the new code serves on.
 local H = require "helper"
 local O = require "ops_helper"
+local socket = require "socket"
 
 local KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 
@@ -27,6 +28,17 @@ http.handle("GET /sse", function(req, res)
   res:write("data: " .. VERSION .. "\n\n")
   local ok, err = http.sleep(30) -- only a stop or a reload ends it early
   http.log("info", ("sse %%s ended: %%s %%s, stopping=%%s"):format(VERSION, ok, err, http.stopping()))
+end)
+-- an SSE feed waiting on a subscription that never publishes (a TCP peer that never writes)
+http.handle("GET /feed", function(req, res)
+  local s = http.tcp()
+  assert(s:connect("127.0.0.1", tonumber(req:arg("port"))))
+  res:header("Content-Type", "text/event-stream")
+  res:write("data: " .. VERSION .. "\n\n")
+  res:flush()
+  local line, err = s:receive()
+  http.log("info", ("feed %%s ended: %%s %%s"):format(VERSION, line, err))
+  s:close()
 end)
 http.handle("GET /stopping", function(req, res) res:write(VERSION, " ", tostring(http.stopping())) end)
 ]]
@@ -64,6 +76,15 @@ end
 local function open_sse(srv, version)
   local c = srv:connect(3)
   c:send("GET /sse HTTP/1.1\r\nHost: a\r\n\r\n")
+  assert.equal(200, assert(c:read_response({ head = true })).status)
+  while not c.buf:find("data: " .. version, 1, true) do assert(c:fill(), c.err) end
+  return c
+end
+
+-- An SSE stream on /feed, its handler waiting on a socket to `peer` (a listening luasocket).
+local function open_feed(srv, version, peer)
+  local c = srv:connect(3)
+  c:send(("GET /feed?port=%d HTTP/1.1\r\nHost: a\r\n\r\n"):format(select(2, peer:getsockname())))
   assert.equal(200, assert(c:read_response({ head = true })).status)
   while not c.buf:find("data: " .. version, 1, true) do assert(c:fill(), c.err) end
   return c
@@ -148,6 +169,24 @@ describe("SIGHUP with one worker", function()
     n:close()
   end)
 
+  it("wakes the old code's stream waiting on a socket with nil, \"stopping\" within 1 s", function()
+    local peer = assert(socket.bind("127.0.0.1", 0))
+    local c = open_feed(srv, "v1", peer)
+    local t0 = reload_to(srv, path, "v2")
+    local took = stream_end(c, t0, 1)
+    c:close()
+    assert.truthy(took and took < 1, took or "the stream did not end within 1 s")
+    assert.truthy(O.wait_for(function()
+      return srv:logtext():find("feed v1 ended: nil stopping", 1, true)
+    end, 2), srv:logtext())
+    -- the socket was left usable: the new code's feed waits on the same kind of socket
+    assert.truthy(new_code_serves(srv, "v2"))
+    local n = open_feed(srv, "v2", peer)
+    assert.is_nil(stream_end(n, H.now(), 0.5))
+    n:close()
+    peer:close()
+  end)
+
   it("keeps the sockets open when a reload fails (the code is not retired)", function()
     write_app(path, "v2")
     srv:signal("HUP")
@@ -164,6 +203,27 @@ describe("SIGHUP with one worker", function()
     c.timeout = 2
     assert.equal("v2:still", read_frame(c).payload)
     c:close()
+  end)
+end)
+
+describe("SIGTERM", function()
+  it("wakes a stream waiting on a socket with nil, \"stopping\": the stop does not wait for it", function()
+    local path = H.tmpname("-app.lua")
+    write_app(path, "v1")
+    local srv = H.start(path, { flags = { "--shutdown-timeout", "5" } })
+    local peer = assert(socket.bind("127.0.0.1", 0))
+    local c = open_feed(srv, "v1", peer)
+    local t0 = H.now()
+    srv:signal("TERM")
+    assert.truthy(stream_end(c, t0, 1), "the stream did not end within 1 s")
+    c:close()
+    assert.equal(0, srv:wait(2))
+    srv.stopped = true
+    assert.truthy(H.now() - t0 < 2, H.now() - t0)
+    assert.truthy(srv:logtext():find("feed v1 ended: nil stopping", 1, true), srv:logtext())
+    H.check_sanitizers(srv:logtext(), "stop")
+    peer:close()
+    os.remove(path)
   end)
 end)
 

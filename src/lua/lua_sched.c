@@ -608,14 +608,24 @@ static int resume_stopping(struct mh_task *t, lua_State *co)
 }
 
 /*
- * The graceful stop began: a streaming handler waiting on a timer or on a
- * slow client hears nil, "stopping" from a fresh loop iteration. Its wait
- * becomes a timer wait, so a later writable event cannot resume it twice.
+ * The graceful stop began, or a reload retired the task's code: a streaming
+ * handler waiting on a timer, on a slow client, or in a waiting call (a
+ * socket read, a fetch, a pool, a thread: a Redis subscription feeding an
+ * SSE stream, say) hears nil, "stopping" from a fresh loop iteration. The
+ * call's own state lets go of the task first (on_cancel leaves the socket
+ * or fetch usable), and the wait becomes a timer wait, so a later event
+ * cannot resume it twice. A body read is left alone: the client still
+ * sends it.
  */
 void mh_task_on_stopping(struct mh_task *t)
 {
-    if ((t->wait != MH_WAIT_SLEEP && t->wait != MH_WAIT_WRITABLE) || !mh_task_stream_stopping(t))
+    if ((t->wait != MH_WAIT_SLEEP && t->wait != MH_WAIT_WRITABLE && t->wait != MH_WAIT_CALL) ||
+        !mh_task_stream_stopping(t))
         return;
+    if (t->wait == MH_WAIT_CALL && t->on_cancel)
+        t->on_cancel(t);
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
     mh_task_wake(t);
