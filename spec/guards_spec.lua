@@ -306,6 +306,7 @@ describe("worker_stall_timeout", function()
     end, 5))
     local log = srv:logtext()
     assert.truthy(log:find("stuck in route GET /spin); killing and replacing it", 1, true), log)
+    assert.truthy(log:find("has not run for %d+%.%d s of wall time, %d+%.%d s of it on CPU"), log)
     assert.truthy(c:closed_by_peer(2)) -- the killed worker's connection
     c:close()
     assert.truthy(O.wait_for(function()

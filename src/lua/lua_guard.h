@@ -36,8 +36,9 @@
  * mapped (struct mh_heartbeat); the master kills a worker whose counter has
  * not moved for worker_stall_timeout. The tick copies the label (route
  * pattern) of a task that has run for over MH_GUARD_LABEL_AFTER seconds
- * into the slot, and the CPU time it used so far, so the master can name it
- * and say whether it spun or was blocked (wall time with little CPU).
+ * into the slot, and every tick the CPU time the thread used since the last
+ * beat, so the master can name the route and say whether the loop spun or
+ * was blocked (wall time with little CPU).
  *
  * One guard per process (a worker is a process): the signal handler must
  * find it, so it is the one process-wide object here.
@@ -60,7 +61,7 @@
 struct mh_heartbeat {
     _Atomic int32_t pid;
     _Atomic uint64_t beats;
-    _Atomic uint32_t cpu_ms;        /* CPU time the long-running task used so far */
+    _Atomic uint32_t cpu_ms;        /* CPU time the loop thread used since its last beat */
     char label[MH_GUARD_LABEL_MAX]; /* route of a long-running task, "" if none */
 };
 

@@ -272,9 +272,10 @@ static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
         memcpy(label, hb->label, sizeof label);
         label[sizeof label - 1] = 0;
         /*
-         * Wall time with little CPU: blocked in a system call or C library
-         * call (os.execute, a blocking read), not a spin. Said so the log
-         * tells which fix is needed.
+         * Wall time with (next to) no CPU: blocked in a system call or C
+         * library call (os.execute, a blocking read), not a spin. Said so
+         * the log tells which fix is needed. A spin on a busy machine may
+         * get a small share of a core, hence the low bar for "busy".
          */
         double wall = now - c->last_beat_at;
         double cpu = atomic_load(&hb->cpu_ms) / 1000.0;
@@ -282,7 +283,7 @@ static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
                "worker %d stalled: its event loop has not run for %.1f s of wall time, %.1f s of "
                "it on CPU (%s; worker_stall_timeout; stuck in route %s); killing and replacing it",
                (int)c->pid, wall, cpu,
-               cpu < wall / 2 ? "blocked in a C or system call" : "busy",
+               cpu < wall / 10 ? "blocked in a C or system call" : "busy on CPU",
                label[0] ? label : "unknown");
         mh_metrics_count_guard(m->ops->metrics, MH_METRICS_STALL);
         c->stalled = true;
