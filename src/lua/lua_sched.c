@@ -344,6 +344,29 @@ void mh_task_retire_background(struct mh_gen *g, double grace)
 }
 
 /*
+ * A guard cut a task: what it built is garbage now, often hundreds of MB (a
+ * loop filling a table). The generational collector would keep it until the
+ * heap doubles again, and glibc keeps freed pages: collect it all now and
+ * give the pages back to the system. Collections are repeated while they
+ * still free a tenth of the heap: Lua halves its short-string table at most
+ * once per cycle, and a million short strings leave it at 8 MB after one.
+ * Cheap once the garbage is gone (the live heap of an app is small), and
+ * guard cuts are rare.
+ */
+static void collect_after_guard(lua_State *L)
+{
+    int kib = lua_gc(L, LUA_GCCOUNT);
+    for (int i = 0; i < 32; i++) {
+        lua_gc(L, LUA_GCCOLLECT);
+        int now = lua_gc(L, LUA_GCCOUNT);
+        if (now > kib - kib / 10)
+            break;
+        kib = now;
+    }
+    malloc_trim(0);
+}
+
+/*
  * The end of a task, however it ended: st is LUA_OK with nres results on
  * co, an error status with the message on top, or KILLED. Everything the
  * task owns is released before it goes back to the pool.
@@ -393,16 +416,8 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
     lua_settop(co, TASK_BASE);
     if (guard == MH_GUARD_CPU)
         task_renew_thread(t);
-    if (guard != MH_GUARD_NONE) {
-        /*
-         * What the task built is garbage now, often hundreds of MB (a loop
-         * filling a table until a guard cut it). The generational collector
-         * would keep it until the heap doubles again, and glibc keeps freed
-         * pages: collect it all now and give the pages back to the system.
-         */
-        lua_gc(g->L, LUA_GCCOLLECT);
-        malloc_trim(0);
-    }
+    if (guard != MH_GUARD_NONE)
+        collect_after_guard(g->L);
     release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
