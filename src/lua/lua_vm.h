@@ -79,7 +79,7 @@ struct mh_gen {
      * on in the same process, unaffected.
      */
     bool retired;
-    ev_timer _retire_timer;      /* retired: kills what is left of _background */
+    ev_timer _retire_timer; /* retired: kills what is left of _background */
 };
 
 /* The loop the generation serves on (the default loop until it serves, and for NULL). */
