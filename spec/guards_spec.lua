@@ -62,14 +62,58 @@ http.handle("GET /thread_spin", function(req, res)
   local t = http.spawn(function() while true do end end)
   res:write(tostring(select(2, t:join())))
 end)
+-- 300 MB of 8 KB strings (malloc's heap, not mmap), then a spin until a guard cuts it
+http.handle("GET /hoard", function(req, res)
+  local t = {}
+  for i = 1, 300 * 128 do t[i] = ("x"):rep(8000) .. i end
+  while true do end
+end)
+-- millions of short strings: Lua's string table grows with them
+http.handle("GET /hoard_short", function(req, res)
+  local t = {}
+  for i = 1, 3e6 do t[i] = "item " .. i end
+  while true do end
+end)
+-- blocked in C (a child process): wall time, no CPU time
+http.handle("GET /sleep_in_c", function(req, res)
+  os.execute("sleep 1.5")
+  res:write("slept")
+end)
 http.handle("GET /ok", function(req, res) res:write("ok") end)
 http.handle("GET /metrics", http.metrics_handler())
 ]]
 
+-- The resident memory of a process in KiB, from /proc (VmHWM: its peak).
+local function rss_kib(pid, field)
+  local f = assert(io.open("/proc/" .. pid .. "/status"))
+  local text = f:read("a")
+  f:close()
+  return tonumber(text:match((field or "VmRSS") .. ":%s*(%d+)"))
+end
+
+-- A sanitizer build keeps freed memory in its quarantine: RSS says little there.
+local function sanitized(pid)
+  local f = assert(io.open("/proc/" .. pid .. "/maps"))
+  local text = f:read("a")
+  f:close()
+  return text:find("libasan", 1, true) ~= nil
+end
+
+-- CPU seconds (user + system) a process has used, from /proc (in clock ticks of 1/100 s).
+local function cpu_seconds(pid)
+  local f = assert(io.open("/proc/" .. pid .. "/stat"))
+  local text = f:read("a")
+  f:close()
+  local utime, stime = text:match("^%d+ %b() %S+" .. (" %S+"):rep(10) .. " (%d+) (%d+)")
+  return (tonumber(utime) + tonumber(stime)) / 100
+end
+
+-- The response, the wall time it took, and the CPU time the (single) worker spent meanwhile:
+-- handler_cpu_limit counts CPU time, which on this shared machine can be far below wall time.
 local function timed_get(srv, path)
-  local t0 = H.now()
+  local t0, cpu0 = H.now(), cpu_seconds(srv.pid)
   local res = srv:get(path)
-  return res, H.now() - t0
+  return res, H.now() - t0, cpu_seconds(srv.pid) - cpu0
 end
 
 local function guard_count(srv, guard)
@@ -85,9 +129,9 @@ describe("handler_cpu_limit", function()
   after_each(function() srv:stop() end)
 
   it("answers a spinning handler 500 in time, logs route and traceback, keeps serving", function()
-    local res, took = timed_get(srv, "/spin")
+    local res, took, cpu = timed_get(srv, "/spin")
     assert.equal(500, res.status)
-    assert.truthy(took >= 0.29 and took < 0.3 + 0.5, took)
+    assert.truthy(took >= 0.29 and cpu >= 0.28 and cpu < 0.3 + 0.5, cpu)
     local log = srv:logtext()
     assert.truthy(log:find("handler exceeded handler_cpu_limit (route GET /spin", 1, true), log)
     assert.truthy(log:find("cpu limit exceeded\nstack traceback:", 1, true), log)
@@ -99,9 +143,9 @@ describe("handler_cpu_limit", function()
   end)
 
   it("ends a handler that catches the error with pcall and spins on", function()
-    local res, took = timed_get(srv, "/pspin")
+    local res, _, cpu = timed_get(srv, "/pspin")
     assert.equal(500, res.status)
-    assert.truthy(took < 0.3 + 0.5, took)
+    assert.truthy(cpu < 0.3 + 0.5, cpu)
     assert.truthy(srv:logtext():find("the error was caught; the task is ended", 1, true))
     assert.equal("ok", srv:get("/ok").body)
   end)
@@ -114,9 +158,9 @@ describe("handler_cpu_limit", function()
     { "/thread_spin", 200, "cpu limit exceeded" },
   }) do
     it("stops a spin inside " .. row[1]:sub(2) .. " in time", function()
-      local res, took = timed_get(srv, row[1])
+      local res, _, cpu = timed_get(srv, row[1])
       assert.equal(row[2], res.status, res.body)
-      assert.truthy(took < 0.3 + 0.5, took)
+      assert.truthy(cpu < 0.3 + 0.5, cpu)
       assert.truthy((res.body .. srv:logtext()):find(row[3], 1, true))
       assert.equal("ok", srv:get("/ok").body)
       assert.equal("500000500000", srv:get("/co_after").body)
@@ -190,6 +234,75 @@ describe("lua_memory_limit", function()
   end)
 end)
 
+describe("after a guard cut the worker", function()
+  -- The bound: twice the size before the request, plus a slack: 1 MiB for
+  -- the Lua heap (collectgarbage("count")), 20 MiB for RSS (malloc's arenas
+  -- and Lua's free lists keep some pages).
+  local LUA_SLACK_KIB, SLACK_KIB = 1024, 20 * 1024
+  for _, row in ipairs({
+    { "handler_cpu_limit", { "--handler-cpu-limit", "1" }, "cpu_limit", "/hoard" },
+    { "handler_cpu_limit", { "--handler-cpu-limit", "1" }, "cpu_limit", "/hoard_short" },
+    { "lua_memory_limit", { "--lua-memory-limit", "64m", "--handler-cpu-limit", "20" }, "memory_limit",
+      "/hoard" },
+  }) do
+    it("gives its Lua heap back to the system when " .. row[1] .. " cut " .. row[4], function()
+      local srv = H.start(APP, { flags = row[2] })
+      assert.equal("ok", srv:get("/ok").body)
+      local kib_before = tonumber(srv:get("/lua_kib").body)
+      local rss_before = rss_kib(srv.pid)
+      -- a second of CPU can take several on this shared machine: a patient client
+      local c = srv:connect(20)
+      c:send("GET " .. row[4] .. " HTTP/1.1\r\nHost: x\r\n\r\n")
+      assert.equal(500, c:read_response().status)
+      c:close()
+      assert.equal(1, guard_count(srv, row[3]))
+      local kib_after = tonumber(srv:get("/lua_kib").body)
+      local rss_after = rss_kib(srv.pid)
+      print(string.format("%s " .. row[4] .. ": Lua heap %d -> %d KiB, RSS %d -> %d KiB (peak %d KiB)", row[1],
+        kib_before, kib_after, rss_before, rss_after, rss_kib(srv.pid, "VmHWM")))
+      assert.truthy(kib_after <= 2 * kib_before + LUA_SLACK_KIB, kib_after)
+      if not sanitized(srv.pid) then
+        -- the handler did hoard (VmHWM: the peak), so the test can fail
+        assert.truthy(rss_kib(srv.pid, "VmHWM") > 50 * 1024)
+        assert.truthy(rss_after <= 2 * rss_before + SLACK_KIB,
+          string.format("RSS %d KiB before, %d KiB after", rss_before, rss_after))
+      end
+      srv:stop()
+    end)
+  end
+end)
+
+describe("a handler blocked in C", function()
+  it("is not cut by handler_cpu_limit: it used no CPU", function()
+    local srv = H.start(APP, { flags = { "--handler-cpu-limit", "0.5" } })
+    local res, took, cpu = timed_get(srv, "/sleep_in_c")
+    assert.equal(200, res.status, res.body)
+    assert.equal("slept", res.body)
+    assert.truthy(took >= 1.5 and cpu < 0.5, took)
+    assert.falsy(srv:logtext():find("cpu limit", 1, true), srv:logtext())
+    assert.equal(0, guard_count(srv, "cpu_limit"))
+    srv:stop()
+  end)
+
+  it("past worker_stall_timeout is reported as a stall, in wall time, not as CPU", function()
+    local srv = H.start(APP, { flags = { "--workers", "2", "--handler-cpu-limit", "0.5",
+      "--worker-stall-timeout", "1" } })
+    assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
+    local c = srv:connect(5)
+    c:send("GET /sleep_in_c HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert.truthy(c:closed_by_peer(3)) -- killed before the sleep ended
+    c:close()
+    local log = srv:logtext()
+    assert.truthy(log:find("stalled: its event loop has not run for 1%.%d s of wall time, 0%.%d s "
+      .. "of it on CPU %(blocked in a C or system call; worker_stall_timeout; stuck in route "
+      .. "GET /sleep_in_c%)"), log)
+    assert.falsy(log:find("cpu limit", 1, true), log)
+    assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
+    assert.equal("ok", srv:get("/ok").body)
+    assert.equal(0, srv:stop())
+  end)
+end)
+
 describe("worker_stall_timeout", function()
   it("kills and replaces a worker whose loop stopped, naming the stuck route", function()
     local srv = H.start(APP, { flags = { "--workers", "2", "--handler-cpu-limit", "0",
@@ -203,6 +316,7 @@ describe("worker_stall_timeout", function()
     end, 5))
     local log = srv:logtext()
     assert.truthy(log:find("stuck in route GET /spin); killing and replacing it", 1, true), log)
+    assert.truthy(log:find("has not run for %d+%.%d s of wall time, %d+%.%d s of it on CPU"), log)
     assert.truthy(c:closed_by_peer(2)) -- the killed worker's connection
     c:close()
     assert.truthy(O.wait_for(function()

@@ -23,17 +23,28 @@ static struct {
     timer_t timer;
     unsigned long last_seq, hooked_seq;
     double since, stop_deadline;
+    unsigned long cpu_seq; /* the resume cpu_since belongs to */
+    double cpu_since;      /* the loop thread's CPU time when that resume was first seen */
+    /* The loop thread's CPU time (ns) at the last heartbeat, written by on_beat. */
+    _Atomic uint64_t beat_cpu_ns;
 } wd;
 
 /* Signals whose arrival starts the forced-stop clock, and libev's handlers for them. */
 static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2};
 static struct sigaction chained[3];
 
-static double mono_now(void)
+static double clock_now(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 void mh_guard_set_memory_limit(size_t bytes)
@@ -117,30 +128,49 @@ static void publish_label(struct mh_heartbeat *hb, const char *label)
 
 /*
  * The watchdog: a timer signal handled on the loop thread, between any two
- * of its instructions. It measures how long one resume has run (the same
- * seq seen across ticks: mh_guard_enter bumps seq before it sets running,
- * leave clears running before it bumps seq) and, past the limit, hooks the
- * running coroutine, once per resume: lua_sethook may be called from a
- * signal handler (the Lua manual; lua.c does it for Ctrl-C). Everything
- * else here is async-signal-safe too: clock_gettime, memcpy, write, _exit.
- * It also ends the process when a stop has taken longer than it may.
+ * of its instructions. It notes when (wall clock) and at what CPU time of
+ * this thread it first saw the current resume (the same seq seen across
+ * ticks: mh_guard_enter bumps seq before it sets running, leave clears
+ * running before it bumps seq; the CPU mark is only taken with running
+ * set, so a tick between the two stores cannot leave a stale one). Past
+ * handler_cpu_limit of CPU time it hooks the running coroutine, once per
+ * resume: lua_sethook may be called from a signal handler (the Lua manual;
+ * lua.c does it for Ctrl-C). CPU time, not wall time: a handler blocked in
+ * a system call (os.execute, a blocking read) uses none, so it is no CPU
+ * overrun. If the loop is held too long, in a task or not, the master's
+ * stall guard names it with the wall time and the CPU time since the last
+ * heartbeat, published here. Everything here is async-signal-safe:
+ * clock_gettime, memcpy, write, _exit. It also ends the process when a stop
+ * has taken longer than it may.
  */
 static void on_tick(int sig)
 {
     (void)sig;
     int saved = errno;
     struct mh_guard *g = &mh_guard;
-    double now = mono_now();
+    double now = clock_now(CLOCK_MONOTONIC);
     unsigned long seq = atomic_load_explicit(&g->seq, memory_order_relaxed);
     lua_State *co = atomic_load_explicit(&g->running, memory_order_relaxed);
+    uint64_t cpu_ns = thread_cpu_ns();
+    double cpu = (double)cpu_ns * 1e-9;
     if (seq != wd.last_seq) {
         wd.last_seq = seq;
         wd.since = now;
     }
+    if (co && seq != wd.cpu_seq) {
+        wd.cpu_seq = seq;
+        wd.cpu_since = cpu;
+    }
     bool long_run = co && now - wd.since > MH_GUARD_LABEL_AFTER;
     publish_label(g->heartbeat,
                   long_run ? atomic_load_explicit(&g->label, memory_order_relaxed) : NULL);
-    if (co && g->cpu_limit > 0 && now - wd.since >= g->cpu_limit && wd.hooked_seq != seq) {
+    if (g->heartbeat) {
+        uint64_t beat = atomic_load_explicit(&wd.beat_cpu_ns, memory_order_relaxed);
+        atomic_store_explicit(&g->heartbeat->cpu_ms,
+                              (uint32_t)((cpu_ns > beat ? cpu_ns - beat : 0) / 1000000u),
+                              memory_order_relaxed);
+    }
+    if (co && g->cpu_limit > 0 && cpu - wd.cpu_since >= g->cpu_limit && wd.hooked_seq != seq) {
         wd.hooked_seq = seq;
         atomic_store_explicit(&g->hooked, co, memory_order_relaxed);
         lua_sethook(co, on_cpu_hook, LUA_MASKCOUNT, 1);
@@ -160,6 +190,7 @@ static void on_beat(struct ev_loop *loop, ev_timer *t, int revents)
     (void)loop;
     (void)t;
     (void)revents;
+    atomic_store_explicit(&wd.beat_cpu_ns, thread_cpu_ns(), memory_order_relaxed);
     atomic_fetch_add_explicit(&mh_guard.heartbeat->beats, 1, memory_order_relaxed);
 }
 
@@ -175,7 +206,8 @@ int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
     double tick = cpu_limit > 0 ? cpu_limit / 40 : TICK_MAX;
     tick = tick < TICK_MIN ? TICK_MIN : tick > TICK_MAX ? TICK_MAX : tick;
     memset(&wd, 0, sizeof wd);
-    wd.last_seq = wd.hooked_seq = (unsigned long)-1;
+    wd.last_seq = wd.hooked_seq = wd.cpu_seq = (unsigned long)-1;
+    atomic_store(&wd.beat_cpu_ns, thread_cpu_ns());
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -14,9 +14,11 @@
  * and epoll_wait of glibc pay for cancellation points. The hook raises,
  * and raises again every few thousand instructions until the task yields or
  * ends; a task that catches it and runs on is yielded out of from the hook
- * (pcall cannot catch that) and ended by the scheduler. The limit is time the task
- * runs without giving the loop back (monotonic clock), which is what stalls
- * a worker; on an idle machine it equals CPU time.
+ * (pcall cannot catch that) and ended by the scheduler. The limit is CPU
+ * time of the loop thread (CLOCK_THREAD_CPUTIME_ID, read by the tick) spent
+ * in one resume: a handler blocked in a system call or a C library call uses
+ * none and is not cut; if it holds the loop past worker_stall_timeout, the
+ * stall guard below replaces the worker and says it stalled.
  *
  * Memory: the Lua allocator (lua_vm.c) counts the bytes every Lua state of
  * this process took from malloc and, while a task runs, refuses the one that would
@@ -34,7 +36,9 @@
  * mapped (struct mh_heartbeat); the master kills a worker whose counter has
  * not moved for worker_stall_timeout. The tick copies the label (route
  * pattern) of a task that has run for over MH_GUARD_LABEL_AFTER seconds
- * into the slot, so the master can name it.
+ * into the slot, and every tick the CPU time the thread used since the last
+ * beat, so the master can name the route and say whether the loop spun or
+ * was blocked (wall time with little CPU).
  *
  * One guard per process (a worker is a process): the signal handler must
  * find it, so it is the one process-wide object here.
@@ -57,6 +61,7 @@
 struct mh_heartbeat {
     _Atomic int32_t pid;
     _Atomic uint64_t beats;
+    _Atomic uint32_t cpu_ms;        /* CPU time the loop thread used since its last beat */
     char label[MH_GUARD_LABEL_MAX]; /* route of a long-running task, "" if none */
 };
 

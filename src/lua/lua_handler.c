@@ -110,6 +110,13 @@ void mh_lua_request_stopping(struct mh_req *r, void *ud)
         mh_task_on_stopping(r->handler_data);
 }
 
+void mh_lua_request_retired(struct mh_req *r, void *gen)
+{
+    /* r->owner is the generation the app dispatched r on (app_end drops it). */
+    if (r->owner == gen)
+        mh_lua_request_stopping(r, NULL);
+}
+
 /* ---- C handlers as Lua values -------------------------------------------- */
 
 struct handler_ud {

@@ -63,6 +63,14 @@ void mh_lua_dev_headers(const struct mh_gen *g, struct mh_req *r);
 /* A graceful stop began: a Lua handler streaming r hears "stopping" (others: nothing). */
 void mh_lua_request_stopping(struct mh_req *r, void *ud);
 
+/*
+ * A reload in place retired generation `gen` (already marked retired): r,
+ * if it was dispatched on gen, is stopped as mh_lua_request_stopping does
+ * (a WebSocket is closed with 1001, a streaming handler hears "stopping").
+ * Requests of any other generation are left alone. For mh_http_each_request.
+ */
+void mh_lua_request_retired(struct mh_req *r, void *gen);
+
 /* Registers core.is_handler into the table on top of L, and the Handler metatable. */
 void mh_lua_handler_open(lua_State *L);
 

@@ -344,6 +344,29 @@ void mh_task_retire_background(struct mh_gen *g, double grace)
 }
 
 /*
+ * A guard cut a task: what it built is garbage now, often hundreds of MB (a
+ * loop filling a table). The generational collector would keep it until the
+ * heap doubles again, and glibc keeps freed pages: collect it all now and
+ * give the pages back to the system. Collections are repeated while they
+ * still free a tenth of the heap: Lua halves its short-string table at most
+ * once per cycle, and a million short strings leave it at 8 MB after one.
+ * Cheap once the garbage is gone (the live heap of an app is small), and
+ * guard cuts are rare.
+ */
+static void collect_after_guard(lua_State *L)
+{
+    int kib = lua_gc(L, LUA_GCCOUNT);
+    for (int i = 0; i < 32; i++) {
+        lua_gc(L, LUA_GCCOLLECT);
+        int now = lua_gc(L, LUA_GCCOUNT);
+        if (now > kib - kib / 10)
+            break;
+        kib = now;
+    }
+    malloc_trim(0);
+}
+
+/*
  * The end of a task, however it ended: st is LUA_OK with nres results on
  * co, an error status with the message on top, or KILLED. Everything the
  * task owns is released before it goes back to the pool.
@@ -391,13 +414,10 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
         push_base(g, co);
     }
     lua_settop(co, TASK_BASE);
-    if (guard == MH_GUARD_MEMORY) {
-        /* What the task built is garbage now: collect it and give the pages back. */
-        lua_gc(g->L, LUA_GCCOLLECT);
-        malloc_trim(0);
-    }
     if (guard == MH_GUARD_CPU)
         task_renew_thread(t);
+    if (guard != MH_GUARD_NONE)
+        collect_after_guard(g->L);
     release_links(t); /* its sockets, threads and client responses */
     if (t->on_done)
         t->on_done(t);
@@ -590,8 +610,9 @@ void mh_task_on_abort(struct mh_task *t)
 
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
-    return t->request && t->request->res.head_sent && t->gen->host && t->gen->host->shutting_down &&
-           *t->gen->host->shutting_down;
+    const struct mh_gen *g = t->gen;
+    return t->request && t->request->res.head_sent &&
+           (g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down));
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)
@@ -603,14 +624,24 @@ static int resume_stopping(struct mh_task *t, lua_State *co)
 }
 
 /*
- * The graceful stop began: a streaming handler waiting on a timer or on a
- * slow client hears nil, "stopping" from a fresh loop iteration. Its wait
- * becomes a timer wait, so a later writable event cannot resume it twice.
+ * The graceful stop began, or a reload retired the task's code: a streaming
+ * handler waiting on a timer, on a slow client, or in a waiting call (a
+ * socket read, a fetch, a pool, a thread: a Redis subscription feeding an
+ * SSE stream, say) hears nil, "stopping" from a fresh loop iteration. The
+ * call's own state lets go of the task first (on_cancel leaves the socket
+ * or fetch usable), and the wait becomes a timer wait, so a later event
+ * cannot resume it twice. A body read is left alone: the client still
+ * sends it.
  */
 void mh_task_on_stopping(struct mh_task *t)
 {
-    if ((t->wait != MH_WAIT_SLEEP && t->wait != MH_WAIT_WRITABLE) || !mh_task_stream_stopping(t))
+    if ((t->wait != MH_WAIT_SLEEP && t->wait != MH_WAIT_WRITABLE && t->wait != MH_WAIT_CALL) ||
+        !mh_task_stream_stopping(t))
         return;
+    if (t->wait == MH_WAIT_CALL && t->on_cancel)
+        t->on_cancel(t);
+    t->on_cancel = NULL;
+    t->wait_data = NULL;
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
     mh_task_wake(t);

@@ -176,7 +176,11 @@ void mh_task_on_abort(struct mh_task *t);
  * shutdown_delay), a handler whose response is streaming (head sent) gets
  * nil, "stopping" from http.sleep and res:write, so its loop ends instead of
  * holding the stop for the whole shutdown_timeout. mh_task_on_stopping wakes
- * one already waiting; mh_task_stream_stopping tells a call about to wait.
+ * one already waiting there or in any waiting call (mh_task_wait: a socket
+ * read, a fetch, a thread join) with the same nil, "stopping";
+ * mh_task_stream_stopping tells a call about to wait.
+ * A generation retired by a reload in place (mh_gen.retired) stops its
+ * streams the same way.
  */
 void mh_task_on_stopping(struct mh_task *t);
 bool mh_task_stream_stopping(const struct mh_task *t);

@@ -219,11 +219,14 @@ static int l_log(lua_State *L)
     return 0;
 }
 
-/* core.stopping(): a stop was asked for; health checks should fail so balancers drain us. */
+/*
+ * core.stopping(): a stop was asked for (health checks should fail so
+ * balancers drain us), or this code was replaced by a reload in place.
+ */
 static int l_stopping(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
-    lua_pushboolean(L, g->host && g->host->stopping && *g->host->stopping);
+    lua_pushboolean(L, g->retired || (g->host && g->host->stopping && *g->host->stopping));
     return 1;
 }
 

@@ -74,7 +74,14 @@ struct mh_gen {
     struct mh_compress_conf **route_compress;
     int nroute_compress;         /* slots in route_compress */
     struct mh_task *_background; /* running timer callbacks, threads, on_start (lua_sched.c) */
-    ev_timer _retire_timer;      /* retired: kills what is left of _background */
+    /*
+     * A reload in place replaced this generation (one worker): its code is
+     * being stopped as a worker's would be, so http.stopping() is true in it
+     * and its streaming handlers hear "stopping"; a newer generation serves
+     * on in the same process, unaffected.
+     */
+    bool retired;
+    ev_timer _retire_timer; /* retired: kills what is left of _background */
 };
 
 /* The loop the generation serves on (the default loop until it serves, and for NULL). */

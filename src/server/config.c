@@ -82,14 +82,14 @@ static const struct setting settings[] = {
     {"send_timeout", T_DURATION, OFF(send_timeout), 0, 86400,
      "seconds a response may make no progress (client reads nothing) before it is cut (0 = off)"},
     {"handler_cpu_limit", T_DURATION, OFF(handler_cpu_limit), 0, 86400,
-     "seconds a handler, timer or thread may run without yielding before it gets "
-     "\"cpu limit exceeded\" (0 = off)"},
+     "seconds of CPU a handler, timer or thread may use without yielding before it gets "
+     "\"cpu limit exceeded\"; time blocked in a system call does not count (0 = off)"},
     {"lua_memory_limit", T_BYTES, OFF(lua_memory_limit), 0, 1L << 40,
      "bytes of Lua memory per worker; the allocation past it fails with Lua's memory error "
      "(0 = off)"},
     {"worker_stall_timeout", T_DURATION, OFF(worker_stall_timeout), 0, 86400,
-     "seconds a worker's event loop may go without a turn before the master kills and "
-     "replaces it (0 = off)"},
+     "seconds (wall time) a worker's event loop may go without a turn before the master "
+     "kills and replaces it (0 = off)"},
     {"http2", T_BOOL, OFF(http2), 0, 0, "offer HTTP/2 (ALPN h2, then http/1.1) on TLS listeners"},
     {"h2c", T_BOOL, OFF(h2c), 0, 0,
      "serve cleartext HTTP/2 with prior knowledge (detected from the connection preface)"},

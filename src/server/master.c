@@ -166,6 +166,7 @@ static int spawn(struct master *m)
             atomic_store(&m->beats[i].pid, -1); /* taken; the worker writes its pid */
             atomic_store(&m->beats[i].beats, 0);
             m->beats[i].label[0] = 0;
+            atomic_store(&m->beats[i].cpu_ms, 0);
         }
     }
     /* Signals wait until the child has its own watchers (unblocked in child_main). */
@@ -280,10 +281,20 @@ static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
         char label[MH_GUARD_LABEL_MAX];
         memcpy(label, hb->label, sizeof label);
         label[sizeof label - 1] = 0;
+        /*
+         * Wall time with (next to) no CPU: blocked in a system call or C
+         * library call (os.execute, a blocking read), not a spin. Said so
+         * the log tells which fix is needed. A spin on a busy machine may
+         * get a small share of a core, hence the low bar for "busy".
+         */
+        double wall = now - c->last_beat_at;
+        double cpu = atomic_load(&hb->cpu_ms) / 1000.0;
         mh_log(MH_LOG_ERROR,
-               "worker %d stalled: its event loop has not run for %.1f s (worker_stall_timeout; "
-               "stuck in route %s); killing and replacing it",
-               (int)c->pid, now - c->last_beat_at, label[0] ? label : "unknown");
+               "worker %d stalled: its event loop has not run for %.1f s of wall time, %.1f s of "
+               "it on CPU (%s; worker_stall_timeout; stuck in route %s); killing and replacing it",
+               (int)c->pid, wall, cpu,
+               cpu < wall / 10 ? "blocked in a C or system call" : "busy on CPU",
+               label[0] ? label : "unknown");
         mh_metrics_count_guard(m->ops->metrics, MH_METRICS_STALL);
         c->stalled = true;
         kill(c->pid, SIGKILL);

@@ -164,6 +164,14 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     }
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    /*
+     * The old code is stopped as a retiring worker's would be (several
+     * workers): its WebSockets are closed with 1001, its streams hear
+     * "stopping", http.stopping() turns true in it. Only its own requests:
+     * the new generation serves on.
+     */
+    old->retired = true;
+    mh_http_each_request(&w->http, mh_lua_request_retired, old);
     mh_timer_gen_retired(old);
     mh_task_retire_background(old, w->config->shutdown_timeout);
     mh_timer_gen_started(g);
