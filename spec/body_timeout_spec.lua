@@ -7,6 +7,10 @@
 -- is not late. The specs use body_timeout = 1 s.
 local H = require "helper"
 
+local q, sh = H.shell_quote, H.sh
+local PY = "/usr/bin/python3"
+local FRAMES = debug.getinfo(1, "S").source:sub(2):gsub("body_timeout_spec%.lua$", "h2_frames.py")
+
 local APP = [[
 local http = require "moonhttp"
 http.handle("GET /hello", function(req, res) res:write("hello") end)
@@ -71,6 +75,14 @@ local function log_has(srv, text, timeout)
     H.sleep(0.05)
   until H.now() > deadline
   return false
+end
+
+local function frames(srv, scenario)
+  local out, ok = sh(string.format("timeout 20 %s %s %s %d", PY, q(FRAMES), scenario, srv.port))
+  assert(ok, out)
+  local kv = {}
+  for k, v in out:gmatch("([^\n=]+)=([^\n]*)") do kv[k] = v end
+  return kv, out
 end
 
 describe("body_timeout", function()
@@ -158,6 +170,39 @@ describe("body_timeout", function()
     assert.equal(200, res.status)
     assert.equal("10", res.body)
     late:close()
+  end)
+
+  it("HTTP/2: resets a stalled stream while the connection's other streams go on", function()
+    local kv, out = frames(srv, "body_stall")
+    -- stream 1 waited in req:body(): 408, then RST_STREAM NO_ERROR for the side left open
+    assert.equal("408", kv["status.1"], out)
+    assert.equal("NO_ERROR", kv["rst.1"], out)
+    -- stream 3's handler was not reading: the stream is reset
+    assert.equal("CANCEL", kv["rst.3"], out)
+    assert.is_nil(kv["status.3"], out)
+    -- stream 5 sent a byte every 0.4 s for 2.4 s; stream 7 came after the cuts
+    assert.equal("200", kv["status.5"], out)
+    assert.equal("6", kv["body.5"], out)
+    assert.equal("hello", kv["body.7"], out)
+    assert.is_nil(kv.goaway, out)
+    for _, key in ipairs({ "at.status.1", "at.rst.3" }) do
+      local at = tonumber(kv[key])
+      assert.is_true(at and at > 0.8 and at < 1.8, key .. " " .. tostring(kv[key]))
+    end
+    assert.truthy(log_has(srv, "busy heard timeout", 3), srv:logtext())
+    local log = srv:logtext()
+    assert.truthy(log:find("stream 1: body timeout: no request body bytes for 1 s (2 received); 408",
+      1, true), log)
+    assert.truthy(log:find("stream 3: body timeout: no request body bytes for 1 s (2 received); " ..
+      "RST_STREAM", 1, true), log)
+  end)
+
+  it("HTTP/2: a client held back by flow control is not late", function()
+    -- the handler reads 2.5 s after the client filled the stream's window
+    local kv, out = frames(srv, "body_window")
+    assert.equal("200", kv["status.1"], out)
+    assert.equal("65545", kv["body.1"], out)
+    assert.is_nil(kv["rst.1"], out)
   end)
 end)
 
