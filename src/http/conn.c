@@ -228,7 +228,8 @@ static void body_stalled(struct mh_conn *c)
 {
     struct mh_req *r = &c->req;
     bool under_way = r->res.head_sent;
-    mh_log(MH_LOG_WARN, "fd %d: body timeout: no request body bytes for %g s (%llu received); %s",
+    /* info, as nginx logs it: the client's doing, and one line per stalled request */
+    mh_log(MH_LOG_INFO, "fd %d: body timeout: no request body bytes for %g s (%llu received); %s",
            c->fd, c->h->limits->body_timeout, (unsigned long long)r->body_received,
            under_way ? "response under way: closing" : "408");
     r->body_state = MH_BODY_STALLED;

@@ -690,7 +690,7 @@ static void body_stalled(struct mh_h2_stream *s)
 {
     struct mh_req *r = &s->req;
     bool answer = !r->res.head_sent && s->body_wanted;
-    mh_log(MH_LOG_WARN,
+    mh_log(MH_LOG_INFO, /* as HTTP/1's (conn.c body_stalled) */
            "fd %d: stream %d: body timeout: no request body bytes for %g s (%llu received); %s",
            s->h2->c->fd, s->id, limits(s)->body_timeout, (unsigned long long)r->body_received,
            answer ? "408" : "RST_STREAM");
