@@ -6,6 +6,7 @@
 #   goaway_last=N    its last stream ID        closed=1      the server closed
 #   end.N=1          stream N ended (END_STREAM from the server)
 #   setting.ID=V     a SETTINGS value the server sent
+#   window.N=BYTES   WINDOW_UPDATE increments the server sent on stream N (0: the connection)
 #   ws.N.K=TYPE:DATA the K-th WebSocket frame the server sent on stream N (RFC 8441)
 # Debian's python3-hyperframe and python3-hpack build and read the frames;
 # nothing here checks what the server does (the spec does).
@@ -157,6 +158,9 @@ class Client:
                           WindowUpdateFrame(sid, f.flow_controlled_length))
         elif isinstance(f, RstStreamFrame):
             self.note("rst.%d" % sid, CODES.get(f.error_code, f.error_code))
+        elif isinstance(f, WindowUpdateFrame):
+            key = "window.%d" % sid
+            self.out[key] = self.out.get(key, 0) + f.window_increment
         elif isinstance(f, GoAwayFrame):
             self.note("goaway", CODES.get(f.error_code, f.error_code))
             self.note("goaway_last", f.last_stream_id)
@@ -481,6 +485,37 @@ def scenario(name, port):
     elif name == "slow_producer":  # the handler, not the client, is slow: no send_timeout
         c.send(c.headers(1, path="/slow_producer"))
         c.read(lambda c: "rst.1" in c.out or c.out.get("body.1", "").endswith("late"), timeout=4)
+    elif name == "body_stall":  # body_timeout (1 s): stalled bodies end, a steady one does not
+        t0 = time.time()
+        seen = {}
+
+        def note_times(c):  # when each stalled stream ended, from the start
+            for key in ("status.1", "rst.1", "rst.3"):
+                if key in c.out and key not in seen:
+                    seen[key] = time.time() - t0
+        # 1: the handler waits in req:body() (408); 3: it does not read (RST_STREAM)
+        c.send(c.headers(1, path="/echo", method="POST", end_stream=False), DataFrame(1, b"ab"),
+               c.headers(3, path="/busy", method="POST", end_stream=False), DataFrame(3, b"ab"),
+               c.headers(5, path="/echo", method="POST", end_stream=False))
+        for _ in range(6):  # 5: one byte every 0.4 s, then the end
+            c.read(timeout=0.4)
+            note_times(c)
+            c.send(DataFrame(5, b"x"))
+        c.send(DataFrame(5, b"", flags=["END_STREAM"]))
+        c.read(lambda c: ended(5)(c) and "rst.1" in c.out and "rst.3" in c.out, timeout=3)
+        note_times(c)
+        c.send(c.headers(7, path="/hello"))
+        c.read(ended(7))
+        for key, at in seen.items():
+            c.note("at." + key, "%.2f" % at)
+    elif name == "body_window":  # a shut window holds the client back: not a stall
+        c.send(c.headers(1, path="/late", method="POST", end_stream=False))
+        first = 65535  # the stream's whole first window; the handler reads 2.5 s later
+        for k in range(0, first, 16384):
+            c.send(DataFrame(1, b"y" * min(16384, first - k)))
+        c.read(lambda c: c.out.get("window.1", 0) > 0 or ended(1)(c), timeout=5)
+        c.send(DataFrame(1, b"z" * 10, flags=["END_STREAM"]))
+        c.read(ended(1), timeout=3)
     elif name == "concurrent":  # a slow stream does not hold a fast one
         c.send(c.headers(1, path="/slow"), c.headers(3, path="/hello"))
         c.read(ended(3), timeout=4)

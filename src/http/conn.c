@@ -132,11 +132,42 @@ static void set_timeout(struct mh_conn *c, double seconds)
     set_deadline(c, after(c, seconds));
 }
 
-/* While a handler runs: the write deadline, and the read deadline while body bytes are due. */
+/*
+ * While a handler runs: the write deadline, and while body bytes are due the
+ * read deadline and, when the handler waits for them, the body deadline.
+ */
+static ev_tstamp handler_due(const struct mh_conn *c)
+{
+    ev_tstamp at = c->write_deadline;
+    if (c->req.body_state == MH_BODY_MORE) {
+        at = earliest(at, c->read_deadline);
+        if (c->body_wanted && !c->tunnel)
+            at = earliest(at, c->body_deadline);
+    }
+    return at;
+}
+
 static void set_handler_deadline(struct mh_conn *c)
 {
-    set_deadline(
-        c, earliest(c->write_deadline, c->req.body_state == MH_BODY_MORE ? c->read_deadline : 0));
+    set_deadline(c, handler_due(c));
+}
+
+/*
+ * body_timeout is a no-progress timeout on a request body still owed
+ * (Content-Length not complete, chunked not finished), as nginx's
+ * client_body_timeout. Its clock runs only while the server is willing to
+ * read: while the handler waits for body bytes (body_wanted), the only
+ * time this connection reads. Before the handler asks, and while it works
+ * on what it got, nothing is read (back-pressure: the client's bytes wait
+ * in the socket), so the client cannot be late then. The clock starts
+ * when the handler asks and again at every read that brought bytes: a
+ * slow but steady upload is never cut; a client that stops sending is,
+ * body_timeout after its last byte. A switched protocol's stream (tunnel)
+ * has its own rules for silence and no body clock.
+ */
+static void note_body_progress(struct mh_conn *c)
+{
+    c->body_deadline = after(c, c->h->limits->body_timeout);
 }
 
 static struct mh_conn *conn_of(const struct mh_req *r)
@@ -186,6 +217,34 @@ static void note_send_progress(struct mh_conn *c, bool progressed, bool blocked)
     }
 }
 
+/*
+ * No body bytes for body_timeout while the handler waited (see
+ * note_body_progress). The handler hears "timeout". A response not begun
+ * becomes 408 with Connection: close (finish_response), whatever the
+ * handler makes of it; one already under way cannot say so, and the
+ * connection closes now.
+ */
+static void body_stalled(struct mh_conn *c)
+{
+    struct mh_req *r = &c->req;
+    bool under_way = r->res.head_sent;
+    /* info, as nginx logs it: the client's doing, and one line per stalled request */
+    mh_log(MH_LOG_INFO, "fd %d: body timeout: no request body bytes for %g s (%llu received); %s",
+           c->fd, c->h->limits->body_timeout, (unsigned long long)r->body_received,
+           under_way ? "response under way: closing" : "408");
+    r->body_state = MH_BODY_STALLED;
+    c->close_after = true;
+    c->body_wanted = false;
+    if (under_way) {
+        mh_conn_close(c); /* on_abort: the waiting read resumes with "timeout" */
+        return;
+    }
+    set_handler_deadline(c);
+    if (c->in_handler)
+        notify(c, c->req.handler->ops->on_body);
+    update_io(c);
+}
+
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_conn *c = t->data;
@@ -213,9 +272,16 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     case MH_CONN_HEAD:
         mh_log(MH_LOG_DEBUG, "fd %d: request head timed out", c->fd);
         break;
-    case MH_CONN_HANDLER:
+    case MH_CONN_HANDLER: {
+        /* deadlines that moved later (body progress) are only stored: re-arm for them */
+        ev_tstamp at = handler_due(c);
+        if (at == 0 || now < at) {
+            set_deadline(c, at);
+            return;
+        }
+        bool write_due = c->write_deadline && now >= c->write_deadline;
         if (c->req.body_state == MH_BODY_MORE && c->read_deadline && now >= c->read_deadline &&
-            (!c->write_deadline || now < c->write_deadline)) {
+            !write_due) {
             /* The body is late: the handler hears "timeout" and may still answer. */
             c->req.body_state = MH_BODY_TIMEOUT;
             c->close_after = true;
@@ -227,8 +293,13 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
             update_io(c);
             return;
         }
+        if (!write_due) {
+            body_stalled(c);
+            return;
+        }
         mh_log(MH_LOG_WARN, "fd %d: write timeout: response not done in time; closing", c->fd);
         break;
+    }
     default:
         break;
     }
@@ -854,14 +925,17 @@ static void finish_response(struct mh_conn *c)
      * none of a malformed body's).
      */
     enum mh_body_state bs = c->req.body_state;
-    if ((bs == MH_BODY_TOO_LARGE || bs == MH_BODY_BAD) && !res->head_sent) {
+    if ((bs == MH_BODY_TOO_LARGE || bs == MH_BODY_BAD || bs == MH_BODY_STALLED) &&
+        !res->head_sent) {
         static const char large[] = "request body too large\n";
         static const char malformed[] = "400 Bad Request: malformed request body\n";
-        bool too_large = bs == MH_BODY_TOO_LARGE;
+        static const char stalled[] = "408 Request Timeout: the request body stopped coming\n";
+        const char *text = bs == MH_BODY_TOO_LARGE ? large
+                           : bs == MH_BODY_BAD     ? malformed
+                                                   : stalled;
         mh_response_reset(res);
-        res->status = too_large ? 413 : 400;
-        mh_outq_append(&res->body, too_large ? large : malformed,
-                       too_large ? sizeof large - 1 : sizeof malformed - 1);
+        res->status = bs == MH_BODY_TOO_LARGE ? 413 : bs == MH_BODY_BAD ? 400 : 408;
+        mh_outq_append(&res->body, text, strlen(text));
     }
     bool drainable = true;
     if (c->req.body_state == MH_BODY_MORE) {
@@ -1051,6 +1125,8 @@ static int conn_want_body(struct mh_req *r, bool all)
     if (pump_body(c))
         return 1;
     c->body_wanted = true;
+    note_body_progress(c); /* the server reads from now: the client's clock starts */
+    set_handler_deadline(c);
     update_io(c);
     return 0;
 }
@@ -1238,6 +1314,8 @@ static inline __attribute__((always_inline)) void read_input(struct mh_conn *c, 
     }
     if (c->state == MH_CONN_LINGER)
         return; /* discarded */
+    if (c->body_wanted)
+        note_body_progress(c); /* a store: on_timer re-arms for the later deadline */
     if (c->tunnel) {
         if (mh_buf_append(&c->req.body, small, (size_t)n) < 0)
             return out_of_memory(c);

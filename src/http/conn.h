@@ -46,6 +46,7 @@ struct mh_tls_server;
 struct mh_http_limits {
     double read_header_timeout; /* first byte of a head to its end; also a new connection's */
     double read_timeout;        /* whole request incl. body */
+    double body_timeout;        /* no body bytes while the server waits for them (see conn.c) */
     double write_timeout;       /* end of head to end of response */
     double idle_timeout;        /* between requests */
     double send_timeout;        /* output blocked: the client must take some within this */

@@ -34,6 +34,7 @@ struct mh_conn {
     ev_timer timer;
     ev_tstamp deadline;       /* when the current state times out (0 = never) */
     ev_tstamp read_deadline;  /* whole request incl. body (read_timeout; 0 = none) */
+    ev_tstamp body_deadline;  /* body bytes due by then while the handler waits (body_timeout) */
     ev_tstamp write_deadline; /* end of head to end of response (write_timeout; 0 = none) */
     ev_tstamp send_deadline;  /* output blocked: progress due by then (send_timeout; 0 = none) */
     ev_tstamp timer_at;       /* when the armed timer fires */

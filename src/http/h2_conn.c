@@ -161,8 +161,10 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
 
 /*
  * The response went out complete while the client is still sending its
- * body: RST_STREAM NO_ERROR asks it to stop (RFC 9113 §8.1). Sent after the
- * END_STREAM frame, never before: a reset queued earlier would discard it.
+ * body, or after its body stalled (body_timeout): RST_STREAM NO_ERROR asks
+ * it to stop (RFC 9113 §8.1) and closes the stream, which is then freed.
+ * Sent after the END_STREAM frame, never before: a reset queued earlier
+ * would discard it.
  */
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud)
 {
@@ -171,7 +173,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
         (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS))
         return 0;
     struct mh_h2_stream *s = stream_get(session, frame->hd.stream_id);
-    if (s && s->req.body_state == MH_BODY_MORE)
+    if (s && (s->req.body_state == MH_BODY_MORE || s->req.body_state == MH_BODY_STALLED))
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
                                   NGHTTP2_NO_ERROR);
     return 0;

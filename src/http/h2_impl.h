@@ -22,6 +22,8 @@ struct mh_h2_stream {
     uint64_t unacked;    /* body bytes in req.body not yet given back to flow control */
     size_t header_bytes; /* header list size so far (max_header_bytes budget) */
     ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
+    /* body_timeout: DATA due by then while the client may send (h2_stream.c, body_clock) */
+    ev_tstamp body_deadline;
     int bad_status;   /* the head deserves this answer from the server (431, 400...) */
     bool head_done;   /* the header block is complete */
     bool ready;       /* head done, handler to be started after this input batch */

@@ -24,6 +24,30 @@ static const struct mh_http_limits *limits(const struct mh_h2_stream *s)
     return s->h2->c->h->limits;
 }
 
+/*
+ * body_timeout on a stream is a no-progress timeout on its request body
+ * (no END_STREAM yet), counted while the client may send: the clock starts
+ * with the handler and again at every DATA frame that carried bytes and
+ * every time the handler's reads give window back. A client whose window
+ * is shut (stream or connection: the handler does not read, so flow
+ * control holds it back) is not late: when the clock runs out then, it
+ * starts again (mh_h2_stream_on_timer). A slow but steady upload is never
+ * cut. All of a connection's stream clocks share its one timer
+ * (mh_h2_update_deadline), so a stalled stream costs no watcher.
+ */
+static void body_clock(struct mh_h2_stream *s)
+{
+    s->body_deadline = mh_h2_after(s->h2, limits(s)->body_timeout);
+}
+
+/* Whether flow control lets the client send DATA on s now. */
+static bool client_may_send(const struct mh_h2_stream *s)
+{
+    nghttp2_session *session = s->h2->session;
+    return nghttp2_session_get_stream_local_window_size(session, s->id) > 0 &&
+           nghttp2_session_get_local_window_size(session) > 0;
+}
+
 struct mh_h2_stream *mh_h2_stream_new(struct mh_h2 *h, int32_t id)
 {
     struct mh_h2_stream *s = calloc(1, sizeof *s);
@@ -256,8 +280,10 @@ void mh_h2_stream_start(struct mh_h2_stream *s)
     }
     s->req.started = ev_now(c->h->loop);
     s->write_deadline = mh_h2_after(s->h2, limits(s)->write_timeout);
-    if (s->req.body_state == MH_BODY_MORE)
+    if (s->req.body_state == MH_BODY_MORE) {
         s->read_deadline = mh_h2_after(s->h2, limits(s)->read_timeout);
+        body_clock(s);
+    }
     if (s->bad_status) {
         respond_bad(s);
         return;
@@ -283,6 +309,8 @@ void mh_h2_stream_data(struct mh_h2_stream *s, const uint8_t *data, size_t len)
     struct mh_req *r = &s->req;
     nghttp2_session *session = s->h2->session;
     r->body_received += len;
+    if (len > 0)
+        body_clock(s);
     if (s->ended || r->closed || r->body_state != MH_BODY_MORE) {
         nghttp2_session_consume(session, s->id, len);
         return;
@@ -314,7 +342,7 @@ void mh_h2_stream_body_end(struct mh_h2_stream *s)
     struct mh_req *r = &s->req;
     if (r->body_state == MH_BODY_MORE) {
         r->body_state = MH_BODY_NONE;
-        s->read_deadline = 0;
+        s->read_deadline = s->body_deadline = 0;
     }
     wake_body(s);
 }
@@ -479,11 +507,15 @@ static void h2_send(struct mh_req *r, bool complete)
         }
         return;
     }
-    if (complete && r->body_state == MH_BODY_TOO_LARGE && !res->head_sent) {
+    enum mh_body_state bs = r->body_state;
+    if (complete && (bs == MH_BODY_TOO_LARGE || bs == MH_BODY_STALLED) && !res->head_sent) {
         static const char large[] = "request body too large\n";
+        static const char stalled[] = "408 Request Timeout: the request body stopped coming\n";
+        bool too_large = bs == MH_BODY_TOO_LARGE;
         mh_response_reset(res);
-        res->status = 413;
-        mh_outq_append(&res->body, large, sizeof large - 1);
+        res->status = too_large ? 413 : 408;
+        mh_outq_append(&res->body, too_large ? large : stalled,
+                       too_large ? sizeof large - 1 : sizeof stalled - 1);
     }
     if (mh_req_run_filters(r, complete) < 0)
         goto reset;
@@ -509,7 +541,7 @@ static void h2_send(struct mh_req *r, bool complete)
     if (!mh_outq_empty(&s->q) && !s->send_deadline)
         s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
     if (complete) {
-        s->write_deadline = s->read_deadline = 0;
+        s->write_deadline = s->read_deadline = s->body_deadline = 0;
         end_request(s);
     }
     mh_h2_want_write(s->h2);
@@ -558,6 +590,7 @@ static int h2_want_body(struct mh_req *r, bool all)
     if (s->unacked > r->body.len && s->h2->session) {
         nghttp2_session_consume(s->h2->session, s->id, s->unacked - r->body.len);
         s->unacked = r->body.len;
+        body_clock(s); /* the window may have opened: the client's clock starts again */
         mh_h2_want_write(s->h2);
     }
     if (!s->req.body_asked) {
@@ -569,6 +602,7 @@ static int h2_want_body(struct mh_req *r, bool all)
     if (all && !s->body_want_all && s->unacked && s->h2->session) {
         nghttp2_session_consume(s->h2->session, s->id, s->unacked);
         s->unacked = 0;
+        body_clock(s);
         mh_h2_want_write(s->h2);
     }
     s->body_want_all = all;
@@ -595,7 +629,7 @@ static int h2_upgrade(struct mh_req *r)
     r->max_body = UINT64_MAX;
     r->body_asked = true;
     s->switched = true;
-    s->read_deadline = s->write_deadline = 0;
+    s->read_deadline = s->write_deadline = s->body_deadline = 0;
     mh_h2_update_deadline(s->h2);
     return 0;
 }
@@ -638,14 +672,52 @@ ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
     ev_tstamp at =
         mh_h2_earliest(mh_h2_earliest(s->header_deadline, s->write_deadline), s->send_deadline);
     if (s->req.body_state == MH_BODY_MORE && s->in_handler)
-        at = mh_h2_earliest(at, s->read_deadline);
+        at = mh_h2_earliest(at, mh_h2_earliest(s->read_deadline, s->body_deadline));
     return at;
+}
+
+/*
+ * No DATA for body_timeout while the client could send (body_clock). A
+ * handler waiting for the body with nothing sent yet hears "timeout" and
+ * its answer becomes 408 (h2_send), after which on_frame_send resets the
+ * stream the client left open. Otherwise (the response is under way, or
+ * the handler is busy elsewhere) the stream is reset now: the handler
+ * hears on_abort, its body reads "timeout". Either way the stream closes
+ * and is freed once its handler is done; the connection's other streams
+ * go on.
+ */
+static void body_stalled(struct mh_h2_stream *s)
+{
+    struct mh_req *r = &s->req;
+    bool answer = !r->res.head_sent && s->body_wanted;
+    mh_log(MH_LOG_INFO, /* as HTTP/1's (conn.c body_stalled) */
+           "fd %d: stream %d: body timeout: no request body bytes for %g s (%llu received); %s",
+           s->h2->c->fd, s->id, limits(s)->body_timeout, (unsigned long long)r->body_received,
+           answer ? "408" : "RST_STREAM");
+    r->body_state = MH_BODY_STALLED;
+    s->body_deadline = s->read_deadline = 0;
+    if (answer)
+        wake_body(s);
+    else
+        nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
 }
 
 void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now)
 {
     struct mh_req *r = &s->req;
     nghttp2_session *session = s->h2->session;
+    bool write_due = s->write_deadline && now >= s->write_deadline;
+    if (s->body_deadline && now >= s->body_deadline && r->body_state == MH_BODY_MORE &&
+        s->in_handler && !write_due) {
+        if (client_may_send(s)) {
+            body_stalled(s);
+            return;
+        }
+        body_clock(s); /* flow control holds the client back: not late */
+        ev_tstamp d = mh_h2_stream_deadline(s);
+        if (!d || now < d)
+            return;
+    }
     if (s->read_deadline && now >= s->read_deadline && r->body_state == MH_BODY_MORE &&
         (!s->write_deadline || now < s->write_deadline)) {
         /* the body is late: the handler hears "timeout" and may still answer */

@@ -150,6 +150,9 @@ void mh_req_abort(struct mh_req *r)
 
 const char *mh_req_body_error(const struct mh_req *r)
 {
+    /* the cause, not its consequence: a stalled body closes its stream */
+    if (r->body_state == MH_BODY_STALLED)
+        return "timeout";
     if (r->closed)
         return "connection closed";
     switch (r->body_state) {
@@ -159,6 +162,7 @@ const char *mh_req_body_error(const struct mh_req *r)
     case MH_BODY_TOO_LARGE:
         return "body too large";
     case MH_BODY_TIMEOUT:
+    case MH_BODY_STALLED:
         return "timeout";
     case MH_BODY_CLOSED:
         return "connection closed";

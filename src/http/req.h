@@ -63,6 +63,7 @@ enum mh_body_state {
     MH_BODY_TOO_LARGE, /* past max_body_bytes: the response becomes 413 */
     MH_BODY_BAD,       /* malformed framing: the server answers 400 itself */
     MH_BODY_TIMEOUT,   /* read_timeout passed while the body was still coming */
+    MH_BODY_STALLED,   /* body_timeout: no bytes while the server waited (408, or cut) */
     MH_BODY_CLOSED,    /* the peer went away before the end of the body */
 };
 
@@ -282,7 +283,8 @@ static inline int mh_req_want_body(struct mh_req *r, bool all)
 }
 
 /* A short fixed string for a body that ended in error ("body too large", "timeout", "malformed
- * body", "connection closed"), NULL when body_state is NONE or MORE. */
+ * body", "connection closed"), NULL when body_state is NONE or MORE. A body that timed out
+ * says "timeout" even after the stream was closed for it. */
 const char *mh_req_body_error(const struct mh_req *r);
 
 /* ---- output filters -------------------------------------------------------- */

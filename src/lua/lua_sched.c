@@ -244,12 +244,13 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
     size_t tlen;
     const char *target = mh_req_slice(r, r->head.target, &tlen);
     /*
-     * After a malformed or oversized body the answer is the server's 400 or
-     * 413 (the protocol's finish) and the handler's failure is most likely
-     * its reaction to `nil, err`: not a server fault.
+     * After a malformed, oversized or stalled body the answer is the
+     * server's 400, 413 or 408 (the protocol's finish) and the handler's
+     * failure is most likely its reaction to `nil, err`: not a server fault.
      */
     bool client_fault = guard == MH_GUARD_NONE &&
-                        (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE);
+                        (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE ||
+                         r->body_state == MH_BODY_STALLED);
     mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR,
            "handler %s%s (route %s; %s %.*s from %s): %s", guard_what[guard],
            client_fault ? " after a bad request body" : "", t->label ? t->label : "none",

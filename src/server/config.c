@@ -46,6 +46,10 @@ static const struct setting settings[] = {
      "seconds to read a request head, from its first byte"},
     {"read_timeout", T_DURATION, OFF(read_timeout), 0, 86400,
      "seconds to read a whole request incl. body (0 = off)"},
+    {"body_timeout", T_DURATION, OFF(body_timeout), 0, 86400,
+     "seconds a request body still owed may bring no bytes while the server waits for them; "
+     "then 408, or the connection (HTTP/2: the stream) is cut when the response has begun "
+     "(0 = off)"},
     {"write_timeout", T_DURATION, OFF(write_timeout), 0, 86400,
      "seconds from end of request head to end of response, a total deadline (0 = off)"},
     {"idle_timeout", T_DURATION, OFF(idle_timeout), 0, 86400,
@@ -130,6 +134,7 @@ void mh_config_init(struct mh_config *c)
     memset(c, 0, sizeof *c);
     c->read_header_timeout = 5;
     c->read_timeout = 0;
+    c->body_timeout = 60;
     c->write_timeout = 0;
     c->send_timeout = 30;
     c->idle_timeout = 60;

@@ -38,6 +38,7 @@ struct mh_config {
     /* settings (seconds as double, sizes in bytes) */
     double read_header_timeout;
     double read_timeout;
+    double body_timeout;  /* no progress: between two reads of a body still owed */
     double write_timeout; /* total: end of head to end of response (opt-in) */
     double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;

@@ -310,6 +310,7 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
 {
     lim->read_header_timeout = c->read_header_timeout;
     lim->read_timeout = c->read_timeout;
+    lim->body_timeout = c->body_timeout;
     lim->write_timeout = c->write_timeout;
     lim->idle_timeout = c->idle_timeout;
     lim->send_timeout = c->send_timeout;
