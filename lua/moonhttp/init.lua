@@ -263,7 +263,7 @@ end
 -- the response started, or one of the error handler itself, goes on to the core
 -- (which cuts the response, or sends the plain 500).
 local function traced(e)
-  return { value = e, trace = debug.traceback(tostring(e), 2) }
+  return { value = e, trace = debug.traceback(core.error_text(e), 2) }
 end
 
 local function with_on_error(h, on_error)

@@ -331,10 +331,7 @@ static void add_script_dir_to_path(lua_State *L, const char *script)
 
 static int msgh_traceback(lua_State *L)
 {
-    const char *msg = lua_tostring(L, 1);
-    if (!msg)
-        msg = luaL_tolstring(L, 1, NULL);
-    luaL_traceback(L, L, msg, 1);
+    luaL_traceback(L, L, mh_lua_error_text(L, 1), 1);
     return 1;
 }
 
