@@ -13,6 +13,7 @@
 #include "lua_guard.h"
 #include "lua_handler.h"
 #include "lua_json.h"
+#include "lua_opts.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -275,6 +276,7 @@ static int open_core(lua_State *L)
     mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
+    mh_lua_opts_open(L);
     mh_lua_shared_open(L);
     return 1;
 }

@@ -2,6 +2,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "suggest.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -485,49 +486,14 @@ static const struct setting *find_setting(const char *name, size_t len, bool fla
     return NULL;
 }
 
-/* Edit distance (insert, delete, substitute, swap neighbours) between a and b, capped at 9. */
-static int edit_distance(const char *a, size_t alen, const char *b, bool flag_form)
-{
-    size_t blen = strlen(b);
-    if (alen > 40 || blen > 40)
-        return 9;
-    int d[42][42];
-    for (size_t i = 0; i <= alen; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= blen; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= alen; i++) {
-        for (size_t j = 1; j <= blen; j++) {
-            char ca = flag_form && a[i - 1] == '-' ? '_' : a[i - 1];
-            int best = d[i - 1][j - 1] + (ca != b[j - 1]);
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1) { /* two neighbours swapped */
-                char cp = flag_form && a[i - 2] == '-' ? '_' : a[i - 2];
-                if (ca == b[j - 2] && cp == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                    best = d[i - 2][j - 2] + 1;
-            }
-            d[i][j] = best;
-        }
-    }
-    return d[alen][blen] > 9 ? 9 : d[alen][blen];
-}
-
 /* The known setting closest to a misspelt name, or NULL when none is close. */
 static const char *closest_setting(const char *name, size_t len, bool flag_form)
 {
-    const char *best = NULL;
-    int best_d = len < 6 ? 1 : 2; /* more than this is a different word, not a typo */
-    for (size_t i = 0; i < NSETTINGS; i++) {
-        int d = edit_distance(name, len, settings[i].name, flag_form);
-        if (d <= best_d) {
-            best = settings[i].name;
-            best_d = d - 1;
-        }
-    }
-    return best;
+    struct mh_suggest s;
+    mh_suggest_init(&s, name, len, flag_form);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        mh_suggest_try(&s, settings[i].name);
+    return s.best;
 }
 
 bool mh_config_is_setting(const char *name, size_t len)
