@@ -1,5 +1,6 @@
 #include "suggest.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int mh_edit_distance(const char *a, size_t alen, const char *b, bool flag_form)
@@ -47,4 +48,26 @@ void mh_suggest_try(struct mh_suggest *s, const char *k)
         s->best = k;
         s->_best_d = d - 1; /* a later name must be strictly closer */
     }
+}
+
+void mh_suggest_unknown(char *out, size_t outlen, const char *what, const char *noun, const char *k,
+                        size_t klen, const char *const *known)
+{
+    struct mh_suggest s;
+    mh_suggest_init(&s, k, klen, false);
+    for (const char *const *n = known; *n; n++)
+        mh_suggest_try(&s, *n);
+    int klen_shown = klen > 64 ? 64 : (int)klen;
+    int len = snprintf(out, outlen, "%s: unknown %s \"%.*s\" (", what, noun, klen_shown, k);
+    if (s.best) {
+        snprintf(out + len, outlen - (size_t)len, "did you mean \"%s\"?)", s.best);
+        return;
+    }
+    const char *sep = "known: ";
+    for (const char *const *n = known; *n && (size_t)len < outlen; n++) {
+        len += snprintf(out + len, outlen - (size_t)len, "%s%s", sep, *n);
+        sep = ", ";
+    }
+    if ((size_t)len < outlen)
+        snprintf(out + len, outlen - (size_t)len, ")");
 }

@@ -27,6 +27,14 @@ void mh_suggest_init(struct mh_suggest *s, const char *name, size_t len, bool fl
 /* Considers known name k (NUL-terminated; must outlive s.best's use). */
 void mh_suggest_try(struct mh_suggest *s, const char *k);
 
+/*
+ * Writes `what: unknown <noun> "k" (did you mean "x"?)` into out, or
+ * `(known: a, b, ...)` when no name in known (NULL-terminated) is close:
+ * the one wording for an unknown name in a table.
+ */
+void mh_suggest_unknown(char *out, size_t outlen, const char *what, const char *noun, const char *k,
+                        size_t klen, const char *const *known);
+
 /* Edit distance (insert, delete, substitute, swap neighbours), capped at 9. */
 int mh_edit_distance(const char *a, size_t alen, const char *b, bool flag_form);
 

@@ -27,26 +27,9 @@ static void unknown(lua_State *L, const char *what, const char *const *known, in
     }
     size_t len;
     const char *k = lua_tolstring(L, -2, &len);
-    struct mh_suggest s;
-    mh_suggest_init(&s, k, len, false);
-    for (const char *const *n = known; *n; n++)
-        mh_suggest_try(&s, *n);
-    if (s.best) {
-        lua_pushfstring(L, "%s: unknown option \"%s\" (did you mean \"%s\"?)", what, k, s.best);
-    } else {
-        luaL_Buffer b;
-        luaL_buffinit(L, &b);
-        luaL_addstring(&b, what);
-        luaL_addstring(&b, ": unknown option \"");
-        luaL_addstring(&b, k);
-        luaL_addstring(&b, "\" (known:");
-        for (const char *const *n = known; *n; n++) {
-            luaL_addstring(&b, n == known ? " " : ", ");
-            luaL_addstring(&b, *n);
-        }
-        luaL_addstring(&b, ")");
-        luaL_pushresult(&b);
-    }
+    char msg[512];
+    mh_suggest_unknown(msg, sizeof msg, what, "option", k, len, known);
+    lua_pushstring(L, msg);
     lua_concat(L, 2);
     lua_error(L);
 }

@@ -645,6 +645,31 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
     return 0;
 }
 
+/* -1 with the message in err when the table at idx has a name outside known (NULL-terminated). */
+static int check_keys(lua_State *L, int idx, const char *what, const char *const *known, char *err,
+                      size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        size_t len;
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        const char *const *n = known;
+        while (k && *n && strcmp(k, *n) != 0)
+            n++;
+        if (!k || !*n) {
+            if (k)
+                mh_suggest_unknown(err, errlen, what, "key", k, len, known);
+            else
+                snprintf(err, errlen, "%s: key names must be strings", what);
+            lua_pop(L, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Reads { cert = ..., key = ... } or a list of such tables at vidx into t. */
 static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what, char *err,
                      size_t errlen)
@@ -667,7 +692,12 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
             lua_pushvalue(L, vidx);
         else
             lua_rawgeti(L, vidx, i);
+        static const char *const known[] = {"cert", "key", NULL};
         int ok = lua_type(L, -1) == LUA_TTABLE;
+        if (ok && check_keys(L, -1, what, known, err, errlen) < 0) {
+            lua_settop(L, vidx);
+            return -1;
+        }
         ok = ok && lua_getfield(L, -1, "cert") == LUA_TSTRING;
         ok = ok && lua_getfield(L, -2, "key") == LUA_TSTRING;
         if (ok) {
@@ -697,16 +727,18 @@ static int lua_listen_entry(struct mh_config *c, const struct setting *s, lua_St
                  (long long)i);
         return -1;
     }
+    static const char *const known[] = {"addr", "tls", NULL};
+    char what[32];
+    snprintf(what, sizeof what, "listen[%lld]", (long long)i);
     int rc = set_string_value(c, s, lua_tostring(L, -1), err, errlen);
     lua_pop(L, 1);
-    if (rc < 0)
-        return rc;
+    if (rc < 0 || check_keys(L, vidx, what, known, err, errlen) < 0)
+        return -1;
     size_t at = c->nlisten - 1;
     int t = lua_getfield(L, vidx, "tls");
     if (t == LUA_TBOOLEAN) {
         c->listen_tls[at] = lua_toboolean(L, -1) ? MH_LISTEN_TLS_SHARED : MH_LISTEN_TLS_OFF;
     } else if (t != LUA_TNIL) {
-        char what[32];
         snprintf(what, sizeof what, "listen[%lld].tls", (long long)i);
         if (!(c->listen_certs[at] = calloc(1, sizeof *c->listen_certs[at]))) {
             snprintf(err, errlen, "out of memory");
@@ -781,7 +813,8 @@ int mh_config_compress_from_lua(struct mh_compress_conf *c, lua_State *L, int id
                 c->min_bytes = (uint64_t)v;
             }
         } else {
-            snprintf(err, errlen, "%s: unknown key \"%s\" (types, min_bytes, level)", what, k);
+            static const char *const known[] = {"types", "min_bytes", "level", NULL};
+            mh_suggest_unknown(err, errlen, what, "key", k, strlen(k), known);
             rc = -1;
         }
         lua_pop(L, 1);
