@@ -145,12 +145,16 @@ local http = require "moonhttp"
 local pg = require "moonhttp.pg"
 local db = pg.pool%s
 http.handle("GET /q", function(req, res) res:write(assert(db:query("select nope"))[1].nope) end)
+http.handle("GET /detail", function(req, res) assert(db:query("select '{1'::int[]")) end)
 ]], cluster:pool_opts("trust")), { flags = { "--dev" } })
     local res = assert(srv:get("/q"))
     assert.equal(500, res.status)
     local want = 'ERROR: column "nope" does not exist (SQLSTATE 42703)'
     assert.truthy(res.body:find(want, 1, true), res.body .. srv:logtext())
     assert.truthy(logged(srv, "GET /q from"):find(want, 1, true))
+    res = assert(srv:get("/detail"))
+    want = 'ERROR: malformed array literal: "{1" (SQLSTATE 22P02) DETAIL: Unexpected end of input.'
+    assert.truthy(res.body:find(want, 1, true), res.body)
     srv:stop()
   end)
 end)
