@@ -140,3 +140,28 @@ describe("options tables used while the script loads", function()
     end)
   end
 end)
+
+describe("moonhttp.test's options (outside the server: the known names, no suggestion)", function()
+  local test = require "moonhttp.test"
+  it("test.start raises at the caller's line before it starts anything", function()
+    local ok, err = pcall(test.start, "x.lua", nil, { bni = "moonhttp" })
+    assert.is_false(ok)
+    assert.equal('test.start: unknown option "bni" (known: bin)', err)
+    local line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() test.start("x.lua", {}, { bni = "x" }) end)
+    assert.equal("spec/options_spec.lua:" .. line .. ': test.start: unknown option "bni" (known: bin)', err)
+  end)
+
+  it("app:get and app:websocket raise; correct calls work", function()
+    local app = test.start(H.script('local http = require "moonhttp"\n'
+      .. 'http.handle("GET /", function(req, res) res:write("hi") end)\n'), nil, { bin = H.bin })
+    local ok, err = pcall(function() app:get("/", { header = {} }) end)
+    assert.is_false(ok)
+    assert.truthy(err:find('app:request: unknown option "header" (known: headers, timeout)', 1, true), err)
+    ok, err = pcall(function() app:websocket("/", { protocol = { "x" } }) end)
+    assert.truthy(err:find('app:websocket: unknown option "protocol" (known: headers, protocols, timeout)', 1, true), err)
+    local status, _, body = app:get("/", { headers = { Accept = "*/*" }, timeout = 5 })
+    assert.same({ 200, "hi" }, { status, body })
+    app:stop()
+  end)
+end)
