@@ -95,7 +95,7 @@ describe("per-route body limits", function()
     local code, out = H.run({ "--check", H.script('local http = require "moonhttp"\n'
       .. 'http.handle("POST /u", function() end, { max_bdy = 3 })\n') })
     assert.equal(1, code)
-    assert.truthy(out:find(':2: http.handle: unknown route option "max_bdy"', 1, true), out)
+    assert.truthy(out:find(':2: http.handle: unknown option "max_bdy" (did you mean "max_body"?)', 1, true), out)
     code, out = H.run({ "--check", H.script('local http = require "moonhttp"\n'
       .. 'http.handle("POST /u", function() end, { max_body = "lots" })\n') })
     assert.equal(1, code)

@@ -56,7 +56,9 @@ describe("pg wire protocol", function()
     assert.equal("more", e.detail)
     assert.equal("hint", e.hint)
     assert.equal("ERROR", e.severity)
-    assert.equal('ERROR: relation "nope" does not exist (SQLSTATE 42P01)', tostring(e))
+    assert.equal('ERROR: relation "nope" does not exist (SQLSTATE 42P01) DETAIL: more', tostring(e))
+    e.detail = "two\nlines"
+    assert.equal('ERROR: relation "nope" does not exist (SQLSTATE 42P01) DETAIL: two lines', tostring(e))
   end)
 
   it("parses RowDescription and decodes DataRow with NULLs", function()

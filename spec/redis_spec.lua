@@ -110,7 +110,7 @@ describe("moonhttp.redis", function()
 
   it("under load, opens as many connections as the pool size", function()
     local out = run([[
-      local ctl = assert(redis.connect{ port = PORT, pool = "ctl", pool_size = 1 })
+      local ctl = assert(redis.connect{ port = PORT, pool_size = 1 })
       local before = select(2, ctl:client("list"):gsub("\n", ""))
       local threads = {}
       for i = 1, 50 do

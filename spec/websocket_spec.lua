@@ -440,7 +440,7 @@ describe("WebSocket", function()
     local text = read_frame(c).payload
     c:close()
     s:stop()
-    assert.matches("^false|.-valid UTF%-8.-|false|.-close code must be.-|false|.-unknown option 'bogus'", text)
+    assert.matches('^false|.-valid UTF%-8.-|false|.-close code must be.-|false|.-unknown option "bogus"', text)
   end)
 end)
 

@@ -77,7 +77,7 @@ local function parse_size(v, what, level)
   error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
 end
 
-local route_options = { max_body = true, compress = true }
+local route_options = { "max_body", "compress" }
 
 local function add_route(scope, pattern, handler, opts, level)
   check_open("http.handle")
@@ -90,11 +90,7 @@ local function add_route(scope, pattern, handler, opts, level)
   local max_body
   if opts ~= nil then
     if type(opts) ~= "table" then error("http.handle: options must be a table", level) end
-    for k in pairs(opts) do
-      if not route_options[k] then
-        error("http.handle: unknown route option \"" .. tostring(k) .. "\" (known: max_body, compress)", level)
-      end
-    end
+    core.check_opts(opts, "http.handle", route_options, level)
     if opts.max_body ~= nil then max_body = parse_size(opts.max_body, "http.handle: max_body", level + 1) end
   end
   local method, path = split_method(pattern)
@@ -264,7 +260,7 @@ end
 -- the response started, or one of the error handler itself, goes on to the core
 -- (which cuts the response, or sends the plain 500).
 local function traced(e)
-  return { value = e, trace = debug.traceback(tostring(e), 2) }
+  return { value = e, trace = debug.traceback(core.error_text(e), 2) }
 end
 
 local function with_on_error(h, on_error)

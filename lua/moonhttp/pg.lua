@@ -538,8 +538,15 @@ end
 local Pool = {}
 Pool.__index = Pool
 
+local POOL_KEYS = { "host", "port", "path", "user", "password", "database", "tls", "size",
+  "idle_timeout", "connect_timeout", "acquire_timeout", "query_timeout", "statement_cache",
+  "on_notice", "application_name" }
+local TLS_KEYS = { "verify", "ca", "server_name" }
+
 local function check_opts(o)
   if type(o) ~= "table" then error("pg.pool: expects a table of options", 3) end
+  core.check_opts(o, "pg.pool", POOL_KEYS, 3)
+  if type(o.tls) == "table" then core.check_opts(o.tls, "pg.pool: tls", TLS_KEYS, 3) end
   local function num(k, default, min)
     local v = o[k]
     if v == nil then return default end
@@ -911,8 +918,11 @@ function Listener:next()
 end
 Listener.__call = Listener.next
 
+local LISTEN_KEYS = { "timeout" }
+
 function Pool:listen(channel, opts)
   if type(channel) ~= "string" then error("pg: listen expects a channel name", 2) end
+  core.check_opts(opts, "db:listen", LISTEN_KEYS)
   local sql = "LISTEN " .. proto.quote_ident(channel)
   self.next = self.next + 1
   local c = new_conn(self, "pg:" .. self.id .. ":listen:" .. self.next)

@@ -235,10 +235,13 @@ function methods:reused() return self.sock and self.sock:reused() or 0 end
 Client.__close = function(self) methods.keepalive(self) end
 Client.__tostring = function(self) return "moonhttp.redis (" .. self.key .. ")" end
 
+local CONNECT_KEYS = { "host", "port", "path", "password", "db", "timeout", "pool_size", "idle_timeout" }
+
 -- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout = }
 function M.connect(opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("redis.connect: options must be a table", 2) end
+  core.check_opts(opts, "redis.connect", CONNECT_KEYS)
   local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
   local db = opts.db or 0
   if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 2) end

@@ -26,6 +26,7 @@ local http = require "moonhttp"
 local cjson = require "cjson"
 
 local crypto, b64 = http.crypto, http.base64
+local core = require "moonhttp.core"
 
 local M = {}
 
@@ -107,6 +108,11 @@ end
 --- max_age = 86400, cookie = { path, domain, secure, same_site, http_only }, store = }
 function M.middleware(opts)
   if type(opts) ~= "table" then error("session.middleware: expects a table of options", 2) end
+  core.check_opts(opts, "session.middleware", { "secrets", "secret", "name", "max_age", "cookie", "store" })
+  if type(opts.cookie) == "table" then
+    core.check_opts(opts.cookie, "session.middleware: cookie",
+      { "path", "domain", "secure", "same_site", "http_only" })
+  end
   local secrets = opts.secrets or { opts.secret }
   if type(secrets) ~= "table" or #secrets == 0 then
     error("session.middleware: secrets (a list, the first signs) or secret is required", 2)

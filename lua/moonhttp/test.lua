@@ -20,6 +20,20 @@ local M = {}
 local App = {}
 App.__index = App
 
+-- An unknown option name raises at the caller, as the server's options tables do. This
+-- module runs outside the server, so it lists the known names instead of the server's
+-- "did you mean" (moonhttp.core is not here).
+local function check_opts(opts, what, known)
+  for k in pairs(opts or {}) do
+    local found = false
+    for _, n in ipairs(known) do found = found or n == k end
+    if not found then
+      error(string.format('%s: unknown option "%s" (known: %s)', what, tostring(k),
+        table.concat(known, ", ")), 3)
+    end
+  end
+end
+
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 local function slurp(path)
@@ -32,6 +46,7 @@ end
 
 function M.start(script, settings, opts)
   opts = opts or {}
+  check_opts(opts, "test.start", { "bin" })
   local bin = opts.bin or os.getenv("MOONHTTP_BIN") or "moonhttp"
   local args = { "--listen", "127.0.0.1:0", "--workers", "1" }
   for k, v in pairs(settings or {}) do
@@ -112,6 +127,7 @@ end
 
 --- app:request(method, path, body, { headers = {} }) -> status, headers, body
 function App:request(method, path, body, opts)
+  check_opts(opts, "app:request", { "headers", "timeout" })
   local s = socket.tcp()
   s:settimeout(opts and opts.timeout or 10)
   local ok, err = s:connect("127.0.0.1", self.port)
@@ -166,6 +182,7 @@ end
 --- nil, "closed", code, reason (pings are answered inside), ws:close([code, reason]).
 function App:websocket(path, opts)
   opts = opts or {}
+  check_opts(opts, "app:websocket", { "headers", "protocols", "timeout" })
   local s = socket.tcp()
   s:settimeout(opts.timeout or 10)
   local ok, err = s:connect("127.0.0.1", self.port)

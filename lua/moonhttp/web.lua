@@ -4,6 +4,7 @@
 -- nil, err on bad input; only the app's own mistakes (a bad cookie name in
 -- set_cookie, a newline in an SSE event name) raise.
 local webcore = require "moonhttp.webcore"
+local core = require "moonhttp.core"
 local cjson_safe = require "cjson.safe"
 
 local M = {}
@@ -83,11 +84,17 @@ local same_site_values = { Strict = "Strict", Lax = "Lax", None = "None",
   strict = "Strict", lax = "Lax", none = "None" }
 
 -- level 4: cookie_error <- format_cookie <- res:set_cookie <- the app
+-- The names each options table may use (checked with core.check_opts: a typo raises).
+local SSE_KEYS, ARGS_KEYS = { "event", "data", "id", "retry" }, { "multi" }
+local MULTIPART_KEYS = { "max_parts", "max_header_bytes" }
+local COOKIE_KEYS = { "name", "value", "path", "domain", "max_age", "expires", "secure",
+  "http_only", "same_site" }
 local function cookie_error(msg) error("res:set_cookie: " .. msg, 4) end
 
 -- Builds the Set-Cookie value; every rule violation raises (the app's bug).
 local function format_cookie(c)
   if type(c) ~= "table" then cookie_error("expects a table") end
+  core.check_opts(c, "res:set_cookie", COOKIE_KEYS, 3)
   local name, value = c.name, c.value
   if type(name) ~= "string" or not is_token(name) then
     cookie_error("name must be a token: " .. tostring(name))
@@ -207,6 +214,7 @@ end
 -- gives name -> list of values and nil, "malformed query" on a bad escape.
 local c_args
 function req:args(opts)
+  core.check_opts(opts, "req:args", ARGS_KEYS)
   if not (opts and opts.multi) then return c_args(self) end
   local _, lists = parse_form(self.query or "")
   if not lists then return nil, "malformed query" end
@@ -391,6 +399,7 @@ end
 -- parts, or nil, err when the request is not multipart/form-data.
 function req:multipart(opts)
   opts = opts or {}
+  core.check_opts(opts, "req:multipart", MULTIPART_KEYS)
   local mt, ct = media_type(self)
   if mt ~= "multipart/form-data" then return nil, "not multipart/form-data" end
   local boundary = header_params(ct).boundary
@@ -417,6 +426,7 @@ end
 function SSE:send(ev)
   if type(ev) == "string" then ev = { data = ev } end
   if type(ev) ~= "table" then error("sse:send: expects a table or a string", 2) end
+  core.check_opts(ev, "sse:send", SSE_KEYS)
   local out = {}
   local event, id = sse_field("event", ev.event), sse_field("id", ev.id)
   if event then out[#out + 1] = "event: " .. event .. "\n" end

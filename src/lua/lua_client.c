@@ -12,6 +12,7 @@
 
 #include "client.h"
 #include "lua_sched.h"
+#include "lua_opts.h"
 #include "lua_vm.h"
 #include "url.h"
 
@@ -493,6 +494,11 @@ static int l_fetch(lua_State *L)
     int opts = lua_istable(L, 3) ? 3 : 0;
     if (!opts && !lua_isnoneornil(L, 3))
         luaL_typeerror(L, 3, "table");
+    /* redirects is read by moonhttp's Lua fetch, which http.fetch and client:fetch tail-call: the
+     * user is 2 up. */
+    static const char *const known[] = {"method", "headers", "body", "timeout", "redirects", NULL};
+    if (opts)
+        mh_lua_check_opts(L, opts, "http.fetch", known, 2);
     lua_settop(L, 3);
     mh_task_check(L, "http.fetch");
     struct mh_url u;
@@ -650,6 +656,15 @@ static int l_client(lua_State *L)
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
         opts = 1;
+        /* Called by http.client, for the user: 2 frames up. */
+        static const char *const known[] = {
+            "max_idle",        "max_idle_per_host", "idle_timeout", "drain_bytes", "drain_timeout",
+            "connect_timeout", "tls_timeout",       "drain_wait",   "tls",         NULL};
+        static const char *const tls_known[] = {"ca", "verify", "resume", NULL};
+        mh_lua_check_opts(L, 1, "http.client", known, 2);
+        if (lua_getfield(L, 1, "tls") == LUA_TTABLE)
+            mh_lua_check_opts(L, -1, "http.client: tls", tls_known, 2);
+        lua_pop(L, 1);
     }
     return new_client(L, opts);
 }

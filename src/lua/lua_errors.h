@@ -16,10 +16,20 @@
 struct mh_req;
 struct mh_task;
 
+/*
+ * Pushes onto L a one-line text for the error value at idx, and returns it:
+ * a string as it is; a value with __tostring through it (a PostgreSQL or
+ * Redis error says its message); a table without one as its type and first
+ * fields, `table: {code = "x", message = "y"}`; anything else as its type
+ * and value. Only __tostring runs, protected and bounded in instructions: if
+ * it fails or returns no string, the table form is used. Never raises.
+ */
+const char *mh_lua_error_text(lua_State *L, int idx);
+
 /* Resets r's response to the plain 500 for a handler error; trace goes to --dev pages. */
 void mh_lua_answer_error(struct mh_task *t, struct mh_req *r, const char *trace);
 
-/* Adds reset_for_error(res) to the table on top of L (moonhttp.core). */
+/* Adds reset_for_error(res) and error_text(v) to the table on top of L (moonhttp.core). */
 void mh_lua_errors_open(lua_State *L);
 
 #endif

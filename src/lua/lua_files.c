@@ -3,6 +3,7 @@
 #include "compress_filter.h"
 #include "files_handler.h"
 #include "lua_handler.h"
+#include "lua_opts.h"
 #include "lua_vm.h"
 #include "mime.h"
 #include "req.h"
@@ -60,6 +61,8 @@ static void files_opts(lua_State *L, int t, struct mh_files_opts *o)
     if (lua_isnoneornil(L, t))
         return;
     luaL_checktype(L, t, LUA_TTABLE);
+    static const char *const known[] = {"index", "max_age", "precompressed", "dotfiles", NULL};
+    mh_lua_check_opts(L, t, "http.files", known, 1);
     lua_pushnil(L);
     while (lua_next(L, t)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
@@ -76,15 +79,10 @@ static void files_opts(lua_State *L, int t, struct mh_files_opts *o)
             if (!isnum || v < 0 || v > 10 * 365 * 86400L)
                 luaL_error(L, "http.files: max_age must be whole seconds >= 0");
             o->max_age = (long)v;
-        } else if (!strcmp(k, "precompressed") || !strcmp(k, "dotfiles")) {
+        } else { /* precompressed, dotfiles: the names were checked above */
             if (vt != LUA_TBOOLEAN)
                 luaL_error(L, "http.files: %s must be a boolean", k);
             *(k[0] == 'p' ? &o->precompressed : &o->dotfiles) = lua_toboolean(L, -1);
-        } else {
-            luaL_error(L,
-                       "http.files: unknown option \"%s\" (index, max_age, precompressed, "
-                       "dotfiles)",
-                       k);
         }
         lua_pop(L, 1);
     }

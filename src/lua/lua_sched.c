@@ -379,7 +379,12 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
     struct mh_req *r = t->request;
     const struct mh_handler *handoff = st == LUA_OK ? t->handoff : NULL;
     if (st != LUA_OK && st != KILLED) {
-        mh_lua_traceback(g->L, co, lua_tostring(co, -1));
+        /* The value is shown from the main thread: co has failed and runs nothing more. */
+        lua_pushvalue(co, -1);
+        lua_xmove(co, g->L, 1);
+        mh_lua_traceback(g->L, co, mh_lua_error_text(g->L, -1));
+        lua_replace(g->L, -3);
+        lua_pop(g->L, 1);
         const char *trace = lua_tostring(g->L, -1);
         if (!trace)
             trace = "?";

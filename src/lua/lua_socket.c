@@ -11,6 +11,7 @@
 #include "client_dns.h"
 #include "client_tls.h"
 #include "lua_sched.h"
+#include "lua_opts.h"
 #include "lua_vm.h"
 #include "socket.h"
 
@@ -663,6 +664,8 @@ static void read_tls_opts(lua_State *L, struct lsock *k, int idx, const char *ho
     k->ca[0] = 0;
     snprintf(k->server_name, sizeof k->server_name, "%s", host ? host : "");
     if (lua_istable(L, idx)) {
+        static const char *const known[] = {"server_name", "verify", "ca", NULL};
+        mh_lua_check_opts(L, idx, what, known, 1);
         k->verify = opt_bool(L, idx, "verify", true);
         opt_string(L, idx, "ca", k->ca, sizeof k->ca, what);
         opt_string(L, idx, "server_name", k->server_name, sizeof k->server_name, what);
@@ -730,10 +733,13 @@ static int l_connect(lua_State *L)
         luaL_argcheck(L, hlen - 5 < sizeof(((struct sockaddr_un *)0)->sun_path), 2,
                       "unix socket path too long");
     }
-    if (!lua_isnoneornil(L, opts))
+    static const char *const known[] = {"tls", "pool", "pool_size", NULL};
+    if (!lua_isnoneornil(L, opts)) {
         luaL_checktype(L, opts, LUA_TTABLE);
-    else
+        mh_lua_check_opts(L, opts, "sock:connect", known, 1);
+    } else {
         opts = 0;
+    }
     sock_close(k); /* connect on a connected socket starts over */
     k->tls_next = k->tls_resumed = false;
     if (opts) {

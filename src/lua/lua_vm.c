@@ -13,6 +13,7 @@
 #include "lua_guard.h"
 #include "lua_handler.h"
 #include "lua_json.h"
+#include "lua_opts.h"
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
@@ -286,6 +287,7 @@ static int open_core(lua_State *L)
     mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
+    mh_lua_opts_open(L);
     mh_lua_shared_open(L);
     return 1;
 }
@@ -342,10 +344,7 @@ static void add_script_dir_to_path(lua_State *L, const char *script)
 
 static int msgh_traceback(lua_State *L)
 {
-    const char *msg = lua_tostring(L, 1);
-    if (!msg)
-        msg = luaL_tolstring(L, 1, NULL);
-    luaL_traceback(L, L, msg, 1);
+    luaL_traceback(L, L, mh_lua_error_text(L, 1), 1);
     return 1;
 }
 

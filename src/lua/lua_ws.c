@@ -2,6 +2,7 @@
 
 #include "config.h"
 #include "lua_sched.h"
+#include "lua_opts.h"
 #include "lua_vm.h"
 #include "req.h"
 #include "utf8.h"
@@ -310,22 +311,6 @@ static double opt_seconds(lua_State *L, int opts, const char *name, double dflt)
     return v;
 }
 
-static void check_options(lua_State *L, int opts)
-{
-    static const char *const known[] = {"protocols",     "max_message",  "max_frame",
-                                        "ping_interval", "idle_timeout", "close_timeout"};
-    lua_pushnil(L);
-    while (lua_next(L, opts)) {
-        lua_pop(L, 1);
-        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        size_t i = 0;
-        while (k && i < sizeof known / sizeof *known && strcmp(k, known[i]) != 0)
-            i++;
-        if (!k || i == sizeof known / sizeof *known)
-            luaL_error(L, "req:websocket: unknown option '%s'", k ? k : luaL_typename(L, -1));
-    }
-}
-
 /*
  * req:websocket([{ protocols =, max_message =, max_frame =, ping_interval =,
  * idle_timeout =, close_timeout = }]) -> ws; or nil, err with the error
@@ -343,7 +328,10 @@ int mh_lua_ws_start(lua_State *L, struct mh_req *r)
         lua_newtable(L);
     }
     luaL_checktype(L, 2, LUA_TTABLE);
-    check_options(L, 2);
+    static const char *const known[] = {
+        "protocols",    "max_message",   "max_frame", "ping_interval",
+        "idle_timeout", "close_timeout", NULL};
+    mh_lua_check_opts(L, 2, "req:websocket", known, 1);
     struct mh_ws_config cfg;
     cfg.max_message = opt_size(L, 2, "max_message", DEFAULTS.max_message);
     cfg.max_frame = opt_size(L, 2, "max_frame", cfg.max_message);

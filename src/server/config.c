@@ -2,6 +2,7 @@
 
 #include "listener.h"
 #include "log.h"
+#include "suggest.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -493,49 +494,14 @@ static const struct setting *find_setting(const char *name, size_t len, bool fla
     return NULL;
 }
 
-/* Edit distance (insert, delete, substitute, swap neighbours) between a and b, capped at 9. */
-static int edit_distance(const char *a, size_t alen, const char *b, bool flag_form)
-{
-    size_t blen = strlen(b);
-    if (alen > 40 || blen > 40)
-        return 9;
-    int d[42][42];
-    for (size_t i = 0; i <= alen; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= blen; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= alen; i++) {
-        for (size_t j = 1; j <= blen; j++) {
-            char ca = flag_form && a[i - 1] == '-' ? '_' : a[i - 1];
-            int best = d[i - 1][j - 1] + (ca != b[j - 1]);
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1) { /* two neighbours swapped */
-                char cp = flag_form && a[i - 2] == '-' ? '_' : a[i - 2];
-                if (ca == b[j - 2] && cp == b[j - 1] && d[i - 2][j - 2] + 1 < best)
-                    best = d[i - 2][j - 2] + 1;
-            }
-            d[i][j] = best;
-        }
-    }
-    return d[alen][blen] > 9 ? 9 : d[alen][blen];
-}
-
 /* The known setting closest to a misspelt name, or NULL when none is close. */
 static const char *closest_setting(const char *name, size_t len, bool flag_form)
 {
-    const char *best = NULL;
-    int best_d = len < 6 ? 1 : 2; /* more than this is a different word, not a typo */
-    for (size_t i = 0; i < NSETTINGS; i++) {
-        int d = edit_distance(name, len, settings[i].name, flag_form);
-        if (d <= best_d) {
-            best = settings[i].name;
-            best_d = d - 1;
-        }
-    }
-    return best;
+    struct mh_suggest s;
+    mh_suggest_init(&s, name, len, flag_form);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        mh_suggest_try(&s, settings[i].name);
+    return s.best;
 }
 
 bool mh_config_is_setting(const char *name, size_t len)
@@ -687,6 +653,31 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
     return 0;
 }
 
+/* -1 with the message in err when the table at idx has a name outside known (NULL-terminated). */
+static int check_keys(lua_State *L, int idx, const char *what, const char *const *known, char *err,
+                      size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        size_t len;
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        const char *const *n = known;
+        while (k && *n && strcmp(k, *n) != 0)
+            n++;
+        if (!k || !*n) {
+            if (k)
+                mh_suggest_unknown(err, errlen, what, "key", k, len, known);
+            else
+                snprintf(err, errlen, "%s: key names must be strings", what);
+            lua_pop(L, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Reads { cert = ..., key = ... } or a list of such tables at vidx into t. */
 static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what, char *err,
                      size_t errlen)
@@ -709,7 +700,12 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
             lua_pushvalue(L, vidx);
         else
             lua_rawgeti(L, vidx, i);
+        static const char *const known[] = {"cert", "key", NULL};
         int ok = lua_type(L, -1) == LUA_TTABLE;
+        if (ok && check_keys(L, -1, what, known, err, errlen) < 0) {
+            lua_settop(L, vidx);
+            return -1;
+        }
         ok = ok && lua_getfield(L, -1, "cert") == LUA_TSTRING;
         ok = ok && lua_getfield(L, -2, "key") == LUA_TSTRING;
         if (ok) {
@@ -739,16 +735,18 @@ static int lua_listen_entry(struct mh_config *c, const struct setting *s, lua_St
                  (long long)i);
         return -1;
     }
+    static const char *const known[] = {"addr", "tls", NULL};
+    char what[32];
+    snprintf(what, sizeof what, "listen[%lld]", (long long)i);
     int rc = set_string_value(c, s, lua_tostring(L, -1), err, errlen);
     lua_pop(L, 1);
-    if (rc < 0)
-        return rc;
+    if (rc < 0 || check_keys(L, vidx, what, known, err, errlen) < 0)
+        return -1;
     size_t at = c->nlisten - 1;
     int t = lua_getfield(L, vidx, "tls");
     if (t == LUA_TBOOLEAN) {
         c->listen_tls[at] = lua_toboolean(L, -1) ? MH_LISTEN_TLS_SHARED : MH_LISTEN_TLS_OFF;
     } else if (t != LUA_TNIL) {
-        char what[32];
         snprintf(what, sizeof what, "listen[%lld].tls", (long long)i);
         if (!(c->listen_certs[at] = calloc(1, sizeof *c->listen_certs[at]))) {
             snprintf(err, errlen, "out of memory");
@@ -823,7 +821,8 @@ int mh_config_compress_from_lua(struct mh_compress_conf *c, lua_State *L, int id
                 c->min_bytes = (uint64_t)v;
             }
         } else {
-            snprintf(err, errlen, "%s: unknown key \"%s\" (types, min_bytes, level)", what, k);
+            static const char *const known[] = {"types", "min_bytes", "level", NULL};
+            mh_suggest_unknown(err, errlen, what, "key", k, strlen(k), known);
             rc = -1;
         }
         lua_pop(L, 1);

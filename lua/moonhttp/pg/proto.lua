@@ -94,9 +94,15 @@ local field_names = {
 
 local Error = { __name = "pg.error" }
 Error.__index = Error
+-- One line for logs: severity, message, SQLSTATE, and the detail when the server gave one
+-- (for a unique violation, which key: "Key (email)=(a@b) already exists.").
 function Error:__tostring()
-  return string.format("%s: %s (SQLSTATE %s)", self.severity or "ERROR", self.message or "?",
+  local s = string.format("%s: %s (SQLSTATE %s)", self.severity or "ERROR", self.message or "?",
     self.code or "?")
+  if type(self.detail) == "string" and self.detail ~= "" then
+    s = s .. " DETAIL: " .. self.detail:gsub("%s*[\r\n]+%s*", " ")
+  end
+  return s
 end
 M.Error = Error
 
