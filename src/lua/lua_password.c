@@ -1,5 +1,6 @@
 #include "lua_password.h"
 
+#include "lua_opts.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
 #include "workpool.h"
@@ -210,17 +211,7 @@ static struct argon2_params read_params(lua_State *L, int idx, const char *what)
     if (lua_isnoneornil(L, idx))
         return p;
     luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        lua_pop(L, 1);
-        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-        bool ok = false;
-        for (int i = 0; known[i]; i++)
-            ok = ok || strcmp(k, known[i]) == 0;
-        if (!ok)
-            luaL_error(L, "%s: unknown option \"%s\" (known: memory_kib, time_cost, parallelism)",
-                       what, k);
-    }
+    mh_lua_check_opts(L, idx, what, known, 1);
     p.m_cost = opt_field(L, idx, "memory_kib", p.m_cost, 8, MAX_MEMORY_KIB, what);
     p.t_cost = opt_field(L, idx, "time_cost", p.t_cost, 1, MAX_TIME_COST, what);
     p.lanes = opt_field(L, idx, "parallelism", p.lanes, 1, MAX_LANES, what);
