@@ -1,5 +1,6 @@
 #include "lua_password.h"
 #include "lua_crypto.h"
+#include "lua_jwt.h"
 
 #include "codec.h"
 
@@ -208,6 +209,7 @@ int mh_lua_crypto_open(lua_State *L)
     lua_createtable(L, 0, 3);
     luaL_newlib(L, crypto);
     mh_lua_password_register(L);
+    mh_lua_jwt_register(L);
     struct drbg *d = lua_newuserdatauv(L, sizeof *d, 0);
     d->pid = 0;
     if (luaL_newmetatable(L, DRBG_MT)) {
