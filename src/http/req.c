@@ -1,7 +1,10 @@
 #include "req.h"
 
+#include "codec.h"
+
 #include <llhttp.h>
 #include <string.h>
+#include <sys/random.h>
 
 const char mh_req_err_head_sent[] = "the response has started";
 const char mh_req_err_closed[] = "connection closed";
@@ -60,6 +63,44 @@ void mh_req_reset(struct mh_req *r)
     r->owner = NULL;
     r->_filters = NULL;
     r->_filters_headed = false;
+    r->_id_len = 0;
+}
+
+static bool id_char(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("._:/+=@-", ch));
+}
+
+const char *mh_req_id(const struct mh_req *cr, const char *trusted, size_t *len)
+{
+    struct mh_req *r = (struct mh_req *)cr; /* only the cache below changes */
+    if (r->_id_len == 0 && trusted) {
+        size_t vlen;
+        const char *v = mh_req_header(r, trusted, strlen(trusted), &vlen);
+        bool ok = v && vlen > 0 && vlen <= MH_REQ_ID_MAX;
+        for (size_t i = 0; ok && i < vlen; i++)
+            ok = id_char((unsigned char)v[i]);
+        if (ok) {
+            memcpy(r->_id, v, vlen);
+            r->_id_len = (uint8_t)vlen;
+        }
+    }
+    if (r->_id_len == 0) {
+        /* getrandom of 16 bytes does not fail once the pool is up; if it did, an id
+         * unique enough for logs still comes from the request's address and start time. */
+        unsigned char raw[16] = {0};
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+            uintptr_t p = (uintptr_t)r;
+            memcpy(raw, &p, sizeof p);
+            memcpy(raw + 8, &r->started, sizeof r->started);
+        }
+        mh_hex_encode(raw, sizeof raw, r->_id);
+        r->_id_len = 2 * sizeof raw;
+    }
+    r->_id[r->_id_len] = 0;
+    *len = r->_id_len;
+    return r->_id;
 }
 
 void mh_req_free(struct mh_req *r)

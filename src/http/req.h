@@ -52,6 +52,8 @@
 struct mh_req;
 struct mh_ofilter;
 
+/* Longest request id taken from a client's header; longer ones are replaced. */
+#define MH_REQ_ID_MAX 128
 /* Output queued beyond this (wire + staged) means a writer should wait (mh_req_output_high). */
 #define MH_REQ_HIGH_WATER (256 * 1024)
 /* ...until it falls below this; then the handler's on_writable is called. */
@@ -154,6 +156,9 @@ struct mh_req {
     void (*on_end)(struct mh_req *r);
     void *owner;
 
+    /* The request id (mh_req_id), made on first use: _id_len 0 until then. */
+    char _id[MH_REQ_ID_MAX + 1];
+    uint8_t _id_len;
     struct mh_ofilter *_filters; /* output filters, first applied first */
     bool _filters_headed;        /* on_head ran */
     struct mh_outq _filtered;    /* scratch: a filter's output */
@@ -178,6 +183,15 @@ const char *mh_req_header(const struct mh_req *r, const char *name, size_t nlen,
 const char *mh_req_method(const struct mh_req *r);
 /* The same, with its length. */
 const char *mh_req_method_len(const struct mh_req *r, size_t *len);
+
+/*
+ * The request's id, the same on every call for one request: the value of
+ * header `trusted` (a name, or NULL to trust none) when it is 1..128 of
+ * [A-Za-z0-9._:/+=@-], else 32 random hex digits. Made on the first call
+ * only, so a request nobody asks about costs nothing; the result is cached
+ * in r (hence the cast inside: observers get a const request). NUL-ended.
+ */
+const char *mh_req_id(const struct mh_req *r, const char *trusted, size_t *len);
 
 /* For the protocol: clears per-request state, keeping memory (pooled). */
 void mh_req_reset(struct mh_req *r);

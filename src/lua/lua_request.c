@@ -1,6 +1,7 @@
 #include "lua_request.h"
 
 #include "lua_sched.h"
+#include "lua_vm.h"
 #include "lua_ws.h"
 #include "req.h"
 #include "router.h"
@@ -377,6 +378,17 @@ static int req_set_max_body(lua_State *L)
     return 1;
 }
 
+/* req:id(): mh_req_id, trusting the header named by the request_id_header setting. */
+static int req_id(lua_State *L)
+{
+    struct mh_req *c = check_req(L);
+    const char *trusted = to_req(L)->task->gen->config->request_id_header;
+    size_t len;
+    const char *id = mh_req_id(c, strcmp(trusted, "off") ? trusted : NULL, &len);
+    lua_pushlstring(L, id, len);
+    return 1;
+}
+
 /* req:websocket([opts]): lua_ws.c */
 static int req_websocket(lua_State *L)
 {
@@ -411,6 +423,7 @@ void mh_lua_request_open(lua_State *L)
         {"set_read_timeout", req_set_read_timeout},
         {"set_max_body", req_set_max_body},
         {"websocket", req_websocket},
+        {"id", req_id},
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);

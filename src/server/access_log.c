@@ -20,6 +20,7 @@ struct mh_access_log {
     struct ev_loop *loop;
     int fd;
     enum mh_access_format fmt;
+    const char *request_id_header; /* the config's string, or NULL */
     ev_timer timer;
     time_t time_sec; /* second the cached time text is for */
     char time_text[64];
@@ -67,7 +68,8 @@ static void on_flush_timer(struct ev_loop *loop, ev_timer *t, int revents)
     mh_access_log_flush(t->data);
 }
 
-struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt)
+struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt,
+                                        const char *request_id_header)
 {
     struct mh_access_log *a = malloc(sizeof *a);
     if (!a)
@@ -75,6 +77,7 @@ struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_ac
     a->loop = loop;
     a->fd = fd;
     a->fmt = fmt;
+    a->request_id_header = request_id_header;
     a->len = 0;
     a->time_sec = -1;
     ev_init(&a->timer, on_flush_timer);
@@ -213,7 +216,11 @@ void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, doub
         put_header(&l, c, "referer", true);
         puts_(&l, ",\"user_agent\":");
         put_header(&l, c, "user-agent", true);
-        puts_(&l, "}");
+        size_t idlen;
+        const char *id = mh_req_id(c, a->request_id_header, &idlen);
+        puts_(&l, ",\"request_id\":\"");
+        put(&l, id, idlen); /* mh_req_id's alphabet needs no escaping */
+        puts_(&l, "\"}");
     } else {
         putf(&l, "%s - - [%s] \"%s ", host, clf_time(a, false), method);
         put_escaped(&l, target, c->head.target.len, false);

@@ -20,7 +20,12 @@ int mh_access_format_parse(const char *s);
 /* Opens path ("-" = stdout) for appending; -1 with errno. */
 int mh_access_log_open(const char *path);
 
-struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt);
+/*
+ * request_id_header: the header the json format's request_id trusts (as
+ * req:id(); NULL: none). It must outlive the log (it is the config's).
+ */
+struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt,
+                                        const char *request_id_header);
 /* Logs request r, answered in `seconds`. */
 void mh_access_log_request(struct mh_access_log *a, const struct mh_req *r, double seconds);
 void mh_access_log_flush(struct mh_access_log *a);

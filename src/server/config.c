@@ -77,6 +77,9 @@ static const struct setting settings[] = {
     {"access_log", T_STRING, OFF(access_log), 0, 0, "access log file, - for stdout, or off"},
     {"access_log_format", T_STRING, OFF(access_log_format), 0, 0,
      "access log format: common, combined or json"},
+    {"request_id_header", T_STRING, OFF(request_id_header), 0, 0,
+     "request header whose value req:id() and the json access log use (e.g. X-Request-Id; "
+     "only behind a proxy that sets it), or off: ids are always generated"},
     {"pid_file", T_STRING, OFF(pid_file), 0, 0, "file to write the server's pid to, or off"},
     {"metrics", T_STRING, OFF(metrics), 0, 0,
      "address of a Prometheus metrics listener (host:port), or off"},
@@ -154,6 +157,7 @@ void mh_config_init(struct mh_config *c)
     c->workers = xstrdup("auto");
     c->access_log = xstrdup("off");
     c->access_log_format = xstrdup("common");
+    c->request_id_header = xstrdup("off");
     c->pid_file = xstrdup("off");
     c->metrics = xstrdup("off");
     mh_compress_conf_init(&c->compress);
@@ -201,6 +205,7 @@ void mh_config_free(struct mh_config *c)
     free(c->workers);
     free(c->access_log);
     free(c->access_log_format);
+    free(c->request_id_header);
     free(c->pid_file);
     free(c->metrics);
     mh_config_shared_clear(c->shared, &c->nshared);
@@ -1026,6 +1031,14 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
         strcmp(c->access_log_format, "json")) {
         snprintf(err, errlen, "access_log_format: \"%s\" is not common, combined or json",
                  c->access_log_format);
+        return -1;
+    }
+    if (strcmp(c->request_id_header, "off") &&
+        (!c->request_id_header[0] ||
+         strspn(c->request_id_header, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789-_") != strlen(c->request_id_header))) {
+        snprintf(err, errlen, "request_id_header: \"%s\" is not a header name or off",
+                 c->request_id_header);
         return -1;
     }
     if (strcmp(c->metrics, "off")) {

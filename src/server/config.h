@@ -64,6 +64,7 @@ struct mh_config {
     double shutdown_delay;       /* serve on, http.stopping() true, before a graceful stop */
     char *access_log;            /* path, "-" (stdout) or "off" */
     char *access_log_format;     /* "common" | "combined" | "json" */
+    char *request_id_header;     /* header trusted for req:id(), or "off" */
     char *pid_file;              /* path or "off" */
     char *metrics;               /* listen address of the metrics endpoint, or "off" */
     long thread_pool;            /* threads per worker for C work off the loop */

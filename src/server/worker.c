@@ -232,9 +232,12 @@ static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
 {
-    if (ops->access_log_fd >= 0)
+    if (ops->access_log_fd >= 0) {
+        const char *id_header = w->gen->config->request_id_header;
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
-                                          (enum mh_access_format)ops->access_log_format);
+                                          (enum mh_access_format)ops->access_log_format,
+                                          strcmp(id_header, "off") ? id_header : NULL);
+    }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
     w->gen->shared = ops->shared;
