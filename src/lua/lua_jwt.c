@@ -61,9 +61,9 @@ static int os_random(void *ctx, unsigned char *out, size_t n)
 
 static enum alg check_alg(lua_State *L, int idx, const char *fn)
 {
-    const char *name = lua_tostring(L, idx);
     if (lua_type(L, idx) != LUA_TSTRING)
         luaL_error(L, "http.crypto.%s: alg must be \"HS256\" or \"ES256\"", fn);
+    const char *name = lua_tostring(L, idx);
     for (int i = 0; ALG_NAMES[i]; i++)
         if (strcmp(name, ALG_NAMES[i]) == 0)
             return (enum alg)i;
@@ -280,15 +280,13 @@ static const char *check_signature(enum alg alg, const char *key, size_t klen, s
     return rc == 0 ? NULL : ERR_SIGNATURE;
 }
 
-/* A NumericDate claim: absent (NAN), a number, or the token is malformed. */
+/* Reads NumericDate claim `name` into *out; false when absent (the caller checked the types). */
 static bool numeric_claim(lua_State *L, int claims, const char *name, double *out)
 {
-    int t = lua_getfield(L, claims, name);
-    *out = t == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+    bool present = lua_getfield(L, claims, name) == LUA_TNUMBER;
+    *out = present ? lua_tonumber(L, -1) : 0;
     lua_pop(L, 1);
-    if (t == LUA_TNIL)
-        return false;
-    return true;
+    return present;
 }
 
 /* exp, nbf, aud and iss of the claims table at `claims`; NULL when all pass. */
