@@ -274,4 +274,40 @@ print(out.stdout.decode().strip(), json.loads(unb64(p))["sub"])
       assert.is_nil(r.claims, "row " .. i)
     end
   end)
+
+  it("answers every mutated token with one of its fixed errors, never a raise", function()
+    local path = H.write_file(dir .. "/fuzz.lua", ([[
+local http = require "moonhttp"
+local c = http.crypto
+local priv, pub, secret = io.open(%q):read("a"), io.open(%q):read("a"), %q
+local known = { ["malformed token"] = true, ["algorithm not allowed"] = true, ["bad signature"] = true,
+  ["token expired"] = true, ["token not yet valid"] = true, ["wrong audience"] = true }
+local alphabet = "ABCabc019-_.=+/ {}\"\0\255"
+local good = { HS256 = c.jwt_sign({ sub = "x", aud = { "a" }, exp = 1e10 }, secret, "HS256"),
+               ES256 = c.jwt_sign({ sub = "x", aud = { "a" }, exp = 1e10 }, priv, "ES256") }
+local n, bad = 0, {}
+math.randomseed(7)
+for alg, tok in pairs(good) do
+  for _ = 1, 1500 do
+    local t, i = tok, math.random(#tok)
+    local op = math.random(3)
+    local ch = alphabet:sub(math.random(#alphabet)):sub(1, 1)
+    if op == 1 then t = t:sub(1, i - 1) .. ch .. t:sub(i + 1)
+    elseif op == 2 then t = t:sub(1, i)
+    else t = t:sub(1, i) .. ch .. t:sub(i + 1) end
+    local ok, claims, err = pcall(c.jwt_verify, t, alg == "HS256" and secret or pub, { alg = alg, aud = "a" })
+    if not ok or (claims == nil and not known[err]) or (claims and t ~= tok) then
+      bad[#bad + 1] = tostring(claims) .. " " .. tostring(err)
+    end
+    n = n + 1
+  end
+end
+print("tried", n)
+print("bad", #bad, bad[1] or "")
+]]):format(dir .. "/ec.pem", dir .. "/ecpub.pem", SECRET))
+    local code, out = H.run({ "run", path })
+    assert.equal(0, code, out)
+    assert.truthy(out:find("tried\t3000", 1, true), out)
+    assert.truthy(out:find("bad\t0", 1, true), out)
+  end)
 end)
