@@ -2,6 +2,7 @@
 
 #include "codec.h"
 #include "lua_json.h"
+#include "lua_opts.h"
 
 #include <lauxlib.h>
 #include <mbedtls/constant_time.h>
@@ -187,17 +188,7 @@ static void read_opts(lua_State *L, int idx, struct verify_opts *o)
 {
     static const char *const known[] = {"alg", "aud", "iss", "leeway", NULL};
     luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-        bool ok = false;
-        if (lua_type(L, -2) == LUA_TSTRING)
-            for (int i = 0; known[i]; i++)
-                ok = ok || strcmp(lua_tostring(L, -2), known[i]) == 0;
-        if (!ok)
-            luaL_error(L, "http.crypto.jwt_verify: unknown option \"%s\" (alg, aud, iss, leeway)",
-                       lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?");
-        lua_pop(L, 1);
-    }
+    mh_lua_check_opts(L, idx, "http.crypto.jwt_verify", known, 1);
     lua_getfield(L, idx, "alg");
     if (lua_isnil(L, -1))
         luaL_error(L, "http.crypto.jwt_verify: opts.alg is required (\"HS256\" or \"ES256\")");
