@@ -9,7 +9,7 @@ local http = require "moonhttp"
 http.handle("GET /id", function(req, res)
   local first = req:id()
   http.sleep(0.01) -- still the same after a yield
-  res:write(first, " ", req:id())
+  res:write(first, " ", req:id(), "\n")
 end)
 http.handle("GET /quiet", function(req, res) res:write("no id asked") end)
 ]]
@@ -17,7 +17,7 @@ http.handle("GET /quiet", function(req, res) res:write("no id asked") end)
 local function id_of(srv, headers)
   local res = srv:get("/id", headers)
   assert.equal(200, res.status, res.body)
-  local a, b = res.body:match("^(%S+) (%S+)$")
+  local a, b = res.body:match("^(%S+) (%S+)\n$")
   assert.equal(a, b, "the id changed within one request")
   return a
 end
@@ -84,6 +84,21 @@ describe("req:id()", function()
     assert.truthy(lines[3].request_id:match("^%x+$") and #lines[3].request_id == 32, lines[3].request_id)
     assert.equal("trace-43", lines[4].request_id)
     os.remove(log)
+  end)
+
+  it("works per stream over HTTP/2", function()
+    local srv = H.start(H.script(APP), { flags = { "--h2c", "on", "--request-id-header", "X-Request-Id" } })
+    local base = "http://127.0.0.1:" .. srv.port
+    -- Two concurrent streams on one connection (nghttp multiplexes them; curl 7.88
+    -- fails to reuse a prior-knowledge connection before sending the second).
+    local both = H.sh("nghttp " .. base .. "/id " .. base .. "/id?again")
+    local a1, a2, b1, b2 = both:match("^(%x+) (%x+)\n(%x+) (%x+)\n$")
+    assert.truthy(a1, both)
+    assert.equal(a1, a2); assert.equal(b1, b2)
+    assert.not_equal(a1, b1)
+    local out = H.sh("curl -sS --max-time 10 --http2-prior-knowledge -H 'X-Request-Id: h2-trace' " .. base .. "/id")
+    assert.equal("h2-trace h2-trace\n", out)
+    assert.equal(0, srv:stop())
   end)
 
   it("refuses a request_id_header that is not a header name", function()
