@@ -22,6 +22,20 @@ end
 
 local req, res = {}, {}
 
+-- req:body() answers the same body every time: middleware may read a form
+-- (moonhttp.csrf's `_csrf` field) before the handler does. Kept per request
+-- (a new req userdata each time) and dropped with it.
+local c_body
+local bodies = setmetatable({}, { __mode = "k" })
+function req:body()
+  local body = bodies[self]
+  if body then return body end
+  local err
+  body, err = c_body(self)
+  if body then bodies[self] = body end
+  return body, err
+end
+
 function req:json()
   local body, err = self:body()
   if not body then return nil, err end
@@ -460,7 +474,8 @@ end
 function M.install()
   if c_args then return end
   webcore.extend("response", res)
-  c_args = webcore.extend("request", req).args
+  local replaced = webcore.extend("request", req)
+  c_args, c_body = replaced.args, replaced.body
 end
 
 return M
