@@ -205,7 +205,7 @@ local function media_type(self)
 end
 
 -- req:form() -> name -> first value, name -> list of values: the urlencoded
--- body (read once, bounded by max_body_bytes); nil, err when it is not a
+-- body (bounded by max_body_bytes); nil, err when it is not a
 -- form, cannot be read or is malformed.
 function req:form()
   local mt = media_type(self)
