@@ -94,10 +94,10 @@ function Session:save()
   local expires = os.time() + m.max_age
   local value, err = m.store:encode(self.data, expires, self._value)
   if not value then return nil, err end
-  self._value = value
-  value = value .. "." .. b64.encode_url(crypto.hmac_sha256(m.secrets[1], m.name .. "=" .. value))
-  if #value + #m.name > 4096 then return nil, "session too large" end
-  local c = { name = m.name, value = value, max_age = m.max_age }
+  local signed = value .. "." .. b64.encode_url(crypto.hmac_sha256(m.secrets[1], m.name .. "=" .. value))
+  if #signed + #m.name > 4096 then return nil, "session too large" end
+  self._value = value -- a server-side store's id, kept by the next save
+  local c = { name = m.name, value = signed, max_age = m.max_age }
   for k, v in pairs(m.cookie) do c[k] = v end
   self._res:set_cookie(c)
   return true

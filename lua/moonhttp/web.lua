@@ -32,8 +32,9 @@ function req:body()
   if body then return body end
   local err
   body, err = c_body(self)
-  if body then bodies[self] = body end
-  return body, err
+  if not body then return nil, err end
+  bodies[self] = body
+  return body -- one result, as the C method: res:write(req:body()) must not see a nil
 end
 
 function req:json()
