@@ -1,19 +1,26 @@
--- A small web app: a login that keeps a signed session cookie, a form, a
+-- A small web app: a login that keeps a server-side session, a form, a
 -- file upload streamed to disk, a WebSocket chat, and a live feed of
--- server-sent events.
+-- server-sent events. Cross-site form posts are refused (moonhttp.csrf).
 --   moonhttp examples/webapp.lua    then open http://localhost:8080/
 -- Its spec (spec/webapp_example_spec.lua) drives it with moonhttp.test.
 local http = require "moonhttp"
 local session = require "moonhttp.session"
 local template = require "moonhttp.template"
+local csrf = require "moonhttp.csrf"
 
-http.server{ max_body_bytes = 64 << 20 }
+http.server{ max_body_bytes = 64 << 20, shared = { sessions = "4m" } }
 
 local SECRET = os.getenv("WEBAPP_SECRET") or "change me: a secret of at least 32 bytes"
 local UPLOADS = os.getenv("WEBAPP_UPLOADS") or "/tmp"
 local USERS = { ann = "wonderland", bob = "builder" }
 
-http.use(session.middleware{ secret = SECRET, max_age = 3600 })
+-- Sessions live in a shared dict, the cookie carries only a signed id: logout
+-- and a new id at login really end the old session.
+http.use(session.middleware{ secret = SECRET, max_age = 3600,
+                             store = session.shared_store(http.shared.sessions) })
+-- Browsers say where a request comes from (Sec-Fetch-Site, Origin): another
+-- site's form that posts here gets a 403 before any handler runs.
+http.use(csrf.middleware{})
 
 local function user_of(req) return session.of(req).data.user end
 
@@ -31,7 +38,8 @@ http.handle("POST /login", function(req, res)
     return res:json({ error = "wrong name or password" }, 403)
   end
   s.data.user = form.user
-  s:save()
+  -- a new session id at login: an id planted in the browser before it is worth nothing
+  assert(s:regenerate())
   res:redirect("/", 303)
 end)
 

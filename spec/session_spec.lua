@@ -102,3 +102,124 @@ describe("moonhttp.session secrets and expiry", function()
     assert.matches("at least 32 bytes", out)
   end)
 end)
+
+local function shared_app(max_age)
+  return string.format([[
+local http = require "moonhttp"
+local session = require "moonhttp.session"
+http.server{ shared = { sessions = "1m" } }
+http.use(session.middleware{ secret = %q, max_age = %d,
+                             store = session.shared_store(http.shared.sessions) })
+http.handle("POST /login", function(req, res)
+  local s = session.of(req)
+  s.data.user = req:arg("user")
+  assert(s:save())
+  res:write("hello ", s.data.user)
+end)
+http.handle("POST /rotate", function(req, res)
+  local s = session.of(req)
+  assert(s:regenerate())
+  res:write(s.data.user or "nobody")
+end)
+http.handle("GET /me", function(req, res)
+  local s = session.of(req)
+  res:write(s.data.user or "nobody", s.fresh and " (fresh)" or "")
+end)
+http.handle("GET /ttl/{id}", function(req, res)
+  res:write(tostring(http.shared.sessions:ttl("session:" .. req:pathvalue("id"))))
+end)
+http.handle("POST /logout", function(req, res) session.of(req):destroy() end)
+]], S1, max_age or 3600)
+end
+
+local function id_of(cookie) return cookie:match("^session=([^.]*)%.") end
+
+describe("moonhttp.session shared_store", function()
+  local srv
+  before_each(function() srv = H.start(shared_app()) end)
+  after_each(function() srv:stop() end)
+
+  it("the cookie carries only a signed random id; the data stays in the dict, with max_age as TTL", function()
+    local c = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
+    assert.matches("^session=[%w_%-]+%.[%w_%-]+$", c)
+    assert.equal(32, #id_of(c))
+    -- 24 random bytes, not base64url('{"d":...'), which the cookie store's values start with
+    assert.is_nil(id_of(c):find("^eyJ"))
+    assert.equal("ann", srv:get("/me", { Cookie = c }).body)
+    local ttl = tonumber(srv:get("/ttl/" .. id_of(c)).body)
+    assert.truthy(ttl >= 3598 and ttl <= 3600, tostring(ttl))
+    -- saving again keeps the id
+    local c2 = cookie_of(srv:request("POST", "/login?user=bob", { Cookie = c }, ""))
+    assert.equal(c, c2)
+    assert.equal("bob", srv:get("/me", { Cookie = c }).body)
+    -- two visitors, two ids
+    assert.not_equal(id_of(c), id_of(cookie_of(srv:request("POST", "/login?user=cy", {}, ""))))
+  end)
+
+  it("regenerate gives a new id with the same data; the old cookie is no session", function()
+    local old = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
+    local r = srv:request("POST", "/rotate", { Cookie = old }, "")
+    assert.equal("ann", r.body)
+    local new = cookie_of(r)
+    assert.not_equal(id_of(old), id_of(new))
+    assert.equal("ann", srv:get("/me", { Cookie = new }).body)
+    assert.equal("nobody (fresh)", srv:get("/me", { Cookie = old }).body)
+    assert.equal("nil", srv:get("/ttl/" .. id_of(old)).body)
+  end)
+
+  it("destroy deletes the session: a copy of the cookie is no session", function()
+    local c = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
+    local r = srv:request("POST", "/logout", { Cookie = c }, "")
+    assert.matches("^session=; Path=/; Max%-Age=0", r.headers["set-cookie"])
+    assert.equal("nobody (fresh)", srv:get("/me", { Cookie = c }).body)
+  end)
+
+  it("an id the dict does not hold, or of the wrong shape, is no session", function()
+    local c = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
+    local plain = H.start(app(string.format("{ %q }", S1)))
+    local cookie_store = cookie_of(plain:request("POST", "/login?user=ann", {}, ""))
+    plain:stop()
+    -- a cookie-store value signed with the same secret: still not an id
+    assert.equal("nobody (fresh)", srv:get("/me", { Cookie = cookie_store }).body)
+    local id = id_of(c)
+    local other = (id:sub(1, 1) == "A" and "B" or "A") .. id:sub(2)
+    assert.equal("nobody (fresh)", srv:get("/me", { Cookie = "session=" .. other .. c:match("(%..*)$") }).body)
+  end)
+
+  it("rejects something that is not a shared dict at load time", function()
+    local code, out = H.run({ "--check", H.script([[
+local session = require "moonhttp.session"
+session.shared_store("sessions")
+]]) })
+    assert.not_equal(0, code)
+    assert.matches("session.shared_store: expects a shared dict", out)
+  end)
+end)
+
+describe("moonhttp.session cookie store: regenerate and logout", function()
+  local srv
+  before_each(function()
+    srv = H.start(app(string.format("{ %q }", S1)) .. [[
+http.handle("POST /rotate", function(req, res)
+  local s = session.of(req)
+  assert(s:regenerate())
+  res:write(s.data.user or "nobody")
+end)
+]])
+  end)
+  after_each(function() srv:stop() end)
+
+  it("regenerate writes a new cookie with the same data", function()
+    local old = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
+    local r = srv:request("POST", "/rotate", { Cookie = old }, "")
+    assert.equal("ann", r.body)
+    assert.equal("ann", srv:get("/me", { Cookie = cookie_of(r) }).body)
+  end)
+
+  -- What the README warns about: the cookie store has nothing server-side to revoke.
+  it("a copy of the cookie still works after destroy until it expires", function()
+    local c = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
+    srv:request("POST", "/logout", { Cookie = c }, "")
+    assert.equal("ann", srv:get("/me", { Cookie = c }).body)
+  end)
+end)

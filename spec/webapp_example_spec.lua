@@ -23,6 +23,30 @@ describe("examples/webapp.lua", function()
     assert.equal(401, (app:get("/me")))
   end)
 
+  it("refuses a cross-site POST; a same-origin one passes", function()
+    local status, _, body = app:post("/login", "user=ann&password=wonderland", { headers = {
+      ["Content-Type"] = FORM["Content-Type"], ["Sec-Fetch-Site"] = "cross-site", Origin = "https://evil.example" } })
+    assert.equal(403, status)
+    assert.equal("cross-origin request refused\n", body)
+    assert.equal(403, (app:post("/logout", "", { headers = { Cookie = login(), Origin = "https://evil.example" } })))
+    assert.equal(303, (app:post("/login", "user=ann&password=wonderland", { headers = {
+      ["Content-Type"] = FORM["Content-Type"], ["Sec-Fetch-Site"] = "same-origin" } })))
+  end)
+
+  it("gives a new session id at login and revokes the old one; logout ends the session", function()
+    local first = login()
+    local status, headers = app:post("/login", "user=bob&password=builder", { headers = {
+      Cookie = first, ["Content-Type"] = FORM["Content-Type"] } })
+    assert.equal(303, status)
+    local second = headers["set-cookie"][1]:match("^(session=[^;]+)")
+    assert.not_equal(first, second)
+    assert.equal(401, (app:get("/me", { headers = { Cookie = first } })))
+    local _, _, body = app:get("/me", { headers = { Cookie = second } })
+    assert.same({ user = "bob" }, cjson.decode(body))
+    assert.equal(303, (app:post("/logout", "", { headers = { Cookie = second } })))
+    assert.equal(401, (app:get("/me", { headers = { Cookie = second } })))
+  end)
+
   it("refuses a wrong password and a malformed form", function()
     assert.equal(403, (app:post("/login", "user=ann&password=no", { headers = FORM })))
     assert.equal(400, (app:post("/login", "user=%zz", { headers = FORM })))

@@ -16,10 +16,14 @@
 -- an empty one (never an error; a tampered cookie is the client's business).
 --
 -- Stores: the cookie store (the default) puts the data itself into the
--- cookie, as base64url(JSON { d = data, e = expiry }). Another store (shared
--- dict, Redis) implements the same two calls and keeps the data server-side
--- under an id it returns:
---   store:encode(data, expires) -> value | nil, err   (value: cookie-safe bytes)
+-- cookie, as base64url(JSON { d = data, e = expiry }); nothing server-side
+-- can revoke it, so a copy of the cookie stays valid until it expires, even
+-- after destroy(). A server-side store (session.shared_store(dict), or one
+-- of your own on Redis) keeps the data under a random id it returns, and
+-- destroy() / regenerate() delete that id, so old cookies stop working:
+--   store:encode(data, expires, value) -> value | nil, err   (value: cookie-safe bytes;
+--                                  the third argument is the session's current value, if
+--                                  any: a server-side store keeps its id)
 --   store:decode(value)         -> data, expires | nil
 --   store:destroy(value)        (optional)
 local http = require "moonhttp"
@@ -47,6 +51,38 @@ function M.cookie_store()
   return store
 end
 
+local ID_BYTES = 24 -- 192 random bits: an id cannot be guessed
+
+-- A server-side store on a shared dict: every worker sees the sessions, a
+-- reload keeps them, and destroy() deletes one for every copy of its cookie.
+-- The cookie carries only the signed id; the dict holds JSON { d =, e = }
+-- under "session:<id>" with the session's max_age as TTL. A full dict evicts
+-- its least recently used entries, sessions included: size it for them.
+function M.shared_store(dict)
+  if type(dict) ~= "userdata" or type(dict.get) ~= "function" or type(dict.set) ~= "function" then
+    error("session.shared_store: expects a shared dict (http.shared.<name>)", 2)
+  end
+  local store = {}
+  local function key(id) return "session:" .. id end
+  function store.encode(_, data, expires, id)
+    local ok, json = pcall(cjson.encode, { d = data, e = expires })
+    if not ok then return nil, "session data cannot be encoded as JSON" end
+    id = id or b64.encode_url(crypto.random(ID_BYTES))
+    local set, err = dict:set(key(id), json, math.max(1, expires - os.time()))
+    if not set then return nil, err end
+    return id
+  end
+  function store.decode(_, id)
+    if #id ~= ID_BYTES * 4 // 3 or not id:match("^[%w_%-]+$") then return nil end
+    local json = dict:get(key(id))
+    local t = type(json) == "string" and http.json.decode(json)
+    if type(t) ~= "table" or type(t.d) ~= "table" or type(t.e) ~= "number" then return nil end
+    return t.d, t.e
+  end
+  function store.destroy(_, id) dict:delete(key(id)) end
+  return store
+end
+
 local current = setmetatable({}, { __mode = "k" }) -- req -> session, while its handler runs
 
 local Session = {}
@@ -57,24 +93,38 @@ Session.__index = Session
 function Session:save()
   local m = self._m
   local expires = os.time() + m.max_age
-  local value, err = m.store:encode(self.data, expires)
+  local value, err = m.store:encode(self.data, expires, self._value)
   if not value then return nil, err end
-  value = value .. "." .. b64.encode_url(crypto.hmac_sha256(m.secrets[1], m.name .. "=" .. value))
-  if #value + #m.name > 4096 then return nil, "session too large" end
-  local c = { name = m.name, value = value, max_age = m.max_age }
+  local signed = value .. "." .. b64.encode_url(crypto.hmac_sha256(m.secrets[1], m.name .. "=" .. value))
+  if #signed + #m.name > 4096 then return nil, "session too large" end
+  self._value = value -- a server-side store's id, kept by the next save
+  local c = { name = m.name, value = signed, max_age = m.max_age }
   for k, v in pairs(m.cookie) do c[k] = v end
   self._res:set_cookie(c)
   return true
 end
 
 -- Ends the session: empties the data and tells the client to drop its cookie.
+-- A server-side store forgets the id, so a copy of the cookie is no session
+-- either; with the cookie store a copy stays valid until it expires.
 function Session:destroy()
   local m = self._m
   if self._value and m.store.destroy then m.store:destroy(self._value) end
-  self.data = {}
+  self.data, self._value = {}, nil
   local c = { name = m.name, value = "", max_age = 0, expires = 0 }
   for k, v in pairs(m.cookie) do c[k] = v end
   self._res:set_cookie(c)
+end
+
+-- Gives the session a new id with the same data (call it at login, against
+-- session fixation, before writing the body): a server-side store drops the
+-- old id, so the cookie the client had before is no session any more.
+-- Returns true or nil, err as save() does.
+function Session:regenerate()
+  local m = self._m
+  if self._value and m.store.destroy then m.store:destroy(self._value) end
+  self._value = nil
+  return self:save()
 end
 
 -- The store value if the cookie's signature is good under any secret.

@@ -23,6 +23,21 @@ end
 
 local req, res = {}, {}
 
+-- req:body() answers the same body every time: middleware may read a form
+-- (moonhttp.csrf's `_csrf` field) before the handler does. Kept per request
+-- (a new req userdata each time) and dropped with it.
+local c_body
+local bodies = setmetatable({}, { __mode = "k" })
+function req:body()
+  local body = bodies[self]
+  if body then return body end
+  local err
+  body, err = c_body(self)
+  if not body then return nil, err end
+  bodies[self] = body
+  return body -- one result, as the C method: res:write(req:body()) must not see a nil
+end
+
 function req:json()
   local body, err = self:body()
   if not body then return nil, err end
@@ -198,7 +213,7 @@ local function media_type(self)
 end
 
 -- req:form() -> name -> first value, name -> list of values: the urlencoded
--- body (read once, bounded by max_body_bytes); nil, err when it is not a
+-- body (bounded by max_body_bytes); nil, err when it is not a
 -- form, cannot be read or is malformed.
 function req:form()
   local mt = media_type(self)
@@ -470,7 +485,8 @@ end
 function M.install()
   if c_args then return end
   webcore.extend("response", res)
-  c_args = webcore.extend("request", req).args
+  local replaced = webcore.extend("request", req)
+  c_args, c_body = replaced.args, replaced.body
 end
 
 return M
