@@ -12,7 +12,15 @@ http.server{ max_body_bytes = 64 << 20, shared = { sessions = "4m" } }
 
 local SECRET = os.getenv("WEBAPP_SECRET") or "change me: a secret of at least 32 bytes"
 local UPLOADS = os.getenv("WEBAPP_UPLOADS") or "/tmp"
-local USERS = { ann = "wonderland", bob = "builder" }
+-- Passwords are kept only as Argon2id hashes (a real app stores them in its
+-- database): made with http.crypto.password_hash("wonderland") and ("builder").
+local USERS = {
+  ann = "$argon2id$v=19$m=19456,t=2,p=1$0xasTlxr2X5hwUXbkUAaSg$oUgSBhM/bnjGAl/Zgut33spgYJzKMWvli+SyRrchR6A",
+  bob = "$argon2id$v=19$m=19456,t=2,p=1$D/9S1FOpEmcff4hC1TyM+Q$MjwIYCgy6jpRTIC5NsJHSpKNAYDhMyQpWhXLdH3Au5c",
+}
+-- Unknown names are checked against a hash too, so the answer takes as long
+-- for a name that exists as for one that does not.
+local NOBODY = "$argon2id$v=19$m=19456,t=2,p=1$rJITCym6uG8LcBxqmWoSpg$vEgxXd2Skckga1ttu0IPC3tWvsNgUp0lFOIMBlncG5k"
 
 -- Sessions live in a shared dict, the cookie carries only a signed id: logout
 -- and a new id at login really end the old session.
@@ -34,7 +42,10 @@ http.handle("POST /login", function(req, res)
   local form, err = req:form()
   if not form then return res:json({ error = err }, 400) end
   local s = session.of(req)
-  if not form.user or USERS[form.user] ~= form.password then
+  -- The hash is checked on the worker's thread pool: other requests go on meanwhile.
+  local known = form.user and USERS[form.user]
+  local ok = http.crypto.password_verify(form.password or "", known or NOBODY)
+  if not (known and ok) then
     return res:json({ error = "wrong name or password" }, 403)
   end
   s.data.user = form.user
