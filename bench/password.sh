@@ -26,13 +26,14 @@ for placement in pinned unpinned; do
     ratios=""
     for r in $(seq "$ROUNDS"); do
         alone=$(rate)
-        # one client logging in continuously, one login at a time
-        taskset -c 1 sh -c "while :; do curl -s -o /dev/null -X POST $URL/login; done" &
+        # one client logging in continuously, one login at a time, on one connection
+        taskset -c 1 wrk -t1 -c1 -d"$((SECS + 2))s" -s bench/password/login.lua "$URL" > /tmp/mh-password-logins.txt &
         lp=$!
         busy=$(rate)
-        kill "$lp"; wait "$lp" 2>/dev/null || true
+        wait "$lp" 2>/dev/null || true # its report: how many logins it got
+        logins=$(awk '/Requests\/sec/ {print $2}' /tmp/mh-password-logins.txt)
         ratio=$(awk -v a="$alone" -v b="$busy" 'BEGIN { printf "%.2f", b / a }')
-        echo "$placement round $r: alone $alone req/s, with logins $busy req/s: $ratio"
+        echo "$placement round $r: alone $alone req/s, with logins $busy req/s: $ratio (logins/s: ${logins:-?})"
         ratios="$ratios $ratio"
     done
     echo "$placement median ratio: $(echo $ratios | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')"
