@@ -91,6 +91,11 @@ local cases = {
   { "method that is not a token", "G(T /hello HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
   { "bare LF ending a chunk-size line", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", 400 },
   { "bare LF after chunk data", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n", 400 },
+  -- A lenient parser takes any two bytes after the data as its CRLF: this was the body "abc".
+  { "two bytes after chunk data that are not CRLF", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXX0\r\n\r\n", 400 },
+  { "CR and another byte after chunk data", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\rX0\r\n\r\n", 400 },
+  { "bare LF ending the last chunk", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\n\r\n", 400 },
+  { "bare LF ending a trailer", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\n\r\n", 400 },
   { "non-hex chunk size", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5g\r\nhello\r\n0\r\n\r\n", 400 },
   { "control byte in a chunk extension", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5;\1\r\nhello\r\n0\r\n\r\n", 400 },
   { "space before a chunk extension", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5 ;a=b\r\nhello\r\n0\r\n\r\n", 400 },
