@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "lua_errors.h"
 
+#include "html.h"
 #include "lua_handler.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
@@ -227,32 +228,13 @@ static void reset_to_500(struct mh_gen *g, struct mh_req *r)
     mh_lua_dev_headers(g, r);
 }
 
-/* Appends s to b with &, <, >, " and ' as entities. */
+/* Appends s to b escaped for HTML (base/html.h: the escaping templates use too). */
 static void append_escaped(struct mh_buf *b, const char *s)
 {
-    for (; *s; s++) {
-        const char *ent = NULL;
-        switch (*s) {
-        case '&':
-            ent = "&amp;";
-            break;
-        case '<':
-            ent = "&lt;";
-            break;
-        case '>':
-            ent = "&gt;";
-            break;
-        case '"':
-            ent = "&quot;";
-            break;
-        case '\'':
-            ent = "&#39;";
-            break;
-        }
-        if (ent)
-            mh_buf_append_str(b, ent);
-        else
-            mh_buf_append(b, s, 1);
+    size_t len = strlen(s), n = mh_html_escaped_len(s, len);
+    if (mh_buf_reserve(b, n) == 0) {
+        mh_html_escape(s, len, b->data + b->len);
+        b->len += n;
     }
 }
 

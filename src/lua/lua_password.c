@@ -8,6 +8,7 @@
 #include <argon2.h>
 #include <lauxlib.h>
 #include <mbedtls/base64.h>
+#include <mbedtls/constant_time.h>
 #include <mbedtls/md.h>
 #include <mbedtls/pkcs5.h>
 #include <stdio.h>
@@ -68,15 +69,6 @@ static void job_free(struct job *j)
     free(j);
 }
 
-/* Constant-time comparison of two equally long byte strings. */
-static bool same_bytes(const unsigned char *a, const unsigned char *b, size_t n)
-{
-    unsigned char d = 0;
-    for (size_t i = 0; i < n; i++)
-        d |= a[i] ^ b[i];
-    return d == 0;
-}
-
 static void run_job(struct mh_work *w)
 {
     struct job *j = (struct job *)w;
@@ -102,7 +94,7 @@ static void run_job(struct mh_work *w)
                                               j->password_len, j->salt, j->salt_len,
                                               (unsigned)j->iterations, (uint32_t)j->want_len, got);
         mbedtls_md_free(&md);
-        j->match = j->rc == 0 && same_bytes(got, j->want, j->want_len);
+        j->match = j->rc == 0 && mbedtls_ct_memcmp(got, j->want, j->want_len) == 0;
         explicit_bzero(got, sizeof got);
         break;
     }
