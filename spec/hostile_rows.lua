@@ -78,6 +78,13 @@ local cases = {
   { "Host with an unclosed IPv6 literal", "GET /hello HTTP/1.1\r\nHost: [::1\r\n\r\n", 400 },
   { "Host with a bad percent-escape", "GET /hello HTTP/1.1\r\nHost: a%zz\r\n\r\n", 400 },
   { "Host as an IPv6 literal with a port", "GET /hello HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, keep = true },
+  -- RFC 6874 zone identifiers ("%25" then unreserved / pct-encoded), as Go's Host check takes them
+  { "Host as an IPv6 literal with a zone and a port", "GET /hello HTTP/1.1\r\nHost: [fe80::1%25eth0]:8080\r\n\r\n", 200, keep = true },
+  { "Host as an IPv6 literal with a zone", "GET /hello HTTP/1.1\r\nHost: [fe80::1%25eth0]\r\n\r\n", 200, keep = true },
+  { "absolute-form with a zone and a port", "GET http://[fe80::1%25en%2F1]:8080/hello HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
+  { "Host with a zone not written %25", "GET /hello HTTP/1.1\r\nHost: [fe80::1%eth0]:8080\r\n\r\n", 400 },
+  { "Host with an empty zone", "GET /hello HTTP/1.1\r\nHost: [fe80::1%25]:8080\r\n\r\n", 400 },
+  { "Host with a slash in the zone", "GET /hello HTTP/1.1\r\nHost: [fe80::1%25a/b]\r\n\r\n", 400 },
   { "Host as IPv4 with a port", "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n", 200, keep = true },
   { "empty Host", "GET /hello HTTP/1.1\r\nHost: \r\n\r\n", 200, keep = true },
   -- (the path is not clean: the redirect to "/x:/hello", not the root page of host "hello")
@@ -104,8 +111,11 @@ local cases = {
   { "malformed body, handler ignores the error", "POST /body-ignore-error HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n", 400, body = "400 Bad Request: malformed request body\n" },
   { "malformed body, handler raises on it", "POST /body-assert HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n", 400, body = "400 Bad Request: malformed request body\n" },
   { "OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
-  { "absolute-form with an empty path is /", "GET http://a HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, body = "root /" },
-  { "absolute-form with an empty path and a query", "GET http://a?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, body = "root /" },
+  -- Go's ServeMux: the empty path cleans to "/", which differs, so it redirects there (RFC 9112 §3.2.2)
+  { "absolute-form with an empty path redirects to /", "GET http://a HTTP/1.1\r\nHost: a\r\n\r\n", 307, keep = true, location = "/" },
+  { "absolute-form with an empty path and a query", "GET http://a?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", 307, keep = true, location = "/?x=1" },
+  { "absolute-form with the path /", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true, body = "root /" },
+  { "origin-form with only a query", "GET ?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
   { "405 also looks at path + / (only GET /x/ registered)", "POST /x HTTP/1.1\r\nHost: a\r\n\r\n", 405, keep = true, allow = "GET, HEAD" },
   { "header injection from a handler is refused", "GET /inject HTTP/1.1\r\nHost: a\r\n\r\n", 200, keep = true },
   -- issue 30: line ends and obs-fold in the trailer section as in the head (RFC 9112 §2.2, §5.2, §7.1.2)

@@ -28,6 +28,7 @@ describe("hostile input", function()
         if case.allow then assert.equal(case.allow, res.headers["allow"]) end
         if case.method then assert.equal(case.method, res.headers["x-method"]) end
         if case.conn then assert.equal(case.conn, res.headers["connection"]) end
+        if case.location then assert.equal(case.location, res.headers["location"]) end
       end
       assert.equal(case.keep == true, not c:closed_by_peer(0.3),
         case.keep and "connection should stay open" or "connection should be closed")

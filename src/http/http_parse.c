@@ -145,6 +145,7 @@ static int check_head(struct mh_conn *c)
         }
     }
     mh_request_split_target(r, base);
+    bool absolute = r->path.off != r->target.off; /* scheme://authority before the path */
     if (host >= 0 &&
         !mh_authority_valid(base + r->headers[host].value.off, r->headers[host].value.len))
         return 400;
@@ -155,17 +156,16 @@ static int check_head(struct mh_conn *c)
             return 400;
     } else if (!mh_authority_valid(base + r->host.off, r->host.len)) {
         return 400;
-    } else if (r->path.len == 0) {
-        /*
-         * "GET http://a HTTP/1.1": the path is "/" (RFC 9112 §3.2.2). The
-         * head has that byte already, in the version after the target
-         * (" HTTP/1.x", checked above), so the slice points there.
-         */
-        r->path.off = (uint32_t)t_end + 5;
-        r->path.len = 1;
     }
-    if (r->path.len == 0 ||
-        (base[r->path.off] != '/' && r->method != HTTP_OPTIONS && r->method != HTTP_CONNECT)) {
+    /*
+     * "GET http://a HTTP/1.1" has an empty path: kept empty, as Go's
+     * r.URL.Path is, so the mux cleans it to "/" and redirects there (Go's
+     * ServeMux: cleanPath("") is "/", which differs from the path). Only
+     * the absolute form can have one (RFC 9112 §3.2.2).
+     */
+    if ((r->path.len == 0 && !absolute) ||
+        (r->path.len > 0 && base[r->path.off] != '/' && r->method != HTTP_OPTIONS &&
+         r->method != HTTP_CONNECT)) {
         if (!(r->method == HTTP_OPTIONS && r->path.len == 1 && base[r->path.off] == '*'))
             return 400;
     }
@@ -311,6 +311,15 @@ static const llhttp_settings_t *settings(void)
     return &s;
 }
 
+/*
+ * llhttp is built in its strict mode (CMakeLists.txt) and no
+ * llhttp_set_lenient_* flag is set: none is needed, so every framing byte
+ * goes through the strict path. Where strict llhttp is still lenient (a
+ * bare LF ending the head or the trailer section, obs-fold in trailers, a
+ * space inside a field name) or too strict (methods outside its table),
+ * the checks of our own are above: check_head, trailer_bytes_ok,
+ * check_name, other_method.
+ */
 void mh_http_parser_init(struct mh_conn *c)
 {
     llhttp_init(&c->parser, HTTP_REQUEST, settings());
