@@ -192,10 +192,15 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     return 0;
 }
 
+static void on_file_change(void *ctx)
+{
+    mh_worker_reload(ctx, "file change");
+}
+
 void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps)
 {
     if (!w->devwatch)
-        w->devwatch = mh_devwatch_start(w, deps);
+        w->devwatch = mh_devwatch_start(w->loop, w->config->script, deps, on_file_change, w);
 }
 
 /* A request ended (the connection code calls this when w->observe): access log, metrics, dev log.
