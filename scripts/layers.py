@@ -10,7 +10,7 @@ Three checks, each a failure when broken:
    (directly; the script takes the closure). A `#include "x.h"` that resolves
    to a header of a layer not below the includer fails. Sibling folders
    (`siblings: a/b a/c` in the block) may not include each other.
-2. Cycles between files. A file pair x.c/x.h is one module; a module depends
+2. Cycles between files. A file pair x.c/x.h (with x_impl.h) is one module; a module depends
    on another when it includes its header, and (with --objects) when its
    object file references a symbol the other defines (the callgraph, from
    `nm`). Any strongly connected set of two or more modules is a cycle; it
@@ -85,7 +85,9 @@ def source_files():
 
 
 def module(path):
-    return os.path.splitext(path)[0]
+    """A file's module: x.c, x.h and x_impl.h (the private header of x's files) are one."""
+    m = os.path.splitext(path)[0]
+    return m[: -len("_impl")] if m.endswith("_impl") and path.endswith(".h") else m
 
 
 def folder(path):
