@@ -209,7 +209,7 @@ static void observe(void *ud, const struct mh_req *r)
 {
     struct mh_worker *w = ud;
     double seconds = ev_time() - r->started;
-    const struct mh_route *route = r->head.route;
+    const struct mh_route *route = r->routed.route;
     if (w->record_metrics) {
         mh_metrics_record(w->metrics, route ? mh_route_pattern(route) : NULL, r->res.status,
                           seconds);
