@@ -184,7 +184,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     offer_http2(w->config);
     for (size_t i = 0; i < w->nlisteners; i++)
         certs[i] = mh_config_listen_tls(w->config, i);
-    if (mh_tls_listeners_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
+    if (mh_listener_tls_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
         mh_log(MH_LOG_ERROR, "reload (%s): certificates not reloaded, the previous ones stay: %s",
                why, err);
     mh_log(MH_LOG_INFO, "reloaded (%s) in %.1f ms: %zu routes", why, (ev_time() - t0) * 1000,
@@ -401,7 +401,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     offer_http2(config);
     for (size_t i = 0; i < w->nlisteners; i++)
         certs[i] = mh_config_listen_tls(config, i);
-    if (mh_tls_listeners_init(w->listeners, w->nlisteners, certs, &config->tls, err, errlen) < 0)
+    if (mh_listener_tls_init(w->listeners, w->nlisteners, certs, &config->tls, err, errlen) < 0)
         goto fail;
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_start(&w->listeners[i], &w->acceptor);
