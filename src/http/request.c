@@ -20,20 +20,15 @@ void mh_request_reset(struct mh_request *r)
 {
     struct mh_header *h = r->headers;
     uint32_t cap = r->headers_cap;
-    /* captures[] (ncaptures counts them), cleaned's memory and _allow are written before read */
-    memset(r, 0, offsetof(struct mh_request, captures));
+    /* method_name is written before read (method is MH_METHOD_OTHER only then) */
+    memset(r, 0, offsetof(struct mh_request, method_name));
     r->headers = h;
     r->headers_cap = cap;
-    r->handler_id = -1;
-    r->cleaned.len = 0;
-    r->allow = NULL;
-    r->allow_len = 0;
 }
 
 void mh_request_free(struct mh_request *r)
 {
     free(r->headers);
-    mh_buf_free(&r->cleaned);
     memset(r, 0, sizeof *r);
 }
 
