@@ -46,10 +46,21 @@ async def recv_or_none(ws, timeout):
 async def fanout(n):
     clients = await connect(int(n))
     per_worker = collections.Counter(pid for _, pid in clients)
+    t0 = time.monotonic()
     await asyncio.to_thread(get, "/pub?m=hello")
-    got = await asyncio.gather(*(recv_or_none(ws, 5) for ws, _ in clients))
-    print("got", sum(1 for m in got if m == "hello"), "of", len(clients))
+    t_pub = time.monotonic() - t0
+
+    async def timed(ws):
+        m = await recv_or_none(ws, 5)
+        return m, time.monotonic() - t0
+    got = await asyncio.gather(*(timed(ws) for ws, _ in clients))
+    print("got", sum(1 for m, _ in got if m == "hello"), "of", len(clients))
     print("workers", len(per_worker))
+    # For bench/: from the publish request's start to each client's receive, client time included.
+    ms = sorted(t * 1000 for _, t in got)
+    print("publish request %.1f ms;" % (t_pub * 1000), "latency ms min %.1f p50 %.1f p99 %.1f max %.1f; per worker %s" % (
+        ms[0], ms[len(ms) // 2], ms[int(len(ms) * 0.99) - 1], ms[-1],
+        sorted(per_worker.values())), file=sys.stderr)
     await asyncio.gather(*(ws.close() for ws, _ in clients))
 
 
