@@ -15,16 +15,19 @@ http.handle("GET /chat", function(req, res)
   local sub = room:subscribe{ queue = tonumber(req:arg("q") or "128") }
   ws:send("ready " .. pid())
   if req:arg("slow") then http.sleep(tonumber(req:arg("slow"))) end
+  local ended
   while true do
     local msg, err, n = sub:receive()
     if msg then
-      if not ws:send(msg) then break end
+      if not ws:send(msg) then ended = "send failed"; break end
     elseif err == "missed" then
       ws:send("missed " .. n)
     else
+      ended = err
       break
     end
   end
+  io.stderr:write("subscriber ended: ", ended, "\n")
 end)
 
 http.handle("GET /pub", function(req, res)
@@ -128,6 +131,24 @@ describe("http.channel", function()
       "nil",
       "closed",
     }, "\n"), body)
+  end)
+end)
+
+describe("http.channel and a reload in place (one worker)", function()
+  it("ends the old code's subscribers with \"stopping\"", function()
+    local srv = H.start(APP)
+    local cmd = ("/usr/bin/python3 spec/clients/chan_client.py http://127.0.0.1:%d stop 2>&1"):format(srv.port)
+    local p = assert(io.popen(cmd))
+    assert.equal("ready", p:read("l"))
+    local t0 = H.now()
+    srv:signal("HUP")
+    assert.equal("closed 1001", p:read("l"))
+    p:close()
+    assert.truthy(O.wait_for(function()
+      return srv:logtext():find("subscriber ended: stopping", 1, true)
+    end, 1), srv:logtext())
+    assert.truthy(H.now() - t0 < 1)
+    assert.equal(0, srv:stop())
   end)
 end)
 
