@@ -19,6 +19,7 @@ local M = {
   server = core.server,
   files = core.files,
   shared = core.shared,
+  channel = core.channel,
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
   -- when empty; '/' is not escaped); decode answers nil, err on malformed

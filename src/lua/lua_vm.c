@@ -5,6 +5,7 @@
 #include "lua_crypto.h"
 #include "lua_pgauth.h"
 #include "lua_signal.h"
+#include "lua_channel.h"
 #include "lua_socket.h"
 #include "lua_thread.h"
 #include "lua_timer.h"
@@ -289,6 +290,7 @@ static int open_core(lua_State *L)
     mh_lua_errors_open(L);
     mh_lua_opts_open(L);
     mh_lua_shared_open(L);
+    mh_channel_open(L);
     return 1;
 }
 

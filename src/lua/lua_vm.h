@@ -28,6 +28,7 @@ struct mh_lua_route;
  */
 struct mh_metrics;
 struct mh_workpool;
+struct mh_chan_endpoint;
 struct mh_gen_host {
     struct ev_loop *loop;
     const bool *stopping;                        /* http.stopping() */
@@ -37,6 +38,7 @@ struct mh_gen_host {
     struct mh_metrics *metrics_table; /* task error counters; NULL: none */
     unsigned *background_tasks;       /* timers, threads, on_start running: stop waits for them */
     struct mh_workpool *workpool;     /* threads for C work off the loop (thread_pool); NULL: none */
+    struct mh_chan_endpoint *channels; /* http.channel(); NULL: none */
 };
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */

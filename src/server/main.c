@@ -64,6 +64,8 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
     ops->shared = shared;
     if (mh_shared_zones_open(shared, config, err, errlen) < 0)
         return -1;
+    if (!(ops->channels = mh_shared_zones_channels(err, errlen)))
+        return -1;
     if (strcmp(config->metrics, "off")) {
         if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
             return -1;
@@ -79,6 +81,7 @@ static void teardown_ops(struct mh_ops *ops, struct mh_listener *metrics_listene
 {
     if (ops->shared)
         mh_shared_zones_close(ops->shared);
+    mh_shm_chan_free(ops->channels);
     if (ops->access_log_fd > STDERR_FILENO)
         close(ops->access_log_fd);
     if (metrics_listener->fd >= 0 || metrics_listener->addr)

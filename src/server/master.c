@@ -316,6 +316,8 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
     if (dead.beat >= 0)
         atomic_store(&m->beats[dead.beat].pid, 0);
     mh_metrics_forget_worker(m->ops->metrics, dead.pid);
+    if (m->ops->channels) /* a worker killed with subscribers: nobody wakes its slot any more */
+        mh_shm_chan_forget(m->ops->channels, dead.pid);
     char how[64];
     describe_exit(w->rstatus, how, sizeof how);
     if (m->stopping) {

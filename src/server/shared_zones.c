@@ -14,12 +14,9 @@
 _Static_assert(MH_MAX_SHARED <= MH_SHM_DICTS_MAX, "every declared dict has a slot");
 _Static_assert(MH_SHARED_MIN_SIZE >= MH_SHM_DICT_MIN_SIZE, "declared sizes can be mapped");
 
-/* See MOONHTTP_TEST_SHM_HOLD in the header: lets a spec kill a writer holding the lock. */
-static void hold_hook(const char *key, size_t klen)
+/* Writes this process's pid to path and sleeps 30 s: the caller holds a zone's lock. */
+static void hold(const char *path)
 {
-    const char *path = getenv("MOONHTTP_TEST_SHM_HOLD");
-    if (!path || klen < 5 || memcmp(key, "hold:", 5))
-        return;
     FILE *f = fopen(path, "w");
     if (f) {
         fprintf(f, "%d\n", (int)getpid());
@@ -28,6 +25,34 @@ static void hold_hook(const char *key, size_t klen)
     /* the whole 30 s: a signal (the guards' timer ticks on this thread) ends sleep() early */
     for (unsigned left = 30; left > 0;)
         left = sleep(left);
+}
+
+/* See MOONHTTP_TEST_SHM_HOLD in the header: lets a spec kill a writer holding the lock. */
+static void hold_hook(const char *key, size_t klen)
+{
+    const char *path = getenv("MOONHTTP_TEST_SHM_HOLD");
+    if (path && klen >= 5 && !memcmp(key, "hold:", 5))
+        hold(path);
+}
+
+/* MOONHTTP_TEST_CHAN_HOLD: the same for a channel publisher. */
+static void chan_hold_hook(const char *msg, size_t len)
+{
+    const char *path = getenv("MOONHTTP_TEST_CHAN_HOLD");
+    if (path && len >= 5 && !memcmp(msg, "hold:", 5))
+        hold(path);
+}
+
+struct mh_shm_chan *mh_shared_zones_channels(char *err, size_t errlen)
+{
+    struct mh_shm_chan *c = mh_shm_chan_new(MH_CHANNEL_RING);
+    if (!c) {
+        snprintf(err, errlen, "cannot map the channels' zone: %s", strerror(errno));
+        return NULL;
+    }
+    if (getenv("MOONHTTP_TEST_CHAN_HOLD"))
+        mh_shm_chan_set_publish_hook(c, chan_hold_hook);
+    return c;
 }
 
 static int add_zone(struct mh_shm_dicts *set, const struct mh_shared_decl *d, char *err,

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "shm_channel.h"
 #include "shm_dict.h"
 
 struct mh_gen;
@@ -32,5 +33,14 @@ int mh_shared_zones_open(struct mh_shm_dicts *set, const struct mh_config *confi
 void mh_shared_zones_reload(struct mh_shm_dicts *set, struct mh_gen *g);
 
 void mh_shared_zones_close(struct mh_shm_dicts *set);
+
+/*
+ * Maps the zone of http.channel() (shm_channel.h) with a ring of
+ * MH_CHANNEL_RING bytes. With MOONHTTP_TEST_CHAN_HOLD=path (specs only), a
+ * publish of a message starting with "hold:" writes the publisher's pid to
+ * path and sleeps 30 s holding the zone's lock. NULL with err.
+ */
+#define MH_CHANNEL_RING (4 * 1024 * 1024)
+struct mh_shm_chan *mh_shared_zones_channels(char *err, size_t errlen);
 
 #endif

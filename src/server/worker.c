@@ -5,6 +5,7 @@
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
+#include "lua_channel.h"
 #include "lua_guard.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
@@ -89,6 +90,7 @@ void mh_worker_shutdown(struct mh_worker *w)
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
     /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
     mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
+    mh_channel_stopping(&w->channels, NULL);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -172,6 +174,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
      */
     old->retired = true;
     mh_http_each_request(&w->http, mh_lua_request_retired, old);
+    mh_channel_stopping(&w->channels, old);
     mh_timer_gen_retired(old);
     mh_task_retire_background(old, w->config->shutdown_timeout);
     mh_timer_gen_started(g);
@@ -246,6 +249,10 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
     w->metrics = ops->metrics;
     w->shared = ops->shared;
     w->gen->shared = ops->shared;
+    const char *cerr = mh_chan_endpoint_init(&w->channels, w->loop, ops->channels, getpid());
+    if (cerr)
+        mh_log(MH_LOG_WARN, "channels: %s: this worker can publish but not subscribe", cerr);
+    w->host.channels = &w->channels;
     if (!w->metrics)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);
@@ -529,5 +536,6 @@ void mh_worker_destroy(struct mh_worker *w)
         close(w->acceptor.reserve_fd);
     mh_gen_set_host(w->gen, NULL);
     mh_gen_unref(w->gen);
+    mh_chan_endpoint_close(&w->channels); /* after the Lua state: its subscriptions go first */
     mh_workpool_free(w->host.workpool);
 }

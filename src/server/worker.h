@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "channel.h"
 #include "config.h"
 #include "conn.h"
 #include "listener.h"
@@ -74,6 +75,7 @@ struct mh_worker {
     bool record_metrics;            /* a metrics listener or http.metrics_handler() exists */
     ev_timer metrics_timer;         /* publishes this worker's connection gauges */
     struct mh_heartbeat *heartbeat; /* slot in the master's table, or NULL (no master) */
+    struct mh_chan_endpoint channels; /* this process's side of http.channel() */
 };
 
 /* What main sets up once per process tree (before any fork) for every worker. */
@@ -84,6 +86,7 @@ struct mh_ops {
     int metrics_fd;              /* listening socket for http.server{metrics=...}, or -1 */
     bool metrics_on;             /* record per-request metrics */
     struct mh_shm_dicts *shared; /* http.server{ shared = ... } zones, mapped before any fork */
+    struct mh_shm_chan *channels; /* http.channel()'s zone, mapped before any fork; NULL: none */
 };
 
 /* Attaches the access log, shared metrics and the metrics listener to a worker. */

@@ -1,0 +1,301 @@
+/*
+ * http.channel(name): see lua_channel.h. A subscription is a userdata that
+ * embeds its C subscription (base/channel.h); receive follows the yield
+ * template with the waiting task's own timer for the timeout and the
+ * wake-up, as core.signal does (`woken` tells them apart). A subscription
+ * belongs to the task that made it, so a handler that ends without closing
+ * it stops receiving at once instead of filling a queue until the GC.
+ */
+#include "lua_channel.h"
+
+#include "channel.h"
+#include "lua_opts.h"
+#include "lua_sched.h"
+#include "lua_vm.h"
+
+#include <lauxlib.h>
+#include <stddef.h>
+#include <string.h>
+
+#define CHANNEL_MT    "moonhttp.Channel"
+#define SUB_MT        "moonhttp.Subscription"
+#define QUEUE_DEFAULT 128
+#define QUEUE_MAX     65536
+
+struct lchan {
+    uint32_t id; /* 0: not looked up yet (the script may make channels while it loads) */
+    size_t len;
+    char name[MH_SHM_CHAN_NAME_MAX];
+};
+
+struct lsub {
+    struct mh_chan_sub s;
+    struct mh_task *task; /* receiving now, or NULL */
+    bool woken;           /* a message, a miss or a close reached the receiving task */
+    bool stopping;        /* a stop, or a reload that retired gen, began */
+    const struct mh_gen *gen;
+    struct mh_task_link owner;
+};
+
+static struct mh_chan_endpoint *endpoint(lua_State *L, const char *what)
+{
+    const struct mh_gen *g = mh_gen_of(L);
+    struct mh_chan_endpoint *ep = g->host ? g->host->channels : NULL;
+    if (!ep || !ep->shm)
+        luaL_error(L,
+                   "%s: channels can be used once the server has started (in handlers, timers "
+                   "or on_start, not while the script loads)",
+                   what);
+    return ep;
+}
+
+/* The channel's id in the shared zone; nil, err pushed (returns false) when it cannot have one. */
+static bool resolve(lua_State *L, struct lchan *c, struct mh_chan_endpoint *ep)
+{
+    if (c->id)
+        return true;
+    const char *err = mh_chan_lookup(ep, c->name, c->len, &c->id);
+    if (!err)
+        return true;
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return false;
+}
+
+/* http.channel(name) */
+static int l_channel(lua_State *L)
+{
+    size_t len;
+    const char *name = luaL_checklstring(L, 1, &len);
+    luaL_argcheck(L, len > 0 && len <= MH_SHM_CHAN_NAME_MAX, 1, "a channel name is 1 to 64 bytes");
+    struct lchan *c = lua_newuserdatauv(L, sizeof *c, 0);
+    c->id = 0;
+    c->len = len;
+    memcpy(c->name, name, len);
+    luaL_setmetatable(L, CHANNEL_MT);
+    return 1;
+}
+
+/* ch:publish(msg) -> true, or nil, "too large" | "too many channels" | "lock lost" */
+static int l_publish(lua_State *L)
+{
+    struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
+    size_t len;
+    const char *msg = luaL_checklstring(L, 2, &len);
+    struct mh_chan_endpoint *ep = endpoint(L, "ch:publish");
+    if (!resolve(L, c, ep))
+        return 2;
+    const char *err = mh_chan_publish(ep, c->id, msg, len);
+    if (err) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static void wake(struct lsub *u)
+{
+    if (u->task && !u->woken) {
+        u->woken = true;
+        mh_task_wake(u->task);
+    }
+}
+
+static void on_message(struct mh_chan_sub *s)
+{
+    wake(s->ud);
+}
+
+static void sub_close(struct lsub *u)
+{
+    mh_chan_unsubscribe(&u->s);
+    mh_task_unlink(&u->owner);
+    wake(u); /* another task receiving on it hears "closed" */
+}
+
+static void on_owner_end(struct mh_task_link *l)
+{
+    sub_close((struct lsub *)((char *)l - offsetof(struct lsub, owner)));
+}
+
+/* ch:subscribe([{ queue = n }]) -> a subscription, or nil, err */
+static int l_subscribe(lua_State *L)
+{
+    static const char *const known[] = {"queue", NULL};
+    struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
+    lua_Integer queue = QUEUE_DEFAULT;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        mh_lua_check_opts(L, 2, "ch:subscribe", known, 1);
+        if (lua_getfield(L, 2, "queue") != LUA_TNIL) {
+            int ok;
+            queue = lua_tointegerx(L, -1, &ok);
+            luaL_argcheck(L, ok && queue >= 1 && queue <= QUEUE_MAX, 2,
+                          "queue must be an integer from 1 to 65536");
+        }
+        lua_pop(L, 1);
+    }
+    struct mh_chan_endpoint *ep = endpoint(L, "ch:subscribe");
+    if (!resolve(L, c, ep))
+        return 2;
+    struct lsub *u = lua_newuserdatauv(L, sizeof *u, 0);
+    memset(u, 0, sizeof *u);
+    u->gen = mh_gen_of(L);
+    u->s.on_message = on_message;
+    u->s.ud = u;
+    u->owner.release = on_owner_end;
+    luaL_setmetatable(L, SUB_MT);
+    const char *err = mh_chan_subscribe(ep, &u->s, c->id, (unsigned)queue);
+    if (err) {
+        lua_pushnil(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    struct mh_task *t = mh_task_current(L);
+    if (t)
+        mh_task_adopt(t, &u->owner);
+    return 1;
+}
+
+static bool gen_stopping(const struct mh_gen *g)
+{
+    return g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down);
+}
+
+/* What a receive returns without waiting, or 0 when it must wait. */
+static int push_ready(lua_State *L, struct lsub *u)
+{
+    if (u->stopping || gen_stopping(u->gen)) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "stopping");
+        return 2;
+    }
+    if (u->s.missed) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "missed");
+        lua_pushinteger(L, (lua_Integer)u->s.missed);
+        u->s.missed = 0;
+        return 3;
+    }
+    struct mh_chan_msg *m = mh_chan_pop(&u->s);
+    if (m) {
+        lua_pushlstring(L, m->data, m->len);
+        mh_chan_msg_unref(m);
+        return 1;
+    }
+    if (!u->s._ch) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "closed");
+        return 2;
+    }
+    return 0;
+}
+
+static int resume_receive(struct mh_task *t, lua_State *co)
+{
+    struct lsub *u = t->wait_data;
+    u->task = NULL;
+    int n = u->woken ? push_ready(co, u) : 0;
+    u->woken = false;
+    if (n)
+        return n;
+    lua_pushnil(co);
+    lua_pushliteral(co, "timeout");
+    return 2;
+}
+
+static void cancel_receive(struct mh_task *t)
+{
+    struct lsub *u = t->wait_data;
+    u->task = NULL;
+    u->woken = false;
+}
+
+/* sub:receive([timeout]) -> msg | nil, "missed", n | nil, "timeout" | "closed" | "stopping" */
+static int l_receive(lua_State *L)
+{
+    struct lsub *u = luaL_checkudata(L, 1, SUB_MT);
+    double timeout = luaL_optnumber(L, 2, 0);
+    luaL_argcheck(L, timeout >= 0, 2, "timeout must be >= 0 seconds (0: none)");
+    if (u->task)
+        return luaL_error(L, "sub:receive: another task is receiving on this subscription");
+    int n = push_ready(L, u);
+    if (n)
+        return n;
+    struct mh_task *t = mh_task_check(L, "sub:receive");
+    u->task = t;
+    u->woken = false;
+    if (timeout > 0)
+        mh_task_wake_in(t, timeout);
+    return mh_task_wait(L, t, resume_receive, cancel_receive, u);
+}
+
+/* close(), <close> and __gc */
+static int l_close(lua_State *L)
+{
+    sub_close(luaL_checkudata(L, 1, SUB_MT));
+    return 0;
+}
+
+static int l_chan_tostring(lua_State *L)
+{
+    struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
+    lua_pushfstring(L, "channel %s", c->name);
+    return 1;
+}
+
+static int l_name(lua_State *L)
+{
+    struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
+    lua_pushlstring(L, c->name, c->len);
+    return 1;
+}
+
+static void stop_sub(struct mh_chan_sub *s, void *ud)
+{
+    struct lsub *u = s->ud;
+    if (!ud || u->gen == ud) {
+        u->stopping = true;
+        wake(u);
+    }
+}
+
+void mh_channel_stopping(struct mh_chan_endpoint *ep, const struct mh_gen *g)
+{
+    mh_chan_each_sub(ep, stop_sub, (void *)g);
+}
+
+void mh_channel_open(lua_State *L)
+{
+    static const luaL_Reg chan_methods[] = {
+        {"publish", l_publish},
+        {"subscribe", l_subscribe},
+        {"name", l_name},
+        {NULL, NULL},
+    };
+    static const luaL_Reg sub_methods[] = {
+        {"receive", l_receive},
+        {"close", l_close},
+        {NULL, NULL},
+    };
+    if (luaL_newmetatable(L, CHANNEL_MT)) {
+        luaL_newlib(L, chan_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_chan_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, SUB_MT)) {
+        luaL_newlib(L, sub_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, l_close);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_channel);
+    lua_setfield(L, -2, "channel");
+}
