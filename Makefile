@@ -8,7 +8,10 @@ ifdef CI
 CMAKE_FLAGS += -DMH_WERROR=ON
 endif
 
-.PHONY: all deps build run test unit spec soak asan fuzz bench format clean
+.PHONY: all deps build run test unit spec soak asan fuzz bench format clean install
+# `make install` (DESTDIR for a staging root): bin/moonhttp, share/lua/5.4/moonhttp,
+# the man page, examples, the systemd unit and etc/moonhttp/app.lua under PREFIX.
+PREFIX      ?= /usr/local
 FUZZ_SECONDS ?= 60
 # The soak test's length in `make test` (bench/soak.sh; `make soak` runs 10 minutes).
 SOAK_SECONDS ?= 90
@@ -19,8 +22,11 @@ deps:
 	@sh scripts/deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD_DIR)
 
 run: build
 	$(BUILD_DIR)/moonhttp examples/api.lua
