@@ -8,7 +8,7 @@ ifdef CI
 CMAKE_FLAGS += -DMH_WERROR=ON
 endif
 
-.PHONY: all deps build run test unit spec soak asan fuzz bench format clean install
+.PHONY: all deps build run test unit spec soak asan fuzz bench format clean install deb
 # `make install` (DESTDIR for a staging root): bin/moonhttp, share/lua/5.4/moonhttp,
 # the man page, examples, the systemd unit and etc/moonhttp/app.lua under PREFIX.
 PREFIX      ?= /usr/local
@@ -27,6 +27,18 @@ build: deps
 
 install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD_DIR)
+
+# The Debian package (debian/), built from a copy of the tree in $(DEB_DIR) so
+# dpkg-buildpackage's output (it writes to ..) stays there; then lintian and
+# scripts/check_deb.sh (contents, control fields, the unit). Not part of
+# `make test`: a full package build takes minutes.
+DEB_DIR ?= build-deb
+deb: deps
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/moonhttp
+	git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t $(DEB_DIR)/moonhttp
+	cd $(DEB_DIR)/moonhttp && DEB_BUILD_OPTIONS="parallel=$(JOBS)" dpkg-buildpackage -us -uc -b
+	lintian --fail-on error,warning --info $(DEB_DIR)/moonhttp_*.deb
+	sh scripts/check_deb.sh $(DEB_DIR)/moonhttp_*.deb
 
 run: build
 	$(BUILD_DIR)/moonhttp examples/api.lua
@@ -68,4 +80,4 @@ format:
 	clang-format -i src/*/*.c src/*/*.h tests/unit/*.h tests/unit/*/*.c fuzz/*.c
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-fuzz
+	rm -rf $(BUILD_DIR) build-asan build-fuzz build-deb

@@ -13,10 +13,12 @@ set -e
 # free loopback ports (and stop). python3-websockets, python3-h2,
 # nghttp2-client: third-party WebSocket and HTTP/2 peers in the specs and in
 # bench/soak.sh (Debian's /usr/bin/python3 sees the python3-* packages).
+# dpkg-dev, debhelper, fakeroot, lintian: `make deb` (debian/).
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
 media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
-redis-server postgresql python3 python3-websockets python3-h2 nghttp2-client"
+redis-server postgresql python3 python3-websockets python3-h2 nghttp2-client \
+dpkg-dev debhelper fakeroot lintian"
 if [ "$1" = "--bench" ]; then
     PKGS="$PKGS nginx-light libnginx-mod-http-lua golang-go h2o valgrind postgresql-contrib nodejs"
     # A nodejs from elsewhere (NodeSource) ships its own npm and conflicts
