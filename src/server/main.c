@@ -178,6 +178,7 @@ int main(int argc, char **argv)
         return 1;
     }
     mh_log_threshold = (enum mh_log_level)mh_log_level_parse(config.log_level);
+    mh_log_json = strcmp(config.log_format, "json") == 0;
     if (config.mode == MH_MODE_CHECK) {
         printf("%s: ok (%zu routes)\n", config.script, mh_router_size(g->router));
         mh_gen_unref(g);
