@@ -6,8 +6,12 @@ local H = require "helper"
 
 local build_dir = H.bin:match("^(.*)/[^/]+$") or "."
 local root = H.tmpname(".root")
-local prefix = root .. "/usr/local"
+-- The prefix the build was configured with (make build PREFIX=..., /usr/local by default).
+local configured = (H.read_file(build_dir .. "/CMakeCache.txt") or ""):match("\nCMAKE_INSTALL_PREFIX:PATH=([^\n]*)")
+  or "/usr/local"
+local prefix = root .. configured
 local clean_env = "env -i PATH=/usr/bin:/bin HOME=" .. root
+local etc = configured == "/usr" and "/etc" or configured .. "/etc"
 
 describe("make install", function()
   setup(function()
@@ -25,12 +29,12 @@ describe("make install", function()
       "/share/doc/moonhttp/examples/api.lua",
       "/share/doc/moonhttp/examples/views/home.html",
       "/lib/systemd/system/moonhttp.service",
-      "/etc/moonhttp/app.lua",
     } do
       assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)
     end
     local unit = H.read_file(prefix .. "/lib/systemd/system/moonhttp.service")
-    assert.matches("ExecStart=/usr/local/bin/moonhttp /usr/local/etc/moonhttp/app.lua", unit, 1, true)
+    assert(H.read_file(root .. etc .. "/moonhttp/app.lua"), "no starter app in " .. etc)
+    assert.matches("ExecStart=" .. configured .. "/bin/moonhttp " .. etc .. "/moonhttp/app.lua", unit, 1, true)
   end)
 
   it("has a man page with every flag of --help", function()
@@ -50,7 +54,7 @@ describe("make install", function()
   it("serves the installed starter app with no environment set", function()
     local saved = H.bin
     H.bin = prefix .. "/bin/moonhttp"
-    local ok, srv = pcall(H.start, prefix .. "/etc/moonhttp/app.lua", { env = clean_env })
+    local ok, srv = pcall(H.start, root .. etc .. "/moonhttp/app.lua", { env = clean_env })
     H.bin = saved
     assert(ok, srv)
     local res = assert(srv:get("/"))
