@@ -8,7 +8,10 @@ ifdef CI
 CMAKE_FLAGS += -DMH_WERROR=ON
 endif
 
-.PHONY: all deps build run test unit spec soak asan fuzz bench format clean
+.PHONY: all deps build run test unit spec soak asan fuzz bench format clean install deb
+# `make install` (DESTDIR for a staging root): bin/moonhttp, share/lua/5.4/moonhttp,
+# the man page, examples, the systemd unit and etc/moonhttp/app.lua under PREFIX.
+PREFIX      ?= /usr/local
 FUZZ_SECONDS ?= 60
 # The soak test's length in `make test` (bench/soak.sh; `make soak` runs 10 minutes).
 SOAK_SECONDS ?= 90
@@ -19,8 +22,23 @@ deps:
 	@sh scripts/deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD_DIR)
+
+# The Debian package (debian/), built from a copy of the tree in $(DEB_DIR) so
+# dpkg-buildpackage's output (it writes to ..) stays there; then lintian and
+# scripts/check_deb.sh (contents, control fields, the unit). Not part of
+# `make test`: a full package build takes minutes.
+DEB_DIR ?= build-deb
+deb: deps
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/moonhttp
+	git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t $(DEB_DIR)/moonhttp
+	cd $(DEB_DIR)/moonhttp && DEB_BUILD_OPTIONS="parallel=$(JOBS)" dpkg-buildpackage -us -uc -b
+	lintian --fail-on error,warning --info $(DEB_DIR)/moonhttp_*.deb
+	sh scripts/check_deb.sh $(DEB_DIR)/moonhttp_*.deb
 
 run: build
 	$(BUILD_DIR)/moonhttp examples/api.lua
@@ -62,4 +80,4 @@ format:
 	clang-format -i src/*/*.c src/*/*.h tests/unit/*.h tests/unit/*/*.c fuzz/*.c
 
 clean:
-	rm -rf $(BUILD_DIR) build-asan build-fuzz
+	rm -rf $(BUILD_DIR) build-asan build-fuzz build-deb

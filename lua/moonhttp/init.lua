@@ -166,6 +166,39 @@ function M.log(level, ...) core.log(level, ...) end
 -- still serves, so a health check answering 503 lets a balancer drain it.
 function M.stopping() return core.stopping() end
 
+-- A readiness route for a load balancer or an orchestrator's probe:
+--   http.handle("GET /ready", http.health_handler { check = function(req) ... end })
+-- 503 "stopping" once a stop began (during shutdown_delay the worker still
+-- serves, so the balancer drains it first), 503 with the check's error when
+-- check(req) returns nil, err (or raises), else 200 "ok". Never cached.
+local health_options = { "check" }
+function M.health_handler(opts)
+  if opts ~= nil and type(opts) ~= "table" then error("http.health_handler: options must be a table", 2) end
+  opts = opts or {}
+  core.check_opts(opts, "http.health_handler", health_options, 2)
+  local check = opts.check
+  if check ~= nil and type(check) ~= "function" then
+    error("http.health_handler: check must be a function", 2)
+  end
+  return function(req, res)
+    res:header("Content-Type", "text/plain")
+    res:header("Cache-Control", "no-store")
+    if core.stopping() then
+      res:status(503)
+      return res:write("stopping\n")
+    end
+    if check then
+      local ok, good, err = pcall(check, req)
+      if not ok then core.log("warn", "http.health_handler: check raised: " .. tostring(good)) end
+      if not ok or not good then
+        res:status(503)
+        return res:write(tostring(ok and (err or "not ready") or "check failed"), "\n")
+      end
+    end
+    res:write("ok\n")
+  end
+end
+
 -- A C handler that serves the metrics (Prometheus text format) on a route.
 function M.metrics_handler()
   return core.metrics_handler()

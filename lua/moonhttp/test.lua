@@ -9,7 +9,9 @@
 --   app:stop()
 --
 -- settings become command-line flags (max_body_bytes = "2m" -> --max-body-bytes 2m;
--- true -> a bare flag). The binary is opts.bin, $MOONHTTP_BIN or "moonhttp".
+-- true -> a bare flag). The binary is opts.bin, $MOONHTTP_BIN, the one installed
+-- beside this file (<prefix>/bin/moonhttp for <prefix>/share/lua/5.4/moonhttp/test.lua)
+-- or "moonhttp" on the PATH.
 -- headers come back with lowercase names (repeated ones joined with ", ";
 -- headers["set-cookie"] is a list). Requests that fail raise with the
 -- server's log attached, so a busted failure shows what the server said.
@@ -44,10 +46,20 @@ local function slurp(path)
   return s
 end
 
+-- After `make install` this file and the binary share a prefix: a spec then runs the
+-- binary that came with the module, even from a staging root (DESTDIR) off the PATH.
+local function installed_bin()
+  local prefix = debug.getinfo(1, "S").source:match("^@(.*)/share/lua/5%.4/moonhttp/test%.lua$")
+  local f = prefix and io.open(prefix .. "/bin/moonhttp", "rb")
+  if not f then return nil end
+  f:close()
+  return prefix .. "/bin/moonhttp"
+end
+
 function M.start(script, settings, opts)
   opts = opts or {}
   check_opts(opts, "test.start", { "bin" })
-  local bin = opts.bin or os.getenv("MOONHTTP_BIN") or "moonhttp"
+  local bin = opts.bin or os.getenv("MOONHTTP_BIN") or installed_bin() or "moonhttp"
   local args = { "--listen", "127.0.0.1:0", "--workers", "1" }
   for k, v in pairs(settings or {}) do
     local flag = "--" .. k:gsub("_", "-")

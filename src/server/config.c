@@ -71,6 +71,8 @@ static const struct setting settings[] = {
     {"clean_path", T_STRING, OFF(clean_path), 0, 0,
      "non-canonical paths: redirect (as Go) or rewrite (route the clean path)"},
     {"log_level", T_STRING, OFF(log_level), 0, 0, "error, warn, info or debug"},
+    {"log_format", T_STRING, OFF(log_format), 0, 0,
+     "error log lines on stderr: text, or json (one object per line: time, level, pid, msg)"},
     {"shutdown_delay", T_DURATION, OFF(shutdown_delay), 0, 3600,
      "seconds to keep serving after SIGTERM with http.stopping() true (health checks fail "
      "first), before the graceful stop"},
@@ -154,6 +156,7 @@ void mh_config_init(struct mh_config *c)
     c->tcp_nodelay = true;
     c->clean_path = xstrdup("redirect");
     c->log_level = xstrdup("info");
+    c->log_format = xstrdup("text");
     c->workers = xstrdup("auto");
     c->access_log = xstrdup("off");
     c->access_log_format = xstrdup("common");
@@ -202,6 +205,7 @@ void mh_config_free(struct mh_config *c)
     free(c->tls_key);
     free(c->clean_path);
     free(c->log_level);
+    free(c->log_format);
     free(c->workers);
     free(c->access_log);
     free(c->access_log_format);
@@ -1017,6 +1021,10 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
     }
     if (mh_log_level_parse(c->log_level) < 0) {
         snprintf(err, errlen, "log_level: \"%s\" is not error, warn, info or debug", c->log_level);
+        return -1;
+    }
+    if (strcmp(c->log_format, "text") && strcmp(c->log_format, "json")) {
+        snprintf(err, errlen, "log_format: \"%s\" is not text or json", c->log_format);
         return -1;
     }
     if (strcmp(c->workers, "auto")) {

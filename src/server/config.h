@@ -60,6 +60,7 @@ struct mh_config {
     long h2_flood_budget;           /* frames doing no work, per burst */
 
     char *log_level;
+    char *log_format; /* "text" | "json" */
     char *workers;               /* "N" | "auto" */
     double shutdown_delay;       /* serve on, http.stopping() true, before a graceful stop */
     char *access_log;            /* path, "-" (stdout) or "off" */

@@ -7,6 +7,7 @@
 #include "access_log.h"
 #include "master.h"
 #include "metrics.h"
+#include "notify.h"
 #include "shared_zones.h"
 
 #include <errno.h>
@@ -110,6 +111,8 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
     struct mh_listener metrics_listener;
     memset(&metrics_listener, 0, sizeof metrics_listener);
     struct mh_shm_dicts shared = {0};
+    struct mh_notify notify;
+    mh_notify_init(&notify); /* before any fork: workers must not inherit NOTIFY_SOCKET */
     int rc = 1;
     if (setup_ops(config, g, &ops, &metrics_listener, &shared, err, sizeof err) < 0) {
         fprintf(stderr, "moonhttp: %s\n", err);
@@ -122,6 +125,7 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
         mh_gen_unref(g);
         goto out;
     }
+    ops.notify = &notify;
     int workers = mh_config_workers(config);
     if (workers > 1) {
         rc = mh_master_run(config, g, workers, &ops); /* takes g */
@@ -144,6 +148,7 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
         unlink(config->pid_file);
 out:
     teardown_ops(&ops, &metrics_listener);
+    mh_notify_close(&notify);
     return rc;
 }
 
@@ -176,6 +181,7 @@ int main(int argc, char **argv)
         return 1;
     }
     mh_log_threshold = (enum mh_log_level)mh_log_level_parse(config.log_level);
+    mh_log_json = strcmp(config.log_format, "json") == 0;
     if (config.mode == MH_MODE_CHECK) {
         printf("%s: ok (%zu routes)\n", config.script, mh_router_size(g->router));
         mh_gen_unref(g);

@@ -5,6 +5,7 @@
 #include "lua_guard.h"
 #include "lua_vm.h"
 #include "metrics.h"
+#include "notify.h"
 #include "shared_zones.h"
 #include "worker.h"
 
@@ -68,11 +69,14 @@ struct master {
     ev_child child_watcher;
     ev_timer restart_timer, kill_timer;
     ev_timer supervise_timer;
+    ev_timer watchdog_timer; /* WATCHDOG=1 to systemd while the workers are healthy */
     struct mh_heartbeat *beats; /* shared with the workers: NBEATS slots */
     int spawning_beat;          /* the slot of the worker being forked (for child_main) */
     double backoff;
     bool stopping;
-    bool failed; /* no worker could start: the master exits 1 */
+    bool failed;       /* no worker could start: the master exits 1 */
+    bool owes_ready;   /* READY=1 is due once every current worker serves (start, reload) */
+    bool reloading;    /* a reload's new workers are starting; the old ones still serve */
 };
 
 static void child_main(struct master *m) __attribute__((noreturn));
@@ -101,6 +105,7 @@ static void child_main(struct master *m)
     ev_timer_stop(loop, &m->restart_timer);
     ev_timer_stop(loop, &m->kill_timer);
     ev_timer_stop(loop, &m->supervise_timer);
+    ev_timer_stop(loop, &m->watchdog_timer);
     ev_loop_fork(loop);
     close(m->ready_pipe[0]);
     struct mh_worker w;
@@ -200,7 +205,11 @@ static void fill_workers(struct master *m)
             break;
 }
 
-/* Old workers stop once every current worker serves: until then they keep accepting. */
+/*
+ * Old workers stop once every current worker serves: until then they keep
+ * accepting. That moment is also when systemd hears READY=1, after the
+ * start and after each reload.
+ */
 static void retire_old_if_ready(struct master *m)
 {
     for (size_t i = 0; i < m->nchildren; i++)
@@ -208,6 +217,9 @@ static void retire_old_if_ready(struct master *m)
             return;
     if (count_current(m) < (size_t)m->nworkers)
         return;
+    if (m->owes_ready && !m->stopping)
+        mh_notify_send(m->ops->notify, "READY=1");
+    m->owes_ready = m->reloading = false;
     for (size_t i = 0; i < m->nchildren; i++) {
         struct child *c = &m->children[i];
         if (c->retiring && !c->signaled) {
@@ -302,6 +314,36 @@ static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
     (void)loop;
 }
 
+/*
+ * The systemd watchdog vouches for the workers, not just the master: a ping
+ * goes out only while every current worker serves (or, during a reload, the
+ * old ones still do) and the loop of each one that serves has turned within
+ * the last ping period (at least 1 s: heartbeats come every
+ * MH_GUARD_BEAT_EVERY and are read every SUPERVISE_EVERY). A worker stuck
+ * past worker_stall_timeout is killed and replaced first; workers that keep
+ * crashing, or stalls with the stall watchdog off, stop the pings and let
+ * systemd restart the service after WatchdogSec.
+ */
+static void on_watchdog(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct master *m = t->data;
+    (void)loop;
+    (void)revents;
+    ev_tstamp now = ev_time();
+    double fresh = m->ops->notify->watchdog > 1.0 ? m->ops->notify->watchdog : 1.0;
+    size_t serving = 0;
+    for (size_t i = 0; i < m->nchildren; i++) {
+        const struct child *c = &m->children[i];
+        if (!c->ready)
+            continue;
+        if (c->stalled || (c->beat >= 0 && now - c->last_beat_at > fresh))
+            return;
+        serving += !c->retiring;
+    }
+    if (serving >= (size_t)m->nworkers || m->reloading)
+        mh_notify_send(m->ops->notify, "WATCHDOG=1");
+}
+
 static void on_stop(struct ev_loop *loop, ev_signal *s, int revents);
 
 static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
@@ -393,6 +435,7 @@ static void on_stop(struct ev_loop *loop, ev_signal *s, int revents)
     if (m->stopping)
         return;
     m->stopping = true;
+    mh_notify_send(m->ops->notify, "STOPPING=1");
     mh_log(MH_LOG_INFO, "graceful stop of %zu workers", m->nchildren);
     ev_timer_stop(loop, &m->restart_timer);
     /* Our copies must go too, or connections would queue where no worker accepts. */
@@ -417,11 +460,14 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
         return;
     char err[4096];
     ev_tstamp t0 = ev_time();
+    mh_notify_reloading(m->ops->notify);
     struct mh_gen *g = mh_gen_new(m->config, true, err, sizeof err);
     struct mh_reload_stats *st = mh_metrics_reload_stats(m->ops->metrics);
     if (!g) {
         mh_reload_stats_failed(st, err);
         mh_log(MH_LOG_ERROR, "reload (SIGHUP) failed; the workers keep the previous code: %s", err);
+        if (!m->owes_ready) /* the workers serve as before */
+            mh_notify_send(m->ops->notify, "READY=1");
         return;
     }
     if (m->ops->shared)
@@ -432,6 +478,7 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     st->last_failed = false;
     for (size_t i = 0; i < m->nchildren; i++)
         m->children[i].retiring = true;
+    m->owes_ready = m->reloading = true;
     mh_log(MH_LOG_INFO,
            "reload (SIGHUP): new code checked in %.1f ms (%zu routes); starting %d "
            "new workers",
@@ -503,6 +550,13 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     ev_timer_init(&m.supervise_timer, on_supervise, SUPERVISE_EVERY, SUPERVISE_EVERY);
     m.supervise_timer.data = &m;
     ev_timer_start(loop, &m.supervise_timer);
+    ev_init(&m.watchdog_timer, on_watchdog);
+    m.watchdog_timer.data = &m;
+    if (mh_notify_on(ops->notify) && ops->notify->watchdog > 0) {
+        ev_timer_set(&m.watchdog_timer, ops->notify->watchdog, ops->notify->watchdog);
+        ev_timer_start(loop, &m.watchdog_timer);
+    }
+    m.owes_ready = true;
     for (size_t i = 0; i < m.nlisteners; i++)
         mh_log(MH_LOG_INFO, "listening on %s (port %d)", m.listeners[i].addr,
                mh_listener_port(&m.listeners[i]));
@@ -519,6 +573,7 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     ev_timer_stop(loop, &m.kill_timer);
     ev_timer_stop(loop, &m.restart_timer);
     ev_timer_stop(loop, &m.supervise_timer);
+    ev_timer_stop(loop, &m.watchdog_timer);
     if (m.beats)
         munmap(m.beats, NBEATS * sizeof *m.beats);
     ev_signal_stop(loop, &m.sigterm);

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "lua_channel.h"
 #include "lua_guard.h"
+#include "notify.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
 #include "req.h"
@@ -35,6 +36,7 @@ static void offer_http2(struct mh_config *c);
 static void leave(struct mh_worker *w)
 {
     w->leaving = true;
+    ev_timer_stop(w->loop, &w->watchdog_timer);
     ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -123,6 +125,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     struct mh_worker *w = s->data;
     (void)revents;
+    if (!w->stopping)
+        mh_notify_send(w->notify, "STOPPING=1");
     if (s->signum == SIGUSR2 || w->stopping || w->config->shutdown_delay <= 0) {
         mh_worker_shutdown(w);
         return;
@@ -135,11 +139,24 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     ev_timer_start(loop, &w->delay_timer);
 }
 
+/* systemd follows the reload from RELOADING=1 to READY=1, whatever its outcome. */
 static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
 {
+    struct mh_worker *w = s->data;
     (void)loop;
     (void)revents;
-    mh_worker_reload(s->data, "SIGHUP");
+    mh_notify_reloading(w->notify);
+    mh_worker_reload(w, "SIGHUP");
+    mh_notify_send(w->notify, "READY=1");
+}
+
+/* A lone worker is its own stall watchdog's subject: a loop stuck in a task stops the pings. */
+static void on_watchdog(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    mh_notify_send(w->notify, "WATCHDOG=1");
 }
 
 int mh_worker_reload(struct mh_worker *w, const char *why)
@@ -248,6 +265,7 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
+    w->notify = w->inherited ? NULL : ops->notify; /* under a master, the master talks */
     w->gen->shared = ops->shared;
     const char *cerr = mh_chan_endpoint_init(&w->channels, w->loop, ops->channels, getpid());
     if (cerr)
@@ -485,6 +503,14 @@ int mh_worker_run(struct mh_worker *w)
                mh_listener_port(&w->listeners[i]));
     mh_timer_gen_started(w->gen);
     const struct mh_config *c = w->config;
+    if (mh_notify_on(w->notify) && c->mode == MH_MODE_SERVE) {
+        mh_notify_send(w->notify, "READY=1");
+        if (w->notify->watchdog > 0) {
+            ev_timer_init(&w->watchdog_timer, on_watchdog, 0., w->notify->watchdog);
+            w->watchdog_timer.data = w;
+            ev_timer_start(w->loop, &w->watchdog_timer);
+        }
+    }
     char err[256];
     if (c->mode == MH_MODE_SERVE &&
         mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
@@ -518,6 +544,7 @@ int mh_worker_run_script(struct mh_worker *w)
 void mh_worker_destroy(struct mh_worker *w)
 {
     ev_timer_stop(w->loop, &w->idle_close_timer);
+    ev_timer_stop(w->loop, &w->watchdog_timer);
     mh_devwatch_stop(w->devwatch);
     w->devwatch = NULL;
     mh_access_log_free(w->access_log);

@@ -31,6 +31,7 @@ struct mh_devwatch;
 struct mh_access_log;
 struct mh_metrics;
 struct mh_heartbeat;
+struct mh_notify;
 
 struct mh_worker {
     struct ev_loop *loop;
@@ -76,6 +77,8 @@ struct mh_worker {
     ev_timer metrics_timer;         /* publishes this worker's connection gauges */
     struct mh_heartbeat *heartbeat; /* slot in the master's table, or NULL (no master) */
     struct mh_chan_endpoint channels; /* this process's side of http.channel() */
+    struct mh_notify *notify;       /* systemd's socket, when this is the whole server */
+    ev_timer watchdog_timer;        /* WATCHDOG=1 while the loop turns (no master) */
 };
 
 /* What main sets up once per process tree (before any fork) for every worker. */
@@ -87,6 +90,7 @@ struct mh_ops {
     bool metrics_on;             /* record per-request metrics */
     struct mh_shm_dicts *shared; /* http.server{ shared = ... } zones, mapped before any fork */
     struct mh_shm_chan *channels; /* http.channel()'s zone, mapped before any fork; NULL: none */
+    struct mh_notify *notify;    /* systemd notify socket (the master's, or a lone worker's) */
 };
 
 /* Attaches the access log, shared metrics and the metrics listener to a worker. */

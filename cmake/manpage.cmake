@@ -1,0 +1,31 @@
+# Writes the man page: dist/moonhttp.1.in with its OPTIONS section made from
+# the built binary's own --help, so the two cannot disagree. Run with
+# -DBIN= -DIN= -DOUT= -DVERSION=.
+execute_process(COMMAND ${BIN} --help OUTPUT_VARIABLE help RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${BIN} --help failed (${rc})")
+endif()
+string(REPLACE "\\" "\\\\" help "${help}")
+string(REPLACE "-" "\\-" help "${help}")
+# A list splits at ";": keep the help's own semicolons out of the way.
+string(REPLACE ";" "@SEMI@" help "${help}")
+string(REPLACE "\n" ";" lines "${help}")
+set(MH_OPTIONS "")
+foreach(line IN LISTS lines)
+  # "  --flag[, --other]   description (default x)"
+  if(line MATCHES "^  (\\\\-\\\\-[a-z0-9\\\\-]+(, \\\\-\\\\-[a-z0-9\\\\-]+)?) *(.*)$")
+    set(name "${CMAKE_MATCH_1}")
+    set(desc "${CMAKE_MATCH_3}")
+    string(REPLACE "@SEMI@" ";" desc "${desc}")
+    if(desc MATCHES "^[.']")
+      set(desc "\\&${desc}")
+    endif()
+    string(APPEND MH_OPTIONS ".TP\n.B ${name}\n${desc}\n")
+  endif()
+endforeach()
+if(MH_OPTIONS STREQUAL "")
+  message(FATAL_ERROR "no options found in ${BIN} --help")
+endif()
+string(TIMESTAMP MH_DATE "%Y-%m-%d" UTC)
+configure_file(${IN} ${OUT}.tmp @ONLY)
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,90 @@
+-- `make install` into a staging root (DESTDIR): the files land where Debian's
+-- lua5.4 and systemd look, the installed binary serves an app with no
+-- environment, and a busted spec outside the source tree tests an app with
+-- nothing but the installed moonhttp.test (which finds the installed binary).
+local H = require "helper"
+
+local build_dir = H.bin:match("^(.*)/[^/]+$") or "."
+local root = H.tmpname(".root")
+-- The prefix the build was configured with (make build PREFIX=..., /usr/local by default).
+local configured = (H.read_file(build_dir .. "/CMakeCache.txt") or ""):match("\nCMAKE_INSTALL_PREFIX:PATH=([^\n]*)")
+  or "/usr/local"
+local prefix = root .. configured
+local clean_env = "env -i PATH=/usr/bin:/bin HOME=" .. root
+local etc = configured == "/usr" and "/etc" or configured .. "/etc"
+
+describe("make install", function()
+  setup(function()
+    H.must("DESTDIR=" .. H.shell_quote(root) .. " cmake --install " .. H.shell_quote(build_dir))
+  end)
+  teardown(function() os.execute("rm -rf " .. H.shell_quote(root)) end)
+
+  it("puts each file where its reader looks", function()
+    for _, f in ipairs {
+      "/bin/moonhttp",
+      "/share/lua/5.4/moonhttp/test.lua",  -- Debian's lua5.4: /usr/local/share/lua/5.4/?.lua
+      "/share/lua/5.4/moonhttp/init.lua",
+      "/share/lua/5.4/moonhttp/pg/proto.lua",
+      "/share/man/man1/moonhttp.1",
+      "/share/doc/moonhttp/examples/api.lua",
+      "/share/doc/moonhttp/examples/views/home.html",
+      "/lib/systemd/system/moonhttp.service",
+    } do
+      assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)
+    end
+    local unit = H.read_file(prefix .. "/lib/systemd/system/moonhttp.service")
+    assert(H.read_file(root .. etc .. "/moonhttp/app.lua"), "no starter app in " .. etc)
+    assert.matches("ExecStart=" .. configured .. "/bin/moonhttp " .. etc .. "/moonhttp/app.lua", unit, 1, true)
+  end)
+
+  it("has a man page with every flag of --help", function()
+    local help = H.sh(prefix .. "/bin/moonhttp --help")
+    local man = H.read_file(prefix .. "/share/man/man1/moonhttp.1"):gsub("\\%-", "-")
+    local n = 0
+    for flag in help:gmatch("\n  (%-%-[%w%-]+)") do
+      n = n + 1
+      assert.truthy(man:find("\n.B " .. flag, 1, true), flag .. " is not in the man page")
+    end
+    assert.is_true(n > 30, help)
+    -- groff's warnings (what lintian's manpage check runs too)
+    local text, ok = H.sh("groff -man -ww -z " .. H.shell_quote(prefix .. "/share/man/man1/moonhttp.1"))
+    assert(ok and text == "", "man page warnings: " .. text)
+  end)
+
+  it("serves the installed starter app with no environment set", function()
+    local saved = H.bin
+    H.bin = prefix .. "/bin/moonhttp"
+    local ok, srv = pcall(H.start, root .. etc .. "/moonhttp/app.lua", { env = clean_env })
+    H.bin = saved
+    assert(ok, srv)
+    local res = assert(srv:get("/"))
+    assert.equal(200, res.status)
+    assert.matches('"hello":"moonhttp"', res.body, 1, true)
+    assert.equal("ok\n", srv:get("/healthz").body)
+    assert.equal(0, srv:stop())
+  end)
+
+  it("runs an app's busted spec with only the installed files", function()
+    local dir = root .. "/myapp"
+    H.must("mkdir -p " .. H.shell_quote(dir .. "/spec"))
+    H.write_file(dir .. "/spec/api_spec.lua", [[
+local test = require "moonhttp.test"
+describe("the installed example", function()
+  it("answers", function()
+    local app = test.start("]] .. prefix .. [[/share/doc/moonhttp/examples/api.lua")
+    local status, headers, body = app:get("/api/users")
+    app:stop()
+    assert.equal(200, status)
+    assert.equal('{"name":"baseline","users":[]}', body)
+  end)
+end)
+]])
+    -- LUA_PATH only because the root is a staging one; installed for real,
+    -- /usr/local/share/lua/5.4 is already on lua5.4's default path.
+    local lua_path = prefix .. "/share/lua/5.4/?.lua;" .. prefix .. "/share/lua/5.4/?/init.lua;;"
+    local out, ok = H.sh("cd " .. H.shell_quote(dir) .. " && " .. clean_env .. " LUA_PATH="
+      .. H.shell_quote(lua_path) .. " busted -o TAP spec/api_spec.lua")
+    assert(ok, out)
+    assert.matches("ok 1 - the installed example answers", out, 1, true)
+  end)
+end)
