@@ -21,7 +21,6 @@ while [ $# -gt 0 ]; do
     esac
 done
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
-PGBIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 HTTP_PORT=${BENCH_PG_HTTP_PORT:-18090}
 CONNS=${BENCH_PG_CONNS:-100}     # wrk connections
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -32,23 +31,15 @@ PGPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0));
 export PGPORT PGHOST=127.0.0.1 PGUSER=postgres
 SERVER_PID=""
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-pg() { runuser -u postgres -- "$@"; }
+source bench/pgcluster.sh
 cleanup() {
     [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
-    pg "$PGBIN/pg_ctl" -D "$WORK/data" -w stop -m immediate >/dev/null 2>&1 || true
+    pg_cluster_stop
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-chown postgres: "$WORK"
-pg "$PGBIN/initdb" -D "$WORK/data" -U postgres --auth=trust -E UTF8 --locale=C --no-sync >/dev/null
-cat >>"$WORK/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PGPORT
-unix_socket_directories = '$WORK'
-max_connections = 200
-CONF
-taskset -c 1 runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w start >/dev/null
+pg_cluster_start
 pg "$PGBIN/pgbench" -h 127.0.0.1 -p "$PGPORT" -U postgres -i -s 1 -q postgres >/dev/null 2>&1
 log "cluster on 127.0.0.1:$PGPORT, pgbench_accounts: 100000 rows"
 

@@ -21,6 +21,7 @@ http.handle("GET /json/{case}", function(req, res)
     third = { 1 / 3 },
     big = { 2 ^ 53 },
     int = { math.maxinteger },
+    ints = { 0, -1, 7, 10, -10000, 1234567890, math.mininteger },
   }
   res:json(cases[req:pathvalue("case")])
 end)
@@ -70,6 +71,7 @@ describe("http.json.encode", function()
     { "third", "[0.33333333333333331]" },
     { "big", "[9007199254740992]" },
     { "int", "[9223372036854775807]" },
+    { "ints", "[0,-1,7,10,-10000,1234567890,-9223372036854775808]" },
   }) do
     it("encodes " .. row[1] .. " as " .. row[2], function()
       local res = assert(srv:get("/json/" .. row[1]))

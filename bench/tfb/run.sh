@@ -2,6 +2,8 @@
 # The TechEmpower test types and the seed's Redis routes (bench/TFB.md):
 # moonhttp, Go net/http, Fastify and nginx + Lua side by side in one run.
 #   bench/tfb/run.sh [--rounds N] [--duration S] [--verify-only] [--servers a,b] [--tests a,b]
+#   bench/tfb/run.sh --callgrind PATH [N1 N2]   moonhttp's instructions per request
+#                    on PATH (by difference of N1 and N2 requests) and its top functions
 # A throw-away PostgreSQL 15 cluster (bench/tfb/setup.sql) and a redis-server
 # on free loopback ports, both on core 1; every server started once, pinned
 # to core 0 (one process, one thread where it has the choice), and checked
@@ -12,52 +14,43 @@
 # spreads (min..max) over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROUNDS=3 DURATION=5 VERIFY_ONLY="" SERVERS="moonhttp,go,fastify,nginx" TESTS="json,db,queries,fortunes,updates,plaintext,cached,redis"
+ROUNDS=3 DURATION=5 VERIFY_ONLY="" CALLGRIND="" SERVERS="moonhttp,go,fastify,nginx" TESTS="json,db,queries,fortunes,updates,plaintext,cached,redis"
 while [ $# -gt 0 ]; do
     case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --verify-only) VERIFY_ONLY=1; shift ;;
+    --callgrind) CALLGRIND=$2; N1=${3:-200}; N2=${4:-1000}; shift $(($# >= 4 ? 4 : 2)) ;;
     --servers) SERVERS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
     *) sed -n '2,4p' "$0" >&2; exit 2 ;;
     esac
 done
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
-PGBIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
 POOL=${POOL:-16}      # database / Redis connections per server
 CONNS=${CONNS:-64}    # wrk connections (plaintext: 256, pipelined 16 deep)
 OUT=bench/results/tfb-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/mh-tfb-XXXXXX)
 declare -A PID=() PORT=()
-PG_PID_DIR="" REDIS_PID=""
+REDIS_PID=""
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pg() { runuser -u postgres -- "$@"; }
+source bench/pgcluster.sh
 cleanup() {
     local s
     for s in "${!PID[@]}"; do kill "${PID[$s]}" 2>/dev/null || true; done
     for s in "${!PID[@]}"; do wait "${PID[$s]}" 2>/dev/null || true; done
     [ -n "$REDIS_PID" ] && { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null || true; }
-    [ -n "$PG_PID_DIR" ] && pg "$PGBIN/pg_ctl" -D "$PG_PID_DIR" -w stop -m immediate >/dev/null 2>&1 || true
+    pg_cluster_stop
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 
 # -- services, on core 1 beside wrk ------------------------------------------
 PGPORT=$(free_port)
-chown postgres: "$WORK"
-pg "$PGBIN/initdb" -D "$WORK/data" -U postgres --auth=trust -E UTF8 --locale=C --no-sync >/dev/null
-cat >>"$WORK/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PGPORT
-unix_socket_directories = '$WORK'
-max_connections = 200
-CONF
-taskset -c 1 runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w start >/dev/null
-PG_PID_DIR=$WORK/data
+pg_cluster_start
 "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -f bench/tfb/setup.sql >/dev/null
 REDIS_PORT=$(free_port)
 taskset -c 1 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >"$WORK/redis.log" 2>&1 &
@@ -65,6 +58,49 @@ REDIS_PID=$!
 for _ in $(seq 50); do port_open "$REDIS_PORT" && break; sleep 0.1; done
 for k in users user orders order item:{0..7}; do redis-cli -p "$REDIS_PORT" SET "tfb:$k" baseline >/dev/null; done
 log "postgres 127.0.0.1:$PGPORT (World 10000 rows, Fortune 12), redis 127.0.0.1:$REDIS_PORT"
+
+# -- moonhttp under callgrind: N1 then N2 keep-alive requests (one curl
+# connection), start to exit; startup cancels out of the difference. Each
+# process (--trace-children) writes a file; no CPU limit, as valgrind runs
+# on_start's 10,000-row cache load 50 times slower than the 2 s it allows.
+callgrind_run() {
+    local n=$1 port f total=0 t
+    port=$(free_port)
+    PGPORT="$PGPORT" REDIS_PORT="$REDIS_PORT" POOL=1 valgrind --tool=callgrind --trace-children=yes \
+        --callgrind-out-file="$OUT/callgrind.out.$n.%p" \
+        "$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 --log-level warn --handler-cpu-limit 0 \
+        bench/tfb/moonhttp/app.lua >"$OUT/callgrind-$n.log" 2>&1 &
+    PID[callgrind]=$!
+    local sep="?"
+    [[ "$CALLGRIND" == *"?"* ]] && sep="&"
+    # Until the worker answers (its on_start fills the cache): one request
+    # or two, the same in both runs give or take one.
+    for _ in $(seq 600); do curl -sf -o /dev/null "http://127.0.0.1:$port$CALLGRIND" && break; sleep 0.2; done
+    curl -sf -o /dev/null "http://127.0.0.1:$port$CALLGRIND${sep}n=[1-$n]"
+    kill "${PID[callgrind]}"
+    wait "${PID[callgrind]}" 2>/dev/null || true
+    unset "PID[callgrind]"
+    for f in "$OUT"/callgrind.out."$n".*; do
+        t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
+        total=$((total + ${t:-0}))
+    done
+    echo "$total"
+}
+if [ -n "$CALLGRIND" ]; then
+    i1=$(callgrind_run "$N1")
+    i2=$(callgrind_run "$N2")
+    awk -v p="$CALLGRIND" -v n1="$N1" -v n2="$N2" -v i1="$i1" -v i2="$i2" \
+        'BEGIN { printf "%s: %.0f instructions/request (%d -> %d, %d -> %d)\n", p, (i2 - i1) / (n2 - n1), n1, i1, n2, i2 }' |
+        tee "$OUT/callgrind.txt"
+    # the worker: the process with the most instructions
+    main=$(for f in "$OUT"/callgrind.out."$N2".*; do
+        echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
+    done | sort -n | tail -n 1 | cut -d' ' -f2)
+    callgrind_annotate --threshold=100 "$main" 2>/dev/null | grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' |
+        sed -n '1,30p' >>"$OUT/callgrind.txt"
+    log "results in $OUT (kcachegrind $main)"
+    exit 0
+fi
 
 # -- servers, on core 0 --------------------------------------------------------
 # tests_of NAME: the tests an implementation has.

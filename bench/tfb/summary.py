@@ -66,13 +66,13 @@ def chart(out_dir, test, bars):
             f.write("%d %s %f %f %f\n" % (i, s, cpu, cmin, cmax))
     script = """set terminal png size 640,400
 set output '%s/%s.png'
-set title 'bench/tfb: %s (%s), requests per server CPU-second, median and spread'
+set title "bench/tfb %s: requests per server CPU-second (median, min..max)"
 set style fill solid 0.6
 set boxwidth 0.6
 set yrange [0:*]
 set xtics rotate by 0
 plot '%s' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorbars notitle
-""" % (out_dir, test, test, WHAT[test], dat)
+""" % (out_dir, test, test, dat)
     subprocess.run(["gnuplot"], input=script, text=True, check=False)
 
 
