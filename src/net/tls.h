@@ -57,15 +57,6 @@ int mh_tls_listeners_init(struct mh_listener *ls, size_t n, const struct mh_tls_
 int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
                             const struct mh_tls_certs *const *certs, char *err, size_t errlen);
 
-/*
- * The protocol ALPN chose on a TLS transport once its handshake is done
- * ("h2", "http/1.1"); NULL before that, without ALPN, or on plain TCP.
- */
-const char *mh_tls_alpn(const struct mh_transport *t);
-
-/* t is a TLS transport (a plain TCP one is not): the protocol is then ALPN's to choose. */
-bool mh_tls_active(const struct mh_transport *t);
-
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);
 

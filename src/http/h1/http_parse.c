@@ -1,6 +1,6 @@
 #include "http_parse.h"
 
-#include "conn_impl.h"
+#include "h1_impl.h"
 
 #include <string.h>
 
@@ -14,19 +14,19 @@ enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE, MH_PAUSE_BODILESS };
 /* Bytes of chunk extensions allowed on one chunk-size line (400 beyond). */
 #define MH_CHUNK_EXT_MAX 1024
 
-static inline struct mh_conn *conn_of(llhttp_t *p)
+static inline struct mh_h1 *conn_of(llhttp_t *p)
 {
     return p->data;
 }
 
-static inline uint32_t offset_in_head(struct mh_conn *c, const char *at)
+static inline uint32_t offset_in_head(struct mh_h1 *c, const char *at)
 {
     return (uint32_t)(at - (c->in.data + c->req_start));
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     if (c->req.head.target.len == 0)
         c->req.head.target.off = offset_in_head(c, at);
     c->req.head.target.len += (uint32_t)len;
@@ -53,7 +53,7 @@ static int check_name(const char *at, size_t len)
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     struct mh_request *r = &c->req.head;
     if (check_name(at, len))
         return HPE_INVALID_HEADER_TOKEN;
@@ -71,7 +71,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     if (c->head_len != 0)
         return 0; /* a trailer value (llhttp checked its characters) */
     struct mh_header *h = &c->req.head.headers[c->req.head.nheaders - 1];
@@ -91,10 +91,10 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
  * differently by another parser on the path, framing we do not implement.
  * Returns the status the head deserves, or 0 when it may be handled.
  */
-static int check_head(struct mh_conn *c)
+static int check_head(struct mh_h1 *c)
 {
     struct mh_request *r = &c->req.head;
-    const char *base = mh_conn_head(c);
+    const char *base = mh_h1_head(c);
     size_t t_end = (size_t)r->target.off + r->target.len;
     /* method SP target SP version: exactly one space each side of the target */
     if (r->target.off < 2 || base[r->target.off - 1] != ' ' || base[r->target.off - 2] == ' ')
@@ -103,7 +103,7 @@ static int check_head(struct mh_conn *c)
         return 400; /* no version: an HTTP/0.9 request line */
     if (r->http_major != 1 || r->http_minor > 1)
         return 505;
-    if (t_end > (size_t)c->h->limits->max_header_bytes)
+    if (t_end > (size_t)c->conn->h->limits->max_header_bytes)
         return 414;
     /* One pass over the headers: trim, validate, and note the ones we act on. */
     int host = -1, te = -1, expect = -1;
@@ -185,7 +185,7 @@ static int check_head(struct mh_conn *c)
 
 static int on_headers_complete(llhttp_t *p)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     struct mh_request *r = &c->req.head;
     r->method = (uint8_t)p->method;
     if (c->other_method_len) {
@@ -216,7 +216,7 @@ static int on_headers_complete(llhttp_t *p)
 /* Chunk extensions are checked by llhttp and ignored by us; their size is bounded here. */
 static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     (void)at;
     c->chunk_ext_bytes += (uint32_t)len;
     return c->chunk_ext_bytes > MH_CHUNK_EXT_MAX ? HPE_INVALID_CHUNK_SIZE : 0;
@@ -230,7 +230,7 @@ static int on_chunk_header(llhttp_t *p)
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     c->req.body_received += len;
     if (c->draining)
         return 0;
@@ -243,7 +243,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     c->pause = c->pause == MH_PAUSE_HEAD ? MH_PAUSE_BODILESS : MH_PAUSE_MESSAGE;
     return HPE_PAUSED;
 }
@@ -269,14 +269,14 @@ static const llhttp_settings_t *settings(void)
     return &s;
 }
 
-void mh_http_parser_init(struct mh_conn *c)
+void mh_http_parser_init(struct mh_h1 *c)
 {
     llhttp_init(&c->parser, HTTP_REQUEST, settings());
     c->parser.data = c;
 }
 
 /* The request line's first byte: llhttp skips empty lines before it. */
-static const char *request_line(const struct mh_conn *c)
+static const char *request_line(const struct mh_h1 *c)
 {
     const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
     while (p < end && (*p == '\r' || *p == '\n'))
@@ -290,7 +290,7 @@ static const char *request_line(const struct mh_conn *c)
  * well-formed line (method SP target SP HTTP/d.d CRLF) with a version we do
  * not speak is a 505; anything else is a malformed line, a 400.
  */
-static int version_status(struct mh_conn *c)
+static int version_status(struct mh_h1 *c)
 {
     const char *p = request_line(c), *end = c->in.data + c->in.len;
     const char *last_sp = NULL;
@@ -310,7 +310,7 @@ static int version_status(struct mh_conn *c)
     return shaped ? 505 : 400;
 }
 
-static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
+static int status_for_error(struct mh_h1 *c, llhttp_errno_t e)
 {
     switch (e) {
     case HPE_CB_HEADERS_COMPLETE:
@@ -336,7 +336,7 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
  * the token is not complete yet (the parser is reset to the message start),
  * or an error status.
  */
-static int other_method(struct mh_conn *c)
+static int other_method(struct mh_h1 *c)
 {
     const char *line = c->in.data + c->req_start, *end = c->in.data + c->in.len;
     const char *tok = request_line(c), *p = tok;
@@ -364,7 +364,7 @@ static int other_method(struct mh_conn *c)
 }
 
 /* mh_http_parse past the shortcut below: runs llhttp over what has arrived. */
-static __attribute__((noinline)) enum mh_parse_result parse(struct mh_conn *c, int *status)
+static __attribute__((noinline)) enum mh_parse_result parse(struct mh_h1 *c, int *status)
 {
     const char *start = c->in.data + c->parse_pos;
     size_t avail = c->in.len - c->parse_pos;
@@ -408,7 +408,7 @@ static __attribute__((noinline)) enum mh_parse_result parse(struct mh_conn *c, i
     return MH_PARSE_ERROR;
 }
 
-enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
+enum mh_parse_result mh_http_parse(struct mh_h1 *c, int *status)
 {
     /* Every bodiless request comes here twice: the second time needs no frame for llhttp. */
     if (c->pause == MH_PAUSE_BODILESS) {

@@ -2,7 +2,8 @@
 #define MH_H2_IMPL_H
 /*
  * The HTTP/2 session and stream fields: private to h2_conn.c (the session,
- * nghttp2's callbacks) and h2_stream.c (the request ops of a stream).
+ * nghttp2's callbacks) and h2_stream.c (the request ops of a stream). The
+ * session is the neutral connection's protocol state (c->proto_state).
  */
 #include <nghttp2/nghttp2.h>
 

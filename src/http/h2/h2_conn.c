@@ -190,6 +190,8 @@ static int on_error(nghttp2_session *session, int code, const char *msg, size_t 
 
 /* ---- after a batch: start, wake, sweep ------------------------------------- */
 
+static void h2_shutdown(struct mh_conn *c);
+
 static void enter(struct mh_h2 *h)
 {
     h->depth++;
@@ -254,7 +256,7 @@ static void leave(struct mh_h2 *h)
         return;
     sweep(h);
     if (c->h->shutting_down)
-        mh_h2_shutdown(c);
+        h2_shutdown(c);
     mh_h2_update_deadline(h);
     mh_h2_want_write(h);
 }
@@ -390,7 +392,7 @@ static int process(struct mh_h2 *h, const char *data, size_t n)
     return 0;
 }
 
-int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
+static int h2_start(struct mh_conn *c, const char *bytes, size_t n)
 {
     const struct mh_http_limits *lim = c->h->limits;
     struct mh_h2 *h = calloc(1, sizeof *h);
@@ -401,7 +403,7 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
         return -1;
     }
     h->c = c;
-    c->h2 = h;
+    c->proto_state = h;
     mh_h2_flood_init(&h->flood, lim->h2_flood_budget, ev_now(c->h->loop));
     mh_h2_acks_init(&h->acks);
     /* the preface is in: idle (idle_timeout) until a stream opens */
@@ -416,7 +418,7 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
                                               mh_h2_conn_window(lim)) != 0) {
         nghttp2_session_del(h->session);
         free(h);
-        c->h2 = NULL;
+        c->proto_state = NULL;
         return -1;
     }
     mh_conn_set_deadline(c, h->idle_at);
@@ -424,16 +426,16 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     return 0;
 }
 
-void mh_h2_read(struct mh_conn *c)
+static void h2_read(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     char buf[READ_CHUNK];
     for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
         ssize_t n = mh_transport_read(&c->tp, buf, sizeof buf);
         if (n < 0)
             return mh_conn_read_failed(c);
         if (n == 0) {
-            c->req.peer_closed = true;
+            c->peer_closed = true;
             mh_conn_close(c); /* streams in flight hear on_abort */
             return;
         }
@@ -455,9 +457,9 @@ static void finish_session(struct mh_h2 *h)
     mh_conn_linger(c);
 }
 
-void mh_h2_pump(struct mh_conn *c)
+static void h2_pump(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     if (!h->session)
         return;
     enter(h);
@@ -488,9 +490,9 @@ void mh_h2_pump(struct mh_conn *c)
     leave(h);
 }
 
-void mh_h2_on_timer(struct mh_conn *c)
+static void h2_on_timer(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     if (!h->session)
         return;
     ev_tstamp now = ev_now(c->h->loop);
@@ -503,14 +505,14 @@ void mh_h2_on_timer(struct mh_conn *c)
     if (!h->streams && h->idle_at && now >= h->idle_at && !h->goaway) {
         mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 connection idle: GOAWAY", c->fd);
         h->idle_at = 0;
-        mh_h2_shutdown(c);
+        h2_shutdown(c);
     }
     leave(h);
 }
 
-void mh_h2_shutdown(struct mh_conn *c)
+static void h2_shutdown(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     if (!h || !h->session || h->goaway || c->closed)
         return;
     h->goaway = true;
@@ -520,9 +522,11 @@ void mh_h2_shutdown(struct mh_conn *c)
     mh_h2_want_write(h);
 }
 
-void mh_h2_close(struct mh_conn *c)
+static void h2_close(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
+    if (!h)
+        return; /* h2_start failed */
     for (struct mh_h2_stream *s = h->streams; s; s = s->next)
         mh_h2_stream_abort(s);
     if (h->session) {
@@ -531,11 +535,9 @@ void mh_h2_close(struct mh_conn *c)
     }
 }
 
-void mh_h2_free(struct mh_conn *c)
+static void h2_destroy(void *state)
 {
-    struct mh_h2 *h = c->h2;
-    if (!h)
-        return;
+    struct mh_h2 *h = state;
     if (h->session)
         nghttp2_session_del(h->session);
     while (h->streams) {
@@ -545,12 +547,57 @@ void mh_h2_free(struct mh_conn *c)
     }
     mh_buf_free(&h->scratch);
     free(h);
-    c->h2 = NULL;
 }
 
-void mh_h2_each_request(struct mh_conn *c, void (*fn)(struct mh_req *r, void *ud), void *ud)
+/* A session is per connection: nothing of it is kept for the next. */
+static void h2_recycle(struct mh_conn *c)
 {
-    for (struct mh_h2_stream *s = c->h2->streams; s; s = s->next)
+    if (c->proto_state)
+        h2_destroy(c->proto_state);
+    c->proto_state = NULL;
+}
+
+static void h2_each_request(struct mh_conn *c, void (*fn)(struct mh_req *r, void *ud), void *ud)
+{
+    struct mh_h2 *h = c->proto_state;
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
         if (s->in_handler && !s->req.closed)
             fn(&s->req, ud);
 }
+
+/*
+ * Output: frames are serialized as the wire queue empties, so it stays
+ * bounded, and written as they come. Once all is out, the pooled buffers go
+ * back: an idle session pins none.
+ */
+static void h2_writable(struct mh_conn *c)
+{
+    while (!c->closed && !c->lingering) {
+        if (!mh_conn_out_pending(c)) {
+            h2_pump(c);
+            if (c->closed || c->lingering || !mh_conn_out_pending(c))
+                break;
+        }
+        mh_conn_flush(c);
+        if (c->want_write)
+            return; /* the socket is full: EV_WRITE comes back here */
+    }
+    if (!c->closed && !c->lingering && !mh_conn_out_pending(c)) {
+        mh_outq_release(&c->out, c->h->bufs);
+        if (c->wbuf.data)
+            mh_buf_release(&c->wbuf, c->h->bufs);
+    }
+}
+
+const struct mh_conn_proto mh_h2_proto = {
+    .name = "HTTP/2",
+    .start = h2_start,
+    .read = h2_read,
+    .writable = h2_writable,
+    .timeout = h2_on_timer,
+    .stop = h2_shutdown,
+    .close = h2_close,
+    .recycle = h2_recycle,
+    .destroy = h2_destroy,
+    .each_request = h2_each_request,
+};
