@@ -93,7 +93,7 @@ static void arm_timer(struct mh_conn *c)
  * send_timeout). A slow but steady reader is never cut, however long the
  * response; one that stops reading is.
  */
-static void note_send_progress(struct mh_conn *c, bool progressed, bool blocked)
+static inline void note_send_progress(struct mh_conn *c, bool progressed, bool blocked)
 {
     double limit = c->h->limits->send_timeout;
     if (!blocked || limit <= 0) {
@@ -327,8 +327,12 @@ static void linger_read(struct mh_conn *c)
  * that negotiates (TLS), ALPN alone (RFC 9113 §3.2: h2 over TLS is
  * negotiated; without ALPN, or with http/1.1, the connection is HTTP/1.1
  * even if a connection preface comes); on plain TCP, the connection preface
- * when h2c is on (§3.3: prior knowledge). Returns the protocol, or NULL
- * while the bytes so far are a prefix of the preface.
+ * when h2c is on (§3.3: prior knowledge). There, bytes that begin with the
+ * method the preface reserves ("PRI ", never an HTTP/1 request) but are not
+ * the preface are an invalid preface: HTTP/2 takes them, to refuse them
+ * with GOAWAY PROTOCOL_ERROR (§3.4), not HTTP/1 with a 400 the client
+ * cannot read. Returns the protocol, or NULL while the bytes so far are a
+ * prefix of the preface.
  */
 static const struct mh_conn_proto *detect(struct mh_conn *c, const char *bytes, size_t n)
 {
@@ -341,7 +345,7 @@ static const struct mh_conn_proto *detect(struct mh_conn *c, const char *bytes, 
         return p->http1;
     size_t k = n < MH_H2_PREFACE_LEN ? n : MH_H2_PREFACE_LEN;
     if (memcmp(bytes, MH_H2_PREFACE, k) != 0)
-        return p->http1;
+        return n >= 4 && memcmp(bytes, MH_H2_PREFACE, 4) == 0 ? p->http2 : p->http1;
     return k < MH_H2_PREFACE_LEN ? NULL : p->http2;
 }
 

@@ -686,7 +686,8 @@ static bool make_room(struct mh_h1 *c)
 }
 
 /* Bytes read: into the read buffer, parsed and handled. */
-static void take_input(struct mh_h1 *c, const char *small, size_t n, bool borrowed)
+static inline __attribute__((always_inline)) void take_input(struct mh_h1 *c, const char *small,
+                                                             size_t n, bool borrowed)
 {
     if (c->body_wanted)
         note_body_progress(c); /* a store: the timer re-arms for the later deadline */

@@ -41,18 +41,50 @@ static int flood_cost(struct mh_h2 *h)
 
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
-/* HEADERS on a stream ID the client skipped: PROTOCOL_ERROR (h2_policy.h, mh_h2_ids). */
+/*
+ * HEADERS on a closed stream: a stream error STREAM_CLOSED (RFC 9113 §5.1,
+ * "closed"). The session keeps no closed streams (options()), and needs
+ * none to tell: client stream IDs only grow (§5.1.1), so an odd ID at or
+ * below the highest one opened that nghttp2 no longer holds is closed.
+ * nghttp2 alone would ignore the block (it forgot the stream); it still
+ * decodes it, so HPACK stays in step. A stream it still holds half-closed
+ * is nghttp2's to judge (STREAM_CLOSED too). A stream error rather than a
+ * connection error, since the server may have closed the stream itself
+ * (RST_STREAM, a response that ended it) while the client's frames were on
+ * their way; each costs a flood token. DATA on a forgotten stream never
+ * reaches a callback: nghttp2 1.52 drops it first (and counts it against
+ * the connection window), so it stays ignored.
+ */
+static void closed_stream_headers(struct mh_h2 *h, int32_t id)
+{
+    if (nghttp2_session_find_stream(h->session, id) != NULL)
+        return;
+    mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 HEADERS on closed stream %d: RST_STREAM STREAM_CLOSED",
+           h->c->fd, id);
+    nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED);
+    flood_cost(h);
+}
+
+/*
+ * HEADERS on a client stream, before nghttp2 judges it: on an ID the
+ * client skipped, PROTOCOL_ERROR (h2_policy.h, mh_h2_ids); on a closed
+ * one, STREAM_CLOSED.
+ */
 static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *ud)
 {
     struct mh_h2 *h = ud;
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->failed)
         return 0;
+    bool opened_before = hd->stream_id <= h->ids.last; /* not a new stream */
     if (!mh_h2_ids_headers(&h->ids, hd->stream_id)) {
         mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 HEADERS on stream %d, skipped before: GOAWAY", h->c->fd,
                hd->stream_id);
         h->failed = true;
         nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
     }
+    if (opened_before)
+        closed_stream_headers(h, hd->stream_id);
     return 0;
 }
 
@@ -261,10 +293,18 @@ static void leave(struct mh_h2 *h)
     mh_h2_want_write(h);
 }
 
+/*
+ * Output to write, or a session that is over: nghttp2 wants no more input
+ * once a GOAWAY went either way and no stream is left (the client's GOAWAY
+ * with nothing in flight, or its last stream just ended). h2_pump then
+ * writes what is queued (a PING's ACK) and closes, at once rather than at
+ * idle_timeout (RFC 9113 §6.8: PINGs are answered while streams finish).
+ */
 void mh_h2_want_write(struct mh_h2 *h)
 {
     if (!h->c->closed && h->session &&
-        (nghttp2_session_want_write(h->session) || !mh_outq_empty(&h->c->out)))
+        (nghttp2_session_want_write(h->session) || !mh_outq_empty(&h->c->out) ||
+         !nghttp2_session_want_read(h->session)))
         mh_conn_schedule_write(h->c);
 }
 
@@ -333,20 +373,24 @@ static void finish_session(struct mh_h2 *h);
  * nghttp2 gave up on the session (a fatal error: no GOAWAY of its own). A
  * flood it caught (queued acknowledgements, CONTINUATION frames past
  * max_continuations) still deserves a reason: GOAWAY ENHANCE_YOUR_CALM,
- * written by hand after what was already serialized, then the close.
+ * written by hand after what was already serialized, then the close. So
+ * does an invalid connection preface (RFC 9113 §3.4: PROTOCOL_ERROR; conn.c
+ * sends the reserved PRI method here on a cleartext listener): GOAWAY after
+ * an empty SETTINGS, since the server's preface must come first.
  */
 static void fail_session(struct mh_h2 *h, int rv)
 {
     struct mh_conn *c = h->c;
     bool flood = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+    bool magic = rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC; /* RFC 9113 §3.4: PROTOCOL_ERROR */
     mh_log(flood ? MH_LOG_WARN : MH_LOG_DEBUG, "fd %d: HTTP/2 input: %s%s", c->fd,
-           nghttp2_strerror(rv), flood ? ": GOAWAY" : "");
-    if (!flood) {
+           nghttp2_strerror(rv), flood || magic ? ": GOAWAY" : "");
+    if (!flood && !magic) {
         mh_conn_close(c);
         return;
     }
     uint32_t last = (uint32_t)nghttp2_session_get_last_proc_stream_id(h->session);
-    uint32_t code = NGHTTP2_ENHANCE_YOUR_CALM;
+    uint32_t code = flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
     const uint8_t frame[17] = {0,
                                0,
                                8,
@@ -364,7 +408,9 @@ static void fail_session(struct mh_h2 *h, int rv)
                                (uint8_t)(code >> 16),
                                (uint8_t)(code >> 8),
                                (uint8_t)code};
+    static const uint8_t settings[9] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0};
     if (mh_outq_acquire(&c->out, c->h->bufs) < 0 ||
+        (magic && mh_outq_append(&c->out, settings, sizeof settings) < 0) ||
         mh_outq_append(&c->out, frame, sizeof frame) < 0) {
         mh_conn_close(c);
         return;

@@ -292,17 +292,28 @@ static void test_detect_preface_split(void)
     mh_http_ctx_destroy(&ctx);
 }
 
-/* A prefix of the preface that then diverges is HTTP/1 (with all its bytes); h2c off: HTTP/1. */
+/*
+ * A prefix of the preface that then diverges is HTTP/1 (with all its bytes),
+ * unless it has the reserved PRI method: an invalid preface, HTTP/2's to
+ * refuse. h2c off: HTTP/1.
+ */
 static void test_detect_diverging_and_off(void)
 {
     setup(true, true);
-    struct script s = {.in = {"PRI * HTTP/2", ".1\r\n\r\n"}, .nin = 2};
+    struct script s = {.in = {"PR", "OPFIND / HTTP/1.1\r\n"}, .nin = 2};
     struct mh_conn *c = accept_script(&s);
     readable(c);
     CHECK(c->proto == NULL);
     readable(c);
     CHECK(c->proto == &one.table);
-    CHECK_STR(one.started_with, "PRI * HTTP/2.1\r\n\r\n");
+    CHECK_STR(one.started_with, "PROPFIND / HTTP/1.1\r\n");
+    struct script s1 = {.in = {"PRI * HTTP/2", ".1\r\n\r\n"}, .nin = 2};
+    c = accept_script(&s1);
+    readable(c);
+    CHECK(c->proto == NULL);
+    readable(c);
+    CHECK(c->proto == &two.table);
+    CHECK_STR(two.started_with, "PRI * HTTP/2.1\r\n\r\n");
     mh_http_ctx_destroy(&ctx);
 
     setup(false, true);
