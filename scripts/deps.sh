@@ -12,13 +12,17 @@ set -e
 # for static files. redis-server, postgresql: real servers the specs start on
 # free loopback ports (and stop). python3-websockets, python3-h2,
 # nghttp2-client: third-party WebSocket and HTTP/2 peers in the specs and in
-# bench/soak.sh (Debian's /usr/bin/python3 sees the python3-* packages).
+# bench/soak.sh (Debian's /usr/bin/python3 sees the python3-* packages);
+# python3-h11: the strict HTTP/1.1 parser spec/h11_diff_spec.lua compares with.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
 media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
-redis-server postgresql python3 python3-websockets python3-h2 nghttp2-client"
+redis-server postgresql python3 python3-websockets python3-h2 python3-h11 nghttp2-client"
 if [ "$1" = "--bench" ]; then
-    PKGS="$PKGS nginx-light libnginx-mod-http-lua golang-go h2o valgrind postgresql-contrib nodejs"
+    # golang-github-*: the Go peer of bench/tfb, built in GOPATH mode from
+    # Debian's sources (no module download); gnuplot-nox: its charts.
+    PKGS="$PKGS nginx-light libnginx-mod-http-lua golang-go h2o valgrind postgresql-contrib nodejs \
+golang-github-jackc-pgx-v4-dev golang-github-gomodule-redigo-dev gnuplot-nox"
     # A nodejs from elsewhere (NodeSource) ships its own npm and conflicts
     # with Debian's package: ask for npm only when there is none.
     command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"

@@ -255,6 +255,29 @@ describe("static files", function()
     assert.are.equal("back\n", srv:get("/static/only.txt").body)
   end)
 
+  -- issue 30: the response is cut (Content-Length cannot be kept) and the
+  -- operator is told which file and how far it got.
+  it("logs a file that shrinks while it is being sent, with its path and the bytes sent", function()
+    local name = dir .. "/public/shrinks.bin"
+    sh("truncate -s 64M " .. name)
+    local c = srv:connect()
+    assert(c:send("GET /plain/shrinks.bin HTTP/1.1\r\nHost: a\r\n\r\n"))
+    local status = assert(c:read_line())
+    assert.equal("HTTP/1.1 200 OK", status)
+    assert(c:read_bytes(4096)) -- the body has started; the socket buffers fill and the server waits
+    sh("truncate -s 1M " .. name)
+    local got = #(c:read_all() or "")
+    c:close()
+    assert.is_true(got < 64 * 1024 * 1024, "the whole promised body came")
+    local log
+    for _ = 1, 50 do
+      log = srv:logtext()
+      if log:find("shrank while being sent", 1, true) then break end
+      require("socket").sleep(0.05)
+    end
+    assert.truthy(log:find("file " .. name:gsub("%p", "%%%0") .. " shrank while being sent: it ended at byte %d+, %d+ bytes short"), log)
+  end)
+
   it("keeps Lua routes working beside the files", function()
     assert.are.equal("hi", srv:get("/hello").body)
     assert.are.equal(405, srv:request("POST", "/static/hello.txt", nil, "x").status)

@@ -35,9 +35,10 @@ static void read_input(struct mh_req *r, struct mh_files_input *in)
     const char *base = mh_req_head(r);
     memset(in, 0, sizeof in[0]);
     in->head = h->method == HTTP_HEAD;
-    size_t prefix = h->route ? mount_prefix(h->route) : 0;
-    const char *path = h->route_path ? h->route_path : base + h->path.off;
-    size_t plen = h->route_path ? h->route_path_len : h->path.len;
+    const struct mh_req_route *rt = &r->routed;
+    size_t prefix = rt->route ? mount_prefix(rt->route) : 0;
+    const char *path = rt->path ? rt->path : base + h->path.off;
+    size_t plen = rt->path ? rt->path_len : h->path.len;
     if (prefix > plen)
         prefix = plen;
     in->path = path + prefix;

@@ -37,9 +37,17 @@ static bool unit_bytes(const char *v, size_t len, size_t *i)
     return true;
 }
 
+/*
+ * Pieces read before merging: the limit of MH_RANGE_MAX applies to what is
+ * left after it (18 adjacent pieces are one range), so more are kept here;
+ * this bound only caps the work (the sort is quadratic) and the stack.
+ */
+#define MH_RANGE_SPECS_MAX 256
+
 enum mh_range_result mh_range_parse(const char *v, size_t len, uint64_t size, struct mh_range *out,
                                     unsigned *n)
 {
+    struct mh_range all[MH_RANGE_SPECS_MAX];
     size_t i;
     unsigned specs = 0, kept = 0;
     if (!unit_bytes(v, len, &i))
@@ -63,7 +71,7 @@ enum mh_range_result mh_range_parse(const char *v, size_t len, uint64_t size, st
             i++;
         if (i < len && v[i] != ',')
             return MH_RANGE_IGNORE;
-        if (++specs > MH_RANGE_MAX)
+        if (++specs > MH_RANGE_SPECS_MAX)
             return MH_RANGE_IGNORE;
         if (!has_first) { /* suffix: the last `last` bytes */
             if (last == 0 || size == 0)
@@ -76,33 +84,37 @@ enum mh_range_result mh_range_parse(const char *v, size_t len, uint64_t size, st
             if (!has_last || last >= size)
                 last = size - 1;
         }
-        out[kept].first = first;
-        out[kept].last = last;
+        all[kept].first = first;
+        all[kept].last = last;
         kept++;
     }
     if (specs == 0)
         return MH_RANGE_IGNORE;
     if (kept == 0)
         return MH_RANGE_UNSATISFIABLE;
-    /* Insertion sort (at most MH_RANGE_MAX), then merge overlapping or adjacent ranges. */
+    /* Insertion sort (at most MH_RANGE_SPECS_MAX), then merge overlapping or adjacent ranges. */
     for (unsigned a = 1; a < kept; a++) {
-        struct mh_range r = out[a];
+        struct mh_range r = all[a];
         unsigned b = a;
-        while (b > 0 && out[b - 1].first > r.first) {
-            out[b] = out[b - 1];
+        while (b > 0 && all[b - 1].first > r.first) {
+            all[b] = all[b - 1];
             b--;
         }
-        out[b] = r;
+        all[b] = r;
     }
     unsigned m = 0;
     for (unsigned a = 1; a < kept; a++) {
-        if (out[a].first <= out[m].last + 1) {
-            if (out[a].last > out[m].last)
-                out[m].last = out[a].last;
+        if (all[a].first <= all[m].last + 1) {
+            if (all[a].last > all[m].last)
+                all[m].last = all[a].last;
         } else {
-            out[++m] = out[a];
+            all[++m] = all[a];
         }
     }
+    if (m + 1 > MH_RANGE_MAX)
+        return MH_RANGE_IGNORE;
+    for (unsigned a = 0; a <= m; a++)
+        out[a] = all[a];
     *n = m + 1;
     return MH_RANGE_OK;
 }

@@ -4,8 +4,9 @@
  * The Range request header (RFC 9110 §14.2) for a representation of known
  * length. Only the "bytes" unit is understood. Ranges are sorted and
  * overlapping or adjacent ones merged (§14.2 lets a server coalesce), so
- * the response never sends a byte twice; a request for more than
- * MH_RANGE_MAX pieces is served whole rather than cut into confetti.
+ * the response never sends a byte twice; a request that is still more than
+ * MH_RANGE_MAX pieces after merging is served whole rather than cut into
+ * confetti.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +25,8 @@ enum mh_range_result {
 
 /*
  * Parses a Range value for a body of `size` bytes into out[MH_RANGE_MAX].
- * Malformed syntax, another unit, or too many ranges give IGNORE, as the
+ * Malformed syntax, another unit, more than MH_RANGE_MAX ranges after
+ * merging (or more than 256 written) give IGNORE, as the
  * RFC asks (a server may ignore Range). A range starting at or past the
  * end is dropped; if none is left, UNSATISFIABLE. "bytes=-N" is the last N
  * bytes ("bytes=-0" is unsatisfiable).

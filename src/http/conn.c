@@ -199,6 +199,7 @@ static ssize_t write_some(struct mh_conn *c)
             size_t chunk = flen > (1u << 30) ? (1u << 30) : (size_t)flen;
             ssize_t sent = ops->sendfile(&c->tp, fd, &off, chunk);
             if (sent == 0) { /* the file is shorter than the range promised */
+                mh_outq_file_ran_dry(fd, off, flen);
                 errno = EIO;
                 return -1;
             }

@@ -49,24 +49,25 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
         mh_req_respond(r, 200, NULL);
         return;
     }
+    struct mh_req_route *rt = &r->routed;
     struct mh_route_match m;
-    if (q->cleaned.cap - q->cleaned.len < q->path.len + 2 &&
-        mh_buf_reserve(&q->cleaned, q->path.len + 2) < 0) {
+    if (rt->cleaned.cap - rt->cleaned.len < q->path.len + 2 &&
+        mh_buf_reserve(&rt->cleaned, q->path.len + 2) < 0) {
         mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;
     }
     enum mh_route_status st = mh_router_lookup(site->router, method, mlen, base + q->host.off,
                                                q->host.len, base + q->path.off, q->path.len,
-                                               site->clean, q->cleaned.data, q->cleaned.cap, &m);
+                                               site->clean, rt->cleaned.data, rt->cleaned.cap, &m);
     switch (st) {
     case MH_ROUTE_FOUND: {
-        q->route = m.route;
-        q->handler_id = m.handler_id;
-        q->route_path = m.path;
-        q->route_path_len = (uint32_t)m.path_len;
-        q->ncaptures = m.ncaptures;
+        rt->route = m.route;
+        rt->handler_id = m.handler_id;
+        rt->path = m.path;
+        rt->path_len = (uint32_t)m.path_len;
+        rt->ncaptures = m.ncaptures;
         if (m.ncaptures) /* most routes have none: no call for an empty copy */
-            memcpy(q->captures, m.captures, m.ncaptures * sizeof m.captures[0]);
+            memcpy(rt->captures, m.captures, m.ncaptures * sizeof m.captures[0]);
         const struct mh_handler *h = mh_handler_table_get(site->handlers, m.handler_id);
         if (!h) {
             mh_req_respond(r, 500, "500 Internal Server Error\n");
@@ -79,11 +80,11 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
         redirect(r, site, &m);
         return;
     case MH_ROUTE_METHOD_NOT_ALLOWED:
-        memcpy(q->_allow, m.allow, m.allow_len);
-        q->allow = q->_allow;
-        q->allow_len = m.allow_len;
+        memcpy(rt->_allow, m.allow, m.allow_len);
+        rt->allow = rt->_allow;
+        rt->allow_len = m.allow_len;
         r->res.status = 405;
-        mh_response_header(&r->res, "Allow", 5, q->allow, q->allow_len, true);
+        mh_response_header(&r->res, "Allow", 5, rt->allow, rt->allow_len, true);
         if (site->method_not_allowed)
             start(r, site, site->method_not_allowed);
         else

@@ -32,7 +32,7 @@ struct mh_site {
 };
 
 /*
- * Routes r on site and starts its handler (r->head.route, captures, allow
+ * Routes r on site and starts its handler (r->routed: route, captures, allow
  * are set). Ends with exactly one handler started, or the request answered
  * and finished here.
  */

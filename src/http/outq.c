@@ -1,6 +1,10 @@
 #include "outq.h"
 
+#include "log.h"
+
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -275,6 +279,7 @@ ssize_t mh_outq_read_front(struct mh_outq *q, void *dst, size_t n)
             if (r < 0)
                 return done ? (ssize_t)done : -1;
             if (r == 0) { /* the file shrank: what was promised cannot be sent */
+                mh_outq_file_ran_dry(c->u.file.fd, c->u.file.off, c->len);
                 errno = EIO;
                 return done ? (ssize_t)done : -1;
             }
@@ -287,4 +292,19 @@ ssize_t mh_outq_read_front(struct mh_outq *q, void *dst, size_t n)
         done += take;
     }
     return (ssize_t)done;
+}
+
+void mh_outq_file_ran_dry(int fd, off_t off, uint64_t left)
+{
+    /* The chunk holds an fd, not a name: /proc has it, and this path is rare. */
+    char link[40], path[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n < 0)
+        n = snprintf(path, sizeof path, "(fd %d)", fd);
+    path[n] = '\0';
+    mh_log(MH_LOG_WARN,
+           "file %s shrank while being sent: it ended at byte %lld, %llu bytes short; "
+           "the response is cut and the connection closed",
+           path, (long long)off, (unsigned long long)left);
 }

@@ -194,6 +194,14 @@ static inline bool mh_outq_single(const struct mh_outq *q, const char **p, size_
 /* If the front chunk is a file range: true, with its fd, offset and remaining length. */
 bool mh_outq_front_file(const struct mh_outq *q, int *fd, off_t *off, uint64_t *len);
 
+/*
+ * A file chunk's fd ran dry at `off` with `left` bytes still promised (the
+ * file shrank while it was being sent; the caller fails the write with EIO
+ * and the connection closes): logs a warning with the file's path and the
+ * bytes of it sent, the only trace the operator gets of a cut response.
+ */
+void mh_outq_file_ran_dry(int fd, off_t off, uint64_t left);
+
 void mh_outq_consume_slow(struct mh_outq *q, uint64_t n);
 
 /* Marks n bytes from the front as written, releasing chunks that are done. */

@@ -51,6 +51,14 @@ const char *mh_req_method(const struct mh_req *r)
 void mh_req_reset(struct mh_req *r)
 {
     mh_request_reset(&r->head);
+    r->routed.route = NULL;
+    r->routed.handler_id = -1;
+    r->routed.path = NULL;
+    r->routed.path_len = 0;
+    r->routed.ncaptures = 0;
+    r->routed.allow = NULL;
+    r->routed.allow_len = 0;
+    r->routed.cleaned.len = 0;
     mh_response_reset(&r->res);
     r->body_state = MH_BODY_NONE;
     r->body.len = 0;
@@ -106,6 +114,7 @@ const char *mh_req_id(const struct mh_req *cr, const char *trusted, size_t *len)
 void mh_req_free(struct mh_req *r)
 {
     mh_request_free(&r->head);
+    mh_buf_free(&r->routed.cleaned);
     mh_response_free(&r->res);
     mh_outq_free(&r->_filtered);
     mh_buf_free(&r->body);

@@ -49,6 +49,7 @@
 #include "outq.h"
 #include "request.h"
 #include "response.h"
+#include "router.h"
 
 struct mh_req;
 struct mh_ofilter;
@@ -120,9 +121,29 @@ struct mh_req_ops {
     int (*upgrade)(struct mh_req *r);
 };
 
+/*
+ * Where routing sent a request: mh_dispatch writes it before the handler
+ * starts, and handlers, logs and metrics read it. Not part of the parsed head,
+ * which knows nothing of routes.
+ */
+struct mh_req_route {
+    const struct mh_route *route; /* NULL: not routed (yet), or a 404/405 */
+    int handler_id;               /* the route's, or -1 */
+    const char *path;             /* what captures index: the head's path or `cleaned` */
+    uint32_t path_len;
+    uint32_t ncaptures;
+    const char *allow; /* 405: "GET, HEAD" (for the app's method_not_allowed handler) */
+    size_t allow_len;
+    struct mh_buf cleaned; /* the cleaned path when rerouted (rare); memory kept across requests */
+    /* captures[] (ncaptures counts them) and _allow are written before read */
+    struct mh_route_capture captures[MH_ROUTE_MAX_WILDCARDS];
+    char _allow[MH_ROUTE_ALLOW_MAX];
+};
+
 struct mh_req {
     const struct mh_req_ops *ops;
-    struct mh_request head; /* parsed head: slices into ops->head(r) */
+    struct mh_request head;     /* parsed head: slices into ops->head(r) */
+    struct mh_req_route routed; /* set by mh_dispatch */
     struct mh_response res; /* the response being built */
     ev_tstamp started;      /* loop time the head was complete */
 

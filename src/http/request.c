@@ -20,20 +20,15 @@ void mh_request_reset(struct mh_request *r)
 {
     struct mh_header *h = r->headers;
     uint32_t cap = r->headers_cap;
-    /* captures[] (ncaptures counts them), cleaned's memory and _allow are written before read */
-    memset(r, 0, offsetof(struct mh_request, captures));
+    /* method_name is written before read (method is MH_METHOD_OTHER only then) */
+    memset(r, 0, offsetof(struct mh_request, method_name));
     r->headers = h;
     r->headers_cap = cap;
-    r->handler_id = -1;
-    r->cleaned.len = 0;
-    r->allow = NULL;
-    r->allow_len = 0;
 }
 
 void mh_request_free(struct mh_request *r)
 {
     free(r->headers);
-    mh_buf_free(&r->cleaned);
     memset(r, 0, sizeof *r);
 }
 
@@ -140,19 +135,44 @@ static bool is_hex(unsigned char c)
     return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'f');
 }
 
+static bool unreserved(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'z') || c == '-' || c == '.' ||
+           c == '_' || c == '~';
+}
+
 bool mh_authority_valid(const char *s, size_t len)
 {
     size_t i = 0;
     if (len > 0 && s[0] == '[') {
         /* IP-literal: IPv6 (hex, ':' and '.') or IPvFuture ("v", unreserved, sub-delims, ':') */
         i = 1;
-        while (i < len && s[i] != ']') {
+        while (i < len && s[i] != ']' && s[i] != '%') {
             unsigned char c = (unsigned char)s[i];
             if (!regname[c] && c != ':')
                 return false;
             i++;
         }
-        if (i >= len || i == 1)
+        if (i < len && s[i] == '%' && i > 1) {
+            /*
+             * A zone identifier, "[fe80::1%25eth0]" (RFC 6874: "%25" and
+             * 1*(unreserved / pct-encoded)): Go's Host check takes it, and
+             * so does its mux (the port is stripped around the brackets).
+             */
+            if (i + 3 >= len || s[i + 1] != '2' || s[i + 2] != '5' || s[i + 3] == ']')
+                return false;
+            for (i += 3; i < len && s[i] != ']';) {
+                unsigned char c = (unsigned char)s[i];
+                if (c == '%' && i + 2 < len && is_hex((unsigned char)s[i + 1]) &&
+                    is_hex((unsigned char)s[i + 2]))
+                    i += 3;
+                else if (unreserved(c))
+                    i++;
+                else
+                    return false;
+            }
+        }
+        if (i >= len || i == 1 || s[i] != ']')
             return false;
         i++; /* ']' */
     } else {

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "buf.h"
-#include "router.h"
 
 struct mh_slice {
     uint32_t off, len;
@@ -49,18 +48,6 @@ struct mh_request {
      */
     bool connect_websocket;
     uint64_t content_length;
-
-    /* routing result */
-    const struct mh_route *route;
-    int handler_id;
-    const char *route_path; /* what captures index: the head or `cleaned` */
-    uint32_t route_path_len;
-    uint32_t ncaptures;
-    struct mh_route_capture captures[MH_ROUTE_MAX_WILDCARDS];
-    struct mh_buf cleaned; /* cleaned path when rerouted (rare) */
-    const char *allow;     /* 405: "GET, HEAD" (for the app's method_not_allowed handler) */
-    size_t allow_len;
-    char _allow[MH_ROUTE_ALLOW_MAX];
     char method_name[MH_METHOD_NAME_MAX + 1]; /* MH_METHOD_OTHER only: NUL-terminated */
 };
 

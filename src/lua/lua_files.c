@@ -131,7 +131,7 @@ void mh_lua_compress_prepare(void *ud, struct mh_req *r)
 {
     struct mh_gen *g = ud;
     const struct mh_compress_conf *conf = &g->config->compress;
-    int id = r->head.handler_id;
+    int id = r->routed.handler_id;
     if (id >= 0 && id < g->nroute_compress && g->route_compress[id])
         conf = g->route_compress[id];
     mh_compress_install(&g->compress_pool, conf, r);

@@ -68,7 +68,7 @@ static void route_start(const struct mh_handler *h, struct mh_req *r)
 {
     const struct mh_lua_route *lr = (const struct mh_lua_route *)h;
     if (lr->pass_allow)
-        mh_task_start_handler(lr->gen, r, lr->ref, r->head.allow, r->head.allow_len);
+        mh_task_start_handler(lr->gen, r, lr->ref, r->routed.allow, r->routed.allow_len);
     else
         mh_task_start_handler(lr->gen, r, lr->ref, NULL, 0);
 }

@@ -88,9 +88,10 @@ static void push_form_unescaped(lua_State *L, const char *p, size_t len)
 static int push_path(lua_State *L, struct mh_req *c)
 {
     const struct mh_request *r = &c->head;
-    if (r->route_path && r->route_path != mh_req_head(c) + r->path.off) {
+    const struct mh_req_route *rt = &c->routed;
+    if (rt->path && rt->path != mh_req_head(c) + r->path.off) {
         /* routed on a cleaned copy (clean_path = "rewrite") */
-        push_unescaped(L, r->route_path, r->route_path_len);
+        push_unescaped(L, rt->path, rt->path_len);
     } else {
         push_unescaped(L, mh_req_head(c) + r->path.off, r->path.len);
     }
@@ -132,8 +133,8 @@ static int req_index(lua_State *L)
         break;
     case 7:
         if (!memcmp(k, "pattern", 7)) {
-            if (r->route)
-                lua_pushstring(L, mh_route_pattern(r->route));
+            if (c->routed.route)
+                lua_pushstring(L, mh_route_pattern(c->routed.route));
             else
                 lua_pushnil(L);
             return 1;
@@ -159,13 +160,13 @@ static int req_pathvalue(lua_State *L)
     struct mh_req *c = check_req(L);
     size_t len;
     const char *name = luaL_checklstring(L, 2, &len);
-    const struct mh_request *r = &c->head;
-    int i = r->route ? mh_route_wildcard_index(r->route, name, len) : -1;
-    if (i < 0 || (uint32_t)i >= r->ncaptures) {
+    const struct mh_req_route *rt = &c->routed;
+    int i = rt->route ? mh_route_wildcard_index(rt->route, name, len) : -1;
+    if (i < 0 || (uint32_t)i >= rt->ncaptures) {
         lua_pushnil(L);
         return 1;
     }
-    push_unescaped(L, r->route_path + r->captures[i].off, r->captures[i].len);
+    push_unescaped(L, rt->path + rt->captures[i].off, rt->captures[i].len);
     return 1;
 }
 

@@ -499,7 +499,7 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const ch
     t->request = r;
     t->on_done = NULL;
     r->handler_data = t;
-    t->label = r->head.route ? mh_route_pattern(r->head.route) : NULL;
+    t->label = r->routed.route ? mh_route_pattern(r->routed.route) : NULL;
     lua_State *co = t->co;
     /*
      * Fresh req/res objects per request, so a reference a handler keeps

@@ -8,12 +8,9 @@
 #define _GNU_SOURCE /* memmem */
 #include "lua_socket.h"
 
-#include "client_dns.h"
-#include "client_tls.h"
-#include "lua_sched.h"
 #include "lua_opts.h"
+#include "lua_socket_impl.h"
 #include "lua_vm.h"
-#include "socket.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
@@ -26,112 +23,17 @@
 #define DEFAULT_TIMEOUT 60.0
 #define DEFAULT_IDLE    60.0
 #define DEFAULT_POOL    30
-#define KEY_MAX         300
 
 static const char STATE_KEY = 's'; /* registry: this generation's struct sock_state */
 static const char NO_HOST[] = "host not found";
 static const char BUSY[] = "socket busy";
 
-/* A TLS configuration per (CA file, verify) pair, made on first use. */
-struct tls_cfg {
-    struct tls_cfg *next;
-    bool verify;
-    struct mh_client_tls_cfg *cfg;
-    char ca[]; /* "" for the system bundle */
-};
-
-/* The last TLS session per key, offered again on the next handshake. */
-struct tls_session {
-    struct tls_session *next;
-    void *session;
-    char key[];
-};
-
-/*
- * Connections of one key may be limited (opts.pool_size at connect): past
- * the limit, connects queue until a connection of the key is parked or
- * closed, so the peer sees at most that many connections (OpenResty's pool
- * backlog). Only connections handed out count; idle ones are at most the
- * rest, since a new one is made only when none is idle.
- */
-struct key_limit {
-    struct key_limit *next;
-    size_t active;
-    struct lsock *wait_head, *wait_tail;
-    char key[];
-};
-
-struct sock_state {
-    struct ev_loop *loop;
-    struct key_limit *limits;
-    struct mh_socket_pool *pool;
-    struct mh_dns *dns;
-    struct tls_cfg *cfgs;
-    struct tls_session *sessions;
-};
-
-enum op { OP_NONE, OP_CONNECT, OP_HANDSHAKE, OP_SEND, OP_RECV };
-enum recv_mode { R_BYTES, R_LINE, R_ALL, R_UNTIL };
-
-struct lsock {
-    struct mh_socket *s; /* NULL: not connected, or closed */
-    struct sock_state *st;
-    struct mh_task_link owner;
-    struct mh_task *waiter;
-    int anchor; /* registry reference to the userdata while a task waits */
-    double tmo_connect, tmo_send, tmo_read;
-    double deadline; /* ev_now() time past which every wait ends in "timeout"; 0: none */
-    enum op op;
-    bool done;       /* the pending operation has its answer (set by wake) */
-    const char *err; /* the pending operation's failure */
-    enum recv_mode mode;
-    size_t want;
-    const char *delim;
-    size_t delim_len;
-    /* connect */
-    struct mh_dns_query dns;
-    bool resolving;
-    struct mh_dns_addrs addrs;
-    int addr_i;
-    bool tls_next;    /* connect goes on with a handshake */
-    bool tls_resumed; /* the last handshake resumed a saved session */
-    bool verify;
-    char ca[256];
-    char server_name[256];
-    char key[KEY_MAX];
-    char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
-    uint16_t port;
-    struct key_limit *limit;  /* counted in it while connected */
-    struct key_limit *queued; /* waiting in it for a free slot */
-    struct lsock *next_waiter;
-};
-
-/* ---- per-generation state ------------------------------------------------------ */
+/* The generation's socket state, a userdata in its registry (lua_socket_state.c holds the rest). */
 
 static int state_gc(lua_State *L)
 {
     struct sock_state *st = luaL_checkudata(L, 1, STATE_MT);
-    mh_socket_pool_free(st->pool); /* before the TLS configurations its sockets use */
-    st->pool = NULL;
-    mh_dns_free(st->dns);
-    st->dns = NULL;
-    while (st->sessions) {
-        struct tls_session *x = st->sessions;
-        st->sessions = x->next;
-        mh_client_tls_session_free(x->session);
-        free(x);
-    }
-    while (st->limits) {
-        struct key_limit *l = st->limits;
-        st->limits = l->next;
-        free(l);
-    }
-    while (st->cfgs) {
-        struct tls_cfg *c = st->cfgs;
-        st->cfgs = c->next;
-        mh_client_tls_cfg_free(c->cfg);
-        free(c);
-    }
+    mh_sock_state_free(st);
     return 0;
 }
 
@@ -156,108 +58,14 @@ static struct sock_state *state_of(lua_State *L)
     return st;
 }
 
-static struct mh_client_tls_cfg *tls_cfg_for(struct sock_state *st, const char *ca, bool verify,
-                                             const char **err)
-{
-    for (struct tls_cfg *c = st->cfgs; c; c = c->next)
-        if (c->verify == verify && strcmp(c->ca, ca) == 0)
-            return c->cfg;
-    size_t n = strlen(ca);
-    struct tls_cfg *c = calloc(1, sizeof *c + n + 1);
-    if (!c) {
-        *err = MH_SOCK_NOMEM;
-        return NULL;
-    }
-    if (!(c->cfg = mh_client_tls_cfg_new(n ? ca : NULL, verify, err))) {
-        free(c);
-        return NULL;
-    }
-    memcpy(c->ca, ca, n + 1);
-    c->verify = verify;
-    c->next = st->cfgs;
-    st->cfgs = c;
-    return c->cfg;
-}
-
-static struct tls_session *session_for(struct sock_state *st, const char *key, bool create)
-{
-    for (struct tls_session *x = st->sessions; x; x = x->next)
-        if (strcmp(x->key, key) == 0)
-            return x;
-    if (!create)
-        return NULL;
-    size_t n = strlen(key);
-    struct tls_session *x = calloc(1, sizeof *x + n + 1);
-    if (x) {
-        memcpy(x->key, key, n + 1);
-        x->next = st->sessions;
-        st->sessions = x;
-    }
-    return x;
-}
-
 static void connect_start(struct lsock *k);
-
-/* Counts k in its key's limit (true), or queues it until a slot frees (false). */
-static bool take_slot(struct lsock *k, size_t size)
-{
-    struct key_limit *l = k->st->limits;
-    while (l && strcmp(l->key, k->key) != 0)
-        l = l->next;
-    if (!l) {
-        size_t n = strlen(k->key);
-        if (!(l = calloc(1, sizeof *l + n + 1)))
-            return true; /* out of memory: unlimited rather than stuck */
-        memcpy(l->key, k->key, n + 1);
-        l->next = k->st->limits;
-        k->st->limits = l;
-    }
-    if (l->active < size) {
-        l->active++;
-        k->limit = l;
-        return true;
-    }
-    k->next_waiter = NULL;
-    if (l->wait_tail)
-        l->wait_tail->next_waiter = k;
-    else
-        l->wait_head = k;
-    l->wait_tail = k;
-    k->queued = l;
-    return false;
-}
-
-static void leave_queue(struct lsock *k)
-{
-    struct key_limit *l = k->queued;
-    struct lsock **pp = &l->wait_head, *prev = NULL;
-    while (*pp && *pp != k) {
-        prev = *pp;
-        pp = &(*pp)->next_waiter;
-    }
-    if (*pp)
-        *pp = k->next_waiter;
-    if (l->wait_tail == k)
-        l->wait_tail = prev;
-    k->queued = NULL;
-    k->next_waiter = NULL;
-}
 
 /* k's connection was parked or closed: its slot goes to the first waiter. */
 static void release_slot(struct lsock *k)
 {
-    struct key_limit *l = k->limit;
-    if (!l)
-        return;
-    k->limit = NULL;
-    l->active--;
-    struct lsock *w = l->wait_head;
-    if (!w)
-        return;
-    leave_queue(w);
-    l->active++;
-    w->limit = l;
-    connect_start(w);
+    struct lsock *w = mh_sock_release_slot(k);
+    if (w)
+        connect_start(w);
 }
 
 /* ---- closing and waking ---------------------------------------------------------- */
@@ -279,7 +87,7 @@ static void wake(struct lsock *k)
 static void stop_op(struct lsock *k)
 {
     if (k->queued)
-        leave_queue(k);
+        mh_sock_leave_queue(k);
     if (k->resolving) {
         mh_dns_cancel(&k->dns);
         k->resolving = false;
@@ -443,7 +251,7 @@ static void handshake_done(struct lsock *k)
     s->tls = NULL;
     k->tls_resumed = mh_client_tls_resumed(tls);
     mh_client_tls_transport(tls, &s->tr, s->tr.fd);
-    struct tls_session *x = session_for(k->st, k->key, true);
+    struct tls_session *x = mh_sock_session(k->st, k->key, true);
     if (x)
         mh_client_tls_save_session(tls, &x->session);
 }
@@ -489,8 +297,8 @@ static void handshake_start(struct lsock *k)
 {
     const char *err = NULL;
     k->op = OP_HANDSHAKE;
-    struct mh_client_tls_cfg *cfg = tls_cfg_for(k->st, k->ca, k->verify, &err);
-    struct tls_session *x = session_for(k->st, k->key, false);
+    struct mh_client_tls_cfg *cfg = mh_sock_tls_cfg(k->st, k->ca, k->verify, &err);
+    struct tls_session *x = mh_sock_session(k->st, k->key, false);
     if (cfg)
         k->s->tls =
             mh_client_tls_new(cfg, k->s->tr.fd, k->server_name, x ? x->session : NULL, &err);
@@ -778,7 +586,7 @@ static int l_connect(lua_State *L)
      * The connect timeout bounds the whole call: waiting for a slot, name
      * resolution, every address tried and the TLS handshake together.
      */
-    if (limit && !take_slot(k, (size_t)limit))
+    if (limit && !mh_sock_take_slot(k, (size_t)limit))
         return wait_op(L, k, t, k->tmo_connect); /* waiting for a slot */
     connect_start(k);
     if (k->done)

@@ -247,3 +247,38 @@ void mh_listener_resume(struct mh_listener *l)
         l->paused = false;
     }
 }
+
+int mh_listener_tls_init(struct mh_listener *ls, size_t n, const struct mh_tls_certs *const *certs,
+                         const struct mh_tls_certs *shared_certs, char *err, size_t errlen)
+{
+    struct mh_tls_server *shared = NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct mh_listener *l = &ls[i];
+        if (!certs[i])
+            continue;
+        if (certs[i] == shared_certs && shared) {
+            mh_tls_server_ref(shared);
+            l->tls = shared;
+            continue;
+        }
+        if (!(l->tls = mh_tls_server_new(certs[i], err, errlen)))
+            return -1;
+        if (certs[i] == shared_certs)
+            shared = l->tls;
+    }
+    return 0;
+}
+
+int mh_listener_tls_reload(struct mh_listener *ls, size_t n,
+                           const struct mh_tls_certs *const *certs, char *err, size_t errlen)
+{
+    struct mh_tls_server *servers[n > 0 ? n : 1];
+    for (size_t i = 0; i < n; i++) {
+        servers[i] = ls[i].tls;
+        if (servers[i] && !certs[i]) {
+            snprintf(err, errlen, "tls: listener %s lost its certificates", ls[i].addr);
+            return -1;
+        }
+    }
+    return mh_tls_reload_all(servers, certs, n, err, errlen);
+}

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 struct mh_tls_server;
+struct mh_tls_certs;
 struct mh_listener;
 
 /*
@@ -38,7 +39,7 @@ struct mh_listener {
     ev_io io;
     bool paused;
     struct mh_acceptor *acceptor;
-    struct mh_tls_server *tls; /* NULL: plain TCP; set by mh_tls_listeners_init */
+    struct mh_tls_server *tls; /* NULL: plain TCP; set by mh_listener_tls_init */
     const void *serves;        /* the owner's: what serves its connections (a root handler) */
 };
 
@@ -54,6 +55,21 @@ const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlo
 void mh_listener_close(struct mh_listener *l);
 /* Takes a socket already listening (inherited from the master); it is closed with l. */
 void mh_listener_adopt(struct mh_listener *l, int fd, const char *addr);
+
+/*
+ * Gives each listener ls[i] with certs[i] (NULL: plain TCP) its TLS server;
+ * listeners whose certs are `shared` (the top-level certificates) share one.
+ * Call after the listeners are open. 0, or -1 with err.
+ */
+int mh_listener_tls_init(struct mh_listener *ls, size_t n, const struct mh_tls_certs *const *certs,
+                         const struct mh_tls_certs *shared, char *err, size_t errlen);
+
+/*
+ * Reloads every TLS listener's certificates from certs[i] (for SIGHUP-style
+ * reloads): all of them or, on error, none. 0, or -1 with err.
+ */
+int mh_listener_tls_reload(struct mh_listener *ls, size_t n,
+                           const struct mh_tls_certs *const *certs, char *err, size_t errlen);
 
 /* Starts or stops accepting on the acceptor's loop. */
 void mh_listener_start(struct mh_listener *l, struct mh_acceptor *a);

@@ -1,7 +1,6 @@
 #include "tls.h"
 
 #include "log.h"
-#include "listener.h"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -571,49 +570,28 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     return 0;
 }
 
-/* ---- listener glue ------------------------------------------------------- */
-
-int mh_tls_listeners_init(struct mh_listener *ls, size_t n, const struct mh_tls_certs *const *certs,
-                          const struct mh_tls_certs *shared_certs, char *err, size_t errlen)
-{
-    struct mh_tls_server *shared = NULL;
-    for (size_t i = 0; i < n; i++) {
-        struct mh_listener *l = &ls[i];
-        if (!certs[i])
-            continue;
-        if (certs[i] == shared_certs && shared) {
-            mh_tls_server_ref(shared);
-            l->tls = shared;
-            continue;
-        }
-        if (!(l->tls = mh_tls_server_new(certs[i], err, errlen)))
-            return -1;
-        if (certs[i] == shared_certs)
-            shared = l->tls;
-    }
-    return 0;
-}
-
-int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
-                            const struct mh_tls_certs *const *certs_of, char *err, size_t errlen)
+/*
+ * Builds every configuration first, so a bad file changes nothing; then
+ * swaps them all in.
+ */
+int mh_tls_reload_all(struct mh_tls_server *const *servers, const struct mh_tls_certs *const *certs,
+                      size_t n, char *err, size_t errlen)
 {
     struct tls_conf *fresh[n > 0 ? n : 1];
     memset(fresh, 0, sizeof fresh);
     int rc = 0;
-    /* Build every configuration first, so a bad file changes nothing. */
     for (size_t i = 0; i < n && rc == 0; i++) {
-        const struct mh_tls_certs *certs = certs_of[i];
-        if (!ls[i].tls)
+        if (!servers[i])
             continue;
         bool seen = false; /* a shared server reloads once */
         for (size_t j = 0; j < i; j++)
-            seen = seen || ls[j].tls == ls[i].tls;
+            seen = seen || servers[j] == servers[i];
         if (seen)
             continue;
-        if (!certs) {
-            snprintf(err, errlen, "tls: listener %s lost its certificates", ls[i].addr);
+        if (!certs[i]) {
+            snprintf(err, errlen, "tls: no certificates to reload");
             rc = -1;
-        } else if (!(fresh[i] = conf_new(certs, err, errlen))) {
+        } else if (!(fresh[i] = conf_new(certs[i], err, errlen))) {
             rc = -1;
         }
     }
@@ -621,8 +599,8 @@ int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
         if (!fresh[i])
             continue;
         if (rc == 0) {
-            conf_retire(ls[i].tls->conf);
-            ls[i].tls->conf = fresh[i];
+            conf_retire(servers[i]->conf);
+            servers[i]->conf = fresh[i];
         } else {
             conf_free(fresh[i]);
         }

@@ -21,7 +21,6 @@
 #include "tls_certs.h"
 #include "transport.h"
 
-struct mh_listener;
 struct mh_tls_server;
 
 /* Loads the certificates and keys. Returns NULL with a message in err. */
@@ -43,19 +42,12 @@ int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, cha
 int mh_tls_accept(struct mh_tls_server *s, struct mh_transport *t, int fd);
 
 /*
- * Gives each listener ls[i] with certs[i] (NULL: plain TCP) its server;
- * listeners whose certs are `shared` (the top-level certificates) share one.
- * Call after the listeners are open. 0, or -1 with err.
+ * mh_tls_reload for a set: servers[i] (NULL: skipped; one listed twice
+ * reloads once) from certs[i], all of them or, on error, none. 0, or -1
+ * with err.
  */
-int mh_tls_listeners_init(struct mh_listener *ls, size_t n, const struct mh_tls_certs *const *certs,
-                          const struct mh_tls_certs *shared, char *err, size_t errlen);
-
-/*
- * Reloads every TLS listener's certificates from certs[i] (for SIGHUP-style
- * reloads): all of them or, on error, none. 0, or -1 with err.
- */
-int mh_tls_listeners_reload(struct mh_listener *ls, size_t n,
-                            const struct mh_tls_certs *const *certs, char *err, size_t errlen);
+int mh_tls_reload_all(struct mh_tls_server *const *servers, const struct mh_tls_certs *const *certs,
+                      size_t n, char *err, size_t errlen);
 
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);

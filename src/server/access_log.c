@@ -204,9 +204,9 @@ void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, doub
              "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
              "\"pattern\":",
              c->head.http_major, c->head.http_minor, c->res.status, bytes, seconds * 1000);
-        if (c->head.route) {
+        if (c->routed.route) {
             puts_(&l, "\"");
-            const char *p = mh_route_pattern(c->head.route);
+            const char *p = mh_route_pattern(c->routed.route);
             put_escaped(&l, p, strlen(p), true);
             puts_(&l, "\"");
         } else {

@@ -1,7 +1,6 @@
 #include "devwatch.h"
 
 #include "log.h"
-#include "worker.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -24,7 +23,9 @@ struct watched_file {
 };
 
 struct mh_devwatch {
-    struct mh_worker *w;
+    struct ev_loop *loop;
+    void (*on_change)(void *ctx);
+    void *ctx;
     int fd;
     ev_io io;
     ev_timer debounce;
@@ -118,7 +119,7 @@ static void on_debounce(struct ev_loop *loop, ev_timer *t, int revents)
     struct mh_devwatch *dw = t->data;
     (void)loop;
     (void)revents;
-    mh_worker_reload(dw->w, "file change");
+    dw->on_change(dw->ctx);
 }
 
 static void on_inotify(struct ev_loop *loop, ev_io *io, int revents)
@@ -145,12 +146,16 @@ static void on_inotify(struct ev_loop *loop, ev_io *io, int revents)
     }
 }
 
-struct mh_devwatch *mh_devwatch_start(struct mh_worker *w, const struct mh_deps *deps)
+struct mh_devwatch *mh_devwatch_start(struct ev_loop *loop, const char *script,
+                                      const struct mh_deps *deps, void (*on_change)(void *ctx),
+                                      void *ctx)
 {
     struct mh_devwatch *dw = calloc(1, sizeof *dw);
     if (!dw)
         return NULL;
-    dw->w = w;
+    dw->loop = loop;
+    dw->on_change = on_change;
+    dw->ctx = ctx;
     dw->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (dw->fd < 0) {
         mh_log(MH_LOG_WARN, "--dev: inotify: %s; reload on save is off (SIGHUP still reloads)",
@@ -158,11 +163,11 @@ struct mh_devwatch *mh_devwatch_start(struct mh_worker *w, const struct mh_deps 
         free(dw);
         return NULL;
     }
-    dw->app_dir = dir_of(w->config->script);
+    dw->app_dir = dir_of(script);
     mh_devwatch_update(dw, deps, true);
     ev_io_init(&dw->io, on_inotify, dw->fd, EV_READ);
     dw->io.data = dw;
-    ev_io_start(w->loop, &dw->io);
+    ev_io_start(loop, &dw->io);
     ev_init(&dw->debounce, on_debounce);
     dw->debounce.data = dw;
     mh_log(MH_LOG_INFO, "--dev: watching %zu file(s) for changes", dw->nfiles);
@@ -181,8 +186,8 @@ void mh_devwatch_stop(struct mh_devwatch *dw)
 {
     if (!dw)
         return;
-    ev_io_stop(dw->w->loop, &dw->io);
-    ev_timer_stop(dw->w->loop, &dw->debounce);
+    ev_io_stop(dw->loop, &dw->io);
+    ev_timer_stop(dw->loop, &dw->debounce);
     close(dw->fd);
     clear_files(dw);
     free(dw->files);

@@ -8,13 +8,20 @@
  * are seen as well as plain rewrites; a short debounce turns the burst of
  * events of one save into one reload.
  */
+#include <ev.h>
+
 #include "lua_vm.h"
 
-struct mh_worker;
 struct mh_devwatch;
 
-/* Starts watching deps (the files of the first load). NULL, with a logged reason, on failure. */
-struct mh_devwatch *mh_devwatch_start(struct mh_worker *w, const struct mh_deps *deps);
+/*
+ * Starts watching deps (the files of the first load; only those in script's
+ * directory or below it). on_change(ctx) runs on loop once a burst of saves
+ * has settled: the caller reloads. NULL, with a logged reason, on failure.
+ */
+struct mh_devwatch *mh_devwatch_start(struct ev_loop *loop, const char *script,
+                                      const struct mh_deps *deps, void (*on_change)(void *ctx),
+                                      void *ctx);
 
 /*
  * Replaces the watched set after a reload: with `replace`, deps becomes the

@@ -185,7 +185,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     offer_http2(w->config);
     for (size_t i = 0; i < w->nlisteners; i++)
         certs[i] = mh_config_listen_tls(w->config, i);
-    if (mh_tls_listeners_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
+    if (mh_listener_tls_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
         mh_log(MH_LOG_ERROR, "reload (%s): certificates not reloaded, the previous ones stay: %s",
                why, err);
     mh_log(MH_LOG_INFO, "reloaded (%s) in %.1f ms: %zu routes", why, (ev_time() - t0) * 1000,
@@ -193,10 +193,15 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     return 0;
 }
 
+static void on_file_change(void *ctx)
+{
+    mh_worker_reload(ctx, "file change");
+}
+
 void mh_worker_watch(struct mh_worker *w, const struct mh_deps *deps)
 {
     if (!w->devwatch)
-        w->devwatch = mh_devwatch_start(w, deps);
+        w->devwatch = mh_devwatch_start(w->loop, w->config->script, deps, on_file_change, w);
 }
 
 /* A request ended (the connection code calls this when w->observe): access log, metrics, dev log.
@@ -205,7 +210,7 @@ static void observe(void *ud, const struct mh_req *r)
 {
     struct mh_worker *w = ud;
     double seconds = ev_time() - r->started;
-    const struct mh_route *route = r->head.route;
+    const struct mh_route *route = r->routed.route;
     if (w->record_metrics) {
         mh_metrics_record(w->metrics, route ? mh_route_pattern(route) : NULL, r->res.status,
                           seconds);
@@ -397,7 +402,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     offer_http2(config);
     for (size_t i = 0; i < w->nlisteners; i++)
         certs[i] = mh_config_listen_tls(config, i);
-    if (mh_tls_listeners_init(w->listeners, w->nlisteners, certs, &config->tls, err, errlen) < 0)
+    if (mh_listener_tls_init(w->listeners, w->nlisteners, certs, &config->tls, err, errlen) < 0)
         goto fail;
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_start(&w->listeners[i], &w->acceptor);

@@ -769,12 +769,12 @@ static int conn_upgrade(struct mh_req *r)
      * move it too. Memory kept for a next request on this connection (there
      * will be none) goes: a tunnel is long-lived and mostly idle.
      */
-    struct mh_request *q = &r->head;
-    if (q->route_path >= old && q->route_path < old + c->head_len)
-        q->route_path = head + (q->route_path - old);
-    if (q->route_path != q->cleaned.data)
-        mh_buf_free(&q->cleaned);
-    mh_request_shrink(q);
+    struct mh_req_route *rt = &r->routed;
+    if (rt->path >= old && rt->path < old + c->head_len)
+        rt->path = head + (rt->path - old);
+    if (rt->path != rt->cleaned.data)
+        mh_buf_free(&rt->cleaned);
+    mh_request_shrink(&r->head);
     c->tunnel_head = head;
     c->tunnel = true;
     c->close_after = true;

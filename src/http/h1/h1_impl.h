@@ -45,6 +45,7 @@ struct mh_h1 {
     char *tunnel_head;  /* the head, copied out of `in` (idle tunnels hold no 16 KiB buffer) */
     size_t tunnel_mark; /* body bytes when the handler last asked: it waits for more */
     uint32_t chunk_ext_bytes; /* http_parse.c: extension bytes on this chunk-size line */
+    int trailer_prev;         /* http_parse.c: the last trailer-section byte read, -1 outside it */
     /* http_parse.c: this request's method is not in llhttp's table (MH_METHOD_OTHER) */
     uint32_t other_method_off, other_method_len;
 

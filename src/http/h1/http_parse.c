@@ -9,7 +9,7 @@
  * the same llhttp step as its head; mh_http_parse reports the head, and the
  * next call reports the message done without running the parser again.
  */
-enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE, MH_PAUSE_BODILESS };
+enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE, MH_PAUSE_BODILESS, MH_PAUSE_TRAILERS };
 
 /* Bytes of chunk extensions allowed on one chunk-size line (400 beyond). */
 #define MH_CHUNK_EXT_MAX 1024
@@ -96,6 +96,9 @@ static int check_head(struct mh_h1 *c)
     struct mh_request *r = &c->req.head;
     const char *base = mh_h1_head(c);
     size_t t_end = (size_t)r->target.off + r->target.len;
+    /* llhttp takes a bare LF as the empty line ending the head ("Host: a\r\n\n"): RFC 9112 §2.2 */
+    if (c->head_len < 4 || memcmp(base + c->head_len - 4, "\r\n\r\n", 4) != 0)
+        return 400;
     /* method SP target SP version: exactly one space each side of the target */
     if (r->target.off < 2 || base[r->target.off - 1] != ' ' || base[r->target.off - 2] == ' ')
         return 400;
@@ -142,6 +145,7 @@ static int check_head(struct mh_h1 *c)
         }
     }
     mh_request_split_target(r, base);
+    bool absolute = r->path.off != r->target.off; /* scheme://authority before the path */
     if (host >= 0 &&
         !mh_authority_valid(base + r->headers[host].value.off, r->headers[host].value.len))
         return 400;
@@ -152,17 +156,16 @@ static int check_head(struct mh_h1 *c)
             return 400;
     } else if (!mh_authority_valid(base + r->host.off, r->host.len)) {
         return 400;
-    } else if (r->path.len == 0) {
-        /*
-         * "GET http://a HTTP/1.1": the path is "/" (RFC 9112 §3.2.2). The
-         * head has that byte already, in the version after the target
-         * (" HTTP/1.x", checked above), so the slice points there.
-         */
-        r->path.off = (uint32_t)t_end + 5;
-        r->path.len = 1;
     }
-    if (r->path.len == 0 ||
-        (base[r->path.off] != '/' && r->method != HTTP_OPTIONS && r->method != HTTP_CONNECT)) {
+    /*
+     * "GET http://a HTTP/1.1" has an empty path: kept empty, as Go's
+     * r.URL.Path is, so the mux cleans it to "/" and redirects there (Go's
+     * ServeMux: cleanPath("") is "/", which differs from the path). Only
+     * the absolute form can have one (RFC 9112 §3.2.2).
+     */
+    if ((r->path.len == 0 && !absolute) ||
+        (r->path.len > 0 && base[r->path.off] != '/' && r->method != HTTP_OPTIONS &&
+         r->method != HTTP_CONNECT)) {
         if (!(r->method == HTTP_OPTIONS && r->path.len == 1 && base[r->path.off] == '*'))
             return 400;
     }
@@ -171,6 +174,17 @@ static int check_head(struct mh_h1 *c)
         struct mh_slice tv = r->headers[te].value;
         if (!mh_strieq(base + tv.off, tv.len, "chunked", 7))
             return 501;
+        /*
+         * RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means its
+         * framing is to be taken as faulty and the connection closed "after
+         * processing the message". Answered, then closed, rather than a 400:
+         * the chunked body is read with the same strict framing as in 1.1
+         * (no lenient path), so the message the handler sees is what its
+         * bytes say; the danger is in what follows it (bytes an HTTP/1.0 hop
+         * may have framed otherwise), and nothing after it is read.
+         */
+        if (r->http_minor == 0)
+            r->keep_alive = false;
     }
     if (expect >= 0) {
         struct mh_slice ev = r->headers[expect].value;
@@ -202,6 +216,7 @@ static int on_headers_complete(llhttp_t *p)
     r->content_length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
     r->has_body = (p->flags & F_CHUNKED) || r->content_length > 0;
     c->chunk_ext_bytes = 0;
+    c->trailer_prev = -1;
     c->pause = MH_PAUSE_HEAD;
     /*
      * No body, no other Transfer-Encoding (a 501 from check_head) and no
@@ -224,8 +239,35 @@ static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
 
 static int on_chunk_header(llhttp_t *p)
 {
-    conn_of(p)->chunk_ext_bytes = 0; /* the limit is per chunk-size line */
-    return 0;
+    struct mh_h1 *c = conn_of(p);
+    c->chunk_ext_bytes = 0; /* the limit is per chunk-size line */
+    if (p->content_length != 0)
+        return 0;
+    /* The last chunk: the trailer section starts at the next byte (see trailer_bytes_ok). */
+    c->pause = MH_PAUSE_TRAILERS;
+    return HPE_PAUSED;
+}
+
+/*
+ * The trailer section (RFC 9112 §7.1.2) is read by llhttp as header lines,
+ * and even in its strict mode it takes a bare LF as a line end there (also
+ * the one ending the section: "0\r\n\n") and folds a line that starts with
+ * SP or HTAB into the one before (obs-fold). check_head refuses both in the
+ * head; trailer fields are not kept, so their bytes are checked as they
+ * pass, a byte of state between reads: every LF after a CR, no line
+ * starting with whitespace. A CR before another byte is llhttp's error.
+ */
+static bool trailer_bytes_ok(struct mh_h1 *c, const char *p, const char *end)
+{
+    int prev = c->trailer_prev;
+    for (; p < end; p++) {
+        unsigned char b = (unsigned char)*p;
+        if ((b == '\n' && prev != '\r') || (prev == '\n' && (b == ' ' || b == '\t')))
+            return false;
+        prev = b;
+    }
+    c->trailer_prev = prev;
+    return true;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -269,10 +311,20 @@ static const llhttp_settings_t *settings(void)
     return &s;
 }
 
+/*
+ * llhttp is built in its strict mode (CMakeLists.txt) and no
+ * llhttp_set_lenient_* flag is set: none is needed, so every framing byte
+ * goes through the strict path. Where strict llhttp is still lenient (a
+ * bare LF ending the head or the trailer section, obs-fold in trailers, a
+ * space inside a field name) or too strict (methods outside its table),
+ * the checks of our own are above: check_head, trailer_bytes_ok,
+ * check_name, other_method.
+ */
 void mh_http_parser_init(struct mh_h1 *c)
 {
     llhttp_init(&c->parser, HTTP_REQUEST, settings());
     c->parser.data = c;
+    c->trailer_prev = -1;
 }
 
 /* The request line's first byte: llhttp skips empty lines before it. */
@@ -366,10 +418,14 @@ static int other_method(struct mh_h1 *c)
 /* mh_http_parse past the shortcut below: runs llhttp over what has arrived. */
 static __attribute__((noinline)) enum mh_parse_result parse(struct mh_h1 *c, int *status)
 {
-    const char *start = c->in.data + c->parse_pos;
-    size_t avail = c->in.len - c->parse_pos;
+    const char *start, *stop;
+    size_t avail;
+    llhttp_errno_t e;
+again:
+    start = c->in.data + c->parse_pos;
+    avail = c->in.len - c->parse_pos;
     c->pause = MH_PAUSE_NONE;
-    llhttp_errno_t e = llhttp_execute(&c->parser, start, avail);
+    e = llhttp_execute(&c->parser, start, avail);
     if (e == HPE_INVALID_METHOD) {
         int rc = other_method(c);
         if (rc == 0)
@@ -382,11 +438,16 @@ static __attribute__((noinline)) enum mh_parse_result parse(struct mh_h1 *c, int
         avail = c->in.len - c->parse_pos;
         e = llhttp_execute(&c->parser, start, avail);
     }
+    stop = e == HPE_OK ? start + avail : llhttp_get_error_pos(&c->parser);
+    if (c->trailer_prev >= 0 && !trailer_bytes_ok(c, start, stop)) {
+        *status = 400;
+        return MH_PARSE_ERROR;
+    }
     if (e == HPE_OK) {
         c->parse_pos = c->in.len;
         return MH_PARSE_NEED_MORE;
     }
-    c->parse_pos += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+    c->parse_pos += (size_t)(stop - start);
     if (e == HPE_PAUSED_UPGRADE) {
         /* Switching is the handler's choice (mh_req_ops.upgrade): until then, HTTP/1.1 goes on. */
         llhttp_resume_after_upgrade(&c->parser);
@@ -394,6 +455,10 @@ static __attribute__((noinline)) enum mh_parse_result parse(struct mh_h1 *c, int
     }
     if (e == HPE_PAUSED) {
         llhttp_resume(&c->parser);
+        if (c->pause == MH_PAUSE_TRAILERS) {
+            c->trailer_prev = '\n'; /* the last-chunk line ended with CRLF (llhttp checks) */
+            goto again;
+        }
         if (c->pause == MH_PAUSE_HEAD || c->pause == MH_PAUSE_BODILESS) {
             c->head_len = c->parse_pos - c->req_start;
             if ((*status = check_head(c)) != 0) {
@@ -402,6 +467,7 @@ static __attribute__((noinline)) enum mh_parse_result parse(struct mh_h1 *c, int
             }
             return MH_PARSE_HEAD_DONE;
         }
+        c->trailer_prev = -1;
         return MH_PARSE_MESSAGE_DONE;
     }
     *status = status_for_error(c, e);

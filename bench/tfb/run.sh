@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The TechEmpower test types and the seed's Redis routes (bench/TFB.md):
+# moonhttp, Go net/http, Fastify and nginx + Lua side by side in one run.
+#   bench/tfb/run.sh [--rounds N] [--duration S] [--verify-only] [--servers a,b] [--tests a,b]
+# A throw-away PostgreSQL 15 cluster (bench/tfb/setup.sql) and a redis-server
+# on free loopback ports, both on core 1; every server started once, pinned
+# to core 0 (one process, one thread where it has the choice), and checked
+# by bench/tfb/verify.py: a server that fails any of its tests is not
+# measured at all. Then rounds of wrk (core 1, --latency), tests and servers
+# interleaved, each server's CPU time read from /proc around each run:
+# requests per server CPU-second, req/s, p50/p99/max, errors; medians and
+# spreads (min..max) over the rounds.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROUNDS=3 DURATION=5 VERIFY_ONLY="" SERVERS="moonhttp,go,fastify,nginx" TESTS="json,db,queries,fortunes,updates,plaintext,cached,redis"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --verify-only) VERIFY_ONLY=1; shift ;;
+    --servers) SERVERS=$2; shift 2 ;;
+    --tests) TESTS=$2; shift 2 ;;
+    *) sed -n '2,4p' "$0" >&2; exit 2 ;;
+    esac
+done
+MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
+PGBIN=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+POOL=${POOL:-16}      # database / Redis connections per server
+CONNS=${CONNS:-64}    # wrk connections (plaintext: 256, pipelined 16 deep)
+OUT=bench/results/tfb-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+WORK=$(mktemp -d /tmp/mh-tfb-XXXXXX)
+declare -A PID=() PORT=()
+PG_PID_DIR="" REDIS_PID=""
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pg() { runuser -u postgres -- "$@"; }
+cleanup() {
+    local s
+    for s in "${!PID[@]}"; do kill "${PID[$s]}" 2>/dev/null || true; done
+    for s in "${!PID[@]}"; do wait "${PID[$s]}" 2>/dev/null || true; done
+    [ -n "$REDIS_PID" ] && { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null || true; }
+    [ -n "$PG_PID_DIR" ] && pg "$PGBIN/pg_ctl" -D "$PG_PID_DIR" -w stop -m immediate >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# -- services, on core 1 beside wrk ------------------------------------------
+PGPORT=$(free_port)
+chown postgres: "$WORK"
+pg "$PGBIN/initdb" -D "$WORK/data" -U postgres --auth=trust -E UTF8 --locale=C --no-sync >/dev/null
+cat >>"$WORK/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PGPORT
+unix_socket_directories = '$WORK'
+max_connections = 200
+CONF
+taskset -c 1 runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w start >/dev/null
+PG_PID_DIR=$WORK/data
+"$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres -d postgres -f bench/tfb/setup.sql >/dev/null
+REDIS_PORT=$(free_port)
+taskset -c 1 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >"$WORK/redis.log" 2>&1 &
+REDIS_PID=$!
+for _ in $(seq 50); do port_open "$REDIS_PORT" && break; sleep 0.1; done
+for k in users user orders order item:{0..7}; do redis-cli -p "$REDIS_PORT" SET "tfb:$k" baseline >/dev/null; done
+log "postgres 127.0.0.1:$PGPORT (World 10000 rows, Fortune 12), redis 127.0.0.1:$REDIS_PORT"
+
+# -- servers, on core 0 --------------------------------------------------------
+# tests_of NAME: the tests an implementation has.
+tests_of() {
+    case "$1" in
+    nginx) echo "json,plaintext,redis" ;;
+    *) echo "json,db,queries,fortunes,updates,plaintext,cached,redis" ;;
+    esac
+}
+
+start() {
+    local name=$1 port dir=$WORK/$1
+    port=$(free_port)
+    mkdir -p "$dir"
+    local -a cmd env=(PGPORT="$PGPORT" REDIS_PORT="$REDIS_PORT" POOL="$POOL" PORT="$port")
+    case "$name" in
+    moonhttp)
+        [ -x "$MOONHTTP_BIN" ] || { log "skip moonhttp: $MOONHTTP_BIN missing"; return 1; }
+        cmd=("$MOONHTTP_BIN" --listen "127.0.0.1:$port" --workers 1 --log-level warn bench/tfb/moonhttp/app.lua) ;;
+    go)
+        command -v go >/dev/null || { log "skip go: golang-go not installed"; return 1; }
+        # GOPATH mode over Debian's packaged sources (golang-github-jackc-pgx-v4-dev,
+        # golang-github-gomodule-redigo-dev): no module download, no network.
+        (cd bench/tfb/go && GO111MODULE=off GOPATH="$WORK/gopath:/usr/share/gocode" GOCACHE="${GOCACHE:-$WORK/gocache}" \
+            GOPROXY=off GOTOOLCHAIN=local go build -o "$dir/tfb-go" .) >"$dir/build.log" 2>&1 ||
+            { log "skip go: build failed, see $dir/build.log"; cat "$dir/build.log" >&2; return 1; }
+        cmd=(env GOMAXPROCS=1 "$dir/tfb-go") ;;
+    fastify)
+        command -v node >/dev/null || { log "skip fastify: nodejs not installed"; return 1; }
+        [ -d bench/tfb/fastify/node_modules ] || (cd bench/tfb/fastify && npm ci --no-audit --no-fund >/dev/null) ||
+            { log "skip fastify: npm ci failed"; return 1; }
+        cmd=(node bench/tfb/fastify/app.js) ;;
+    nginx)
+        [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] ||
+            { log "skip nginx: nginx-light or libnginx-mod-http-lua not installed"; return 1; }
+        sed -e "s|@PORT@|$port|g; s|@PREFIX@|$dir|g; s|@USER@|$(id -un)|g; s|@REDIS_PORT@|$REDIS_PORT|g; s|@POOL@|$POOL|g" \
+            bench/tfb/nginx/nginx.conf.in >"$dir/nginx.conf"
+        cmd=(nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log") ;;
+    *) log "unknown server $name"; return 1 ;;
+    esac
+    env "${env[@]}" taskset -c 0 "${cmd[@]}" >"$dir/server.log" 2>&1 &
+    PID[$name]=$! PORT[$name]=$port
+    for _ in $(seq 100); do port_open "$port" && return 0; sleep 0.1; done
+    log "skip $name: not listening on $port, see $dir/server.log"
+    cat "$dir/server.log" >&2
+    return 1
+}
+
+MEASURED=()
+for s in ${SERVERS//,/ }; do
+    start "$s" || continue
+    if python3 bench/tfb/verify.py --name "$s" --url "http://127.0.0.1:${PORT[$s]}" --pg-port "$PGPORT" \
+        --redis-port "$REDIS_PORT" --tests "$(tests_of "$s")" | tee -a "$OUT/verify.txt"; then
+        MEASURED+=("$s")
+    else
+        log "not measuring $s: it failed the verifier (see above)"
+    fi
+done
+for k in users user orders order item:{0..7}; do redis-cli -p "$REDIS_PORT" SET "tfb:$k" baseline >/dev/null; done
+[ -n "$VERIFY_ONLY" ] && { log "verified: ${MEASURED[*]:-none}"; exit 0; }
+[ ${#MEASURED[@]} -gt 0 ] || { log "nothing passed the verifier"; exit 1; }
+
+# -- measuring -----------------------------------------------------------------
+# CPU seconds (user + system) of a process and its descendants (nginx's worker).
+cpu_of() {
+    local p c total=0
+    for p in "$@"; do
+        total=$(awk -v t="$total" '{ print t + $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo "$total")
+        for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do
+            total=$(awk -v t="$total" -v c="$(cpu_of "$c")" 'BEGIN { print t + c }')
+        done
+    done
+    echo "$total"
+}
+TICKS=$(getconf CLK_TCK)
+
+# run_wrk SERVER TEST ROUND
+run_wrk() {
+    local s=$1 t=$2 r=$3 url="http://127.0.0.1:${PORT[$s]}" c=$CONNS
+    local -a extra=()
+    case "$t" in
+    json) url+=/json ;;
+    db) url+=/db ;;
+    queries) url+="/queries?queries=20" ;;
+    fortunes) url+=/fortunes ;;
+    updates) url+="/updates?queries=20" ;;
+    cached) url+="/cached-queries?count=100" ;;
+    plaintext) c=256; extra=(-s bench/tfb/wrk/pipeline.lua) ;;
+    redis) extra=(-s bench/tfb/wrk/seed.lua) ;;
+    esac
+    local f="$OUT/wrk-$s-$t-$r.txt" before after
+    taskset -c 1 wrk -t1 -c"$c" -d1s "${extra[@]}" "$url" >/dev/null 2>&1 || true  # warm-up
+    before=$(cpu_of "${PID[$s]}")
+    taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" --latency "${extra[@]}" "$url" >"$f" 2>&1 || true
+    after=$(cpu_of "${PID[$s]}")
+    python3 - "$f" "$s" "$t" "$r" "$c" "$before" "$after" "$TICKS" >>"$OUT/raw.tsv" <<'PY'
+import re, sys
+f, s, t, r, c, before, after, ticks = sys.argv[1:]
+text = open(f).read()
+def ms(v):
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", v)
+    # wrk prints 0.00us for a percentile its histogram lost: unknown, not 0.
+    if not m or float(m.group(1)) == 0:
+        return float("nan")
+    return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[m.group(2)]
+req = re.search(r"(\d+) requests in", text)
+req = int(req.group(1)) if req else 0
+rps = re.search(r"Requests/sec:\s*([\d.]+)", text)
+lat = {m.group(1): ms(m.group(2)) for m in re.finditer(r"^\s+(50|99)%\s+(\S+)", text, re.M)}
+mx = re.search(r"^\s+Latency\s+\S+\s+\S+\s+(\S+)", text, re.M)
+errs = sum(int(x) for x in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
+non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+errs += int(non2xx.group(1)) if non2xx else 0
+cpu = (float(after) - float(before)) / float(ticks)
+per_cpu = req / cpu if cpu > 0 else float("nan")
+print("\t".join(map(str, [s, t, r, c, rps.group(1) if rps else "nan", "%.0f" % per_cpu, "%.2f" % cpu,
+                          lat.get("50", "nan"), lat.get("99", "nan"), ms(mx.group(1)) if mx else "nan", errs])))
+PY
+}
+
+printf 'server\ttest\tround\tconns\treq_s\treq_per_cpu_s\tcpu_s\tp50_ms\tp99_ms\tmax_ms\terrors\n' >"$OUT/raw.tsv"
+for r in $(seq "$ROUNDS"); do
+    for t in ${TESTS//,/ }; do
+        # The servers' order turns each round, so none always runs first.
+        n=${#MEASURED[@]}
+        for i in $(seq 0 $((n - 1))); do
+            s=${MEASURED[$(((i + r) % n))]}
+            [[ ",$(tests_of "$s")," == *",$t,"* ]] || continue
+            log "round $r: $t on $s"
+            run_wrk "$s" "$t" "$r"
+        done
+    done
+done
+python3 bench/tfb/summary.py "$OUT/raw.tsv" | tee "$OUT/summary.md"
+log "results in $OUT"

@@ -1,0 +1,117 @@
+#ifndef MH_LUA_SOCKET_IMPL_H
+#define MH_LUA_SOCKET_IMPL_H
+/*
+ * The insides of http.tcp(), shared by lua_socket.c (the Lua object and its
+ * operations) and lua_socket_state.c (what the sockets of one generation
+ * share: TLS configurations, saved sessions, per-key connection limits) and
+ * by nothing else.
+ */
+#include "client_dns.h"
+#include "client_tls.h"
+#include "lua_sched.h"
+#include "socket.h"
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define KEY_MAX 300
+
+/* A TLS configuration per (CA file, verify) pair, made on first use. */
+struct tls_cfg {
+    struct tls_cfg *next;
+    bool verify;
+    struct mh_client_tls_cfg *cfg;
+    char ca[]; /* "" for the system bundle */
+};
+
+/* The last TLS session per key, offered again on the next handshake. */
+struct tls_session {
+    struct tls_session *next;
+    void *session;
+    char key[];
+};
+
+/*
+ * Connections of one key may be limited (opts.pool_size at connect): past
+ * the limit, connects queue until a connection of the key is parked or
+ * closed, so the peer sees at most that many connections (OpenResty's pool
+ * backlog). Only connections handed out count; idle ones are at most the
+ * rest, since a new one is made only when none is idle.
+ */
+struct key_limit {
+    struct key_limit *next;
+    size_t active;
+    struct lsock *wait_head, *wait_tail;
+    char key[];
+};
+
+struct sock_state {
+    struct ev_loop *loop;
+    struct key_limit *limits;
+    struct mh_socket_pool *pool;
+    struct mh_dns *dns;
+    struct tls_cfg *cfgs;
+    struct tls_session *sessions;
+};
+
+enum op { OP_NONE, OP_CONNECT, OP_HANDSHAKE, OP_SEND, OP_RECV };
+enum recv_mode { R_BYTES, R_LINE, R_ALL, R_UNTIL };
+
+struct lsock {
+    struct mh_socket *s; /* NULL: not connected, or closed */
+    struct sock_state *st;
+    struct mh_task_link owner;
+    struct mh_task *waiter;
+    int anchor; /* registry reference to the userdata while a task waits */
+    double tmo_connect, tmo_send, tmo_read;
+    double deadline; /* ev_now() time past which every wait ends in "timeout"; 0: none */
+    enum op op;
+    bool done;       /* the pending operation has its answer (set by wake) */
+    const char *err; /* the pending operation's failure */
+    enum recv_mode mode;
+    size_t want;
+    const char *delim;
+    size_t delim_len;
+    /* connect */
+    struct mh_dns_query dns;
+    bool resolving;
+    struct mh_dns_addrs addrs;
+    int addr_i;
+    bool tls_next;    /* connect goes on with a handshake */
+    bool tls_resumed; /* the last handshake resumed a saved session */
+    bool verify;
+    char ca[256];
+    char server_name[256];
+    char key[KEY_MAX];
+    char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
+    uint16_t port;
+    struct key_limit *limit;  /* counted in it while connected */
+    struct key_limit *queued; /* waiting in it for a free slot */
+    struct lsock *next_waiter;
+};
+
+/* Frees what st holds (its __gc): the pool first, then the TLS state its sockets used. */
+void mh_sock_state_free(struct sock_state *st);
+
+/* The TLS configuration for (ca, verify), made on first use; NULL with *err. */
+struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const char *ca, bool verify,
+                                          const char **err);
+
+/* The saved session of key (made empty when `create`); NULL when absent or out of memory. */
+struct tls_session *mh_sock_session(struct sock_state *st, const char *key, bool create);
+
+/* Counts k in its key's limit of `size` (true), or queues it until a slot frees (false). */
+bool mh_sock_take_slot(struct lsock *k, size_t size);
+
+/* Takes k out of the queue it waits in (k->queued). */
+void mh_sock_leave_queue(struct lsock *k);
+
+/*
+ * k's connection was parked or closed: its slot goes to the first waiter,
+ * which is returned (counted and dequeued) for the caller to connect; NULL
+ * when nobody waits.
+ */
+struct lsock *mh_sock_release_slot(struct lsock *k);
+
+#endif
