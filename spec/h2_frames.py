@@ -166,6 +166,8 @@ class Client:
             self.note("goaway_last", f.last_stream_id)
         elif isinstance(f, PingFrame) and "ACK" not in f.flags:
             self.send(PingFrame(0, f.opaque_data, flags=["ACK"]))
+        elif isinstance(f, PingFrame):
+            self.note("ping_ack", f.opaque_data.decode("latin-1"))
         elif isinstance(f, SettingsFrame) and "ACK" not in f.flags:
             if SettingsFrame.HEADER_TABLE_SIZE in f.settings and not self.own_table:
                 self.enc.header_table_size = f.settings[SettingsFrame.HEADER_TABLE_SIZE]
@@ -212,6 +214,11 @@ def goaway(c):
 
 
 def scenario(name, port):
+    if name == "bad_preface":  # the reserved PRI method, then not the preface (RFC 9113 §3.4)
+        c = Client(port, preface=False)
+        c.send(PREFACE[:18] + b"XX\r\n\r\n" + SettingsFrame(0, {}).serialize())
+        c.read(lambda c: "goaway" in c.out and c.closed, timeout=4)
+        return c
     if name == "half_preface":  # read_header_timeout covers the preface
         c = Client(port, preface=False)
         c.send(PREFACE[:10])
@@ -423,12 +430,33 @@ def scenario(name, port):
         c.send(c.headers(1, end_stream=False, pseudo=[
             (":method", "CONNECT"), (":authority", "example.test:443")]))
         c.read(ended(1))
-    elif name == "data_on_closed":  # DATA after the stream ended both ways: ignored
+    elif name == "data_on_closed":  # DATA after the stream ended both ways
         c.send(c.headers(1))
         c.read(ended(1))
         c.read(timeout=0.2)
         c.send(DataFrame(1, b"late"), c.headers(3))
         c.read(ended(3))
+    elif name == "headers_on_closed":  # a second request head on stream 1, closed both ways
+        c.send(c.headers(1))
+        c.read(ended(1))
+        c.read(timeout=0.2)
+        c.send(c.headers(1), c.headers(3))
+        c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
+        c.read(timeout=0.2)
+    elif name in ("goaway_ping", "goaway_idle"):
+        # the client's GOAWAY: a PING 0.1 s later is answered while stream 1 (/slow, 0.5 s)
+        # runs, then the server closes at once, not at idle_timeout (2 s); _idle: no stream,
+        # a PING right behind the GOAWAY
+        c.read(timeout=0.1)
+        t = time.time()
+        if name == "goaway_ping":
+            c.send(c.headers(1, path="/slow"), GoAwayFrame(0, last_stream_id=0, error_code=0))
+            c.read(timeout=0.1)
+            c.send(PingFrame(0, b"after-ga"))
+        else:
+            c.send(GoAwayFrame(0, last_stream_id=0, error_code=0), PingFrame(0, b"after-ga"))
+        c.read(lambda c: c.closed, timeout=4)
+        c.note("prompt", int(time.time() - t < 1.5))
     elif name == "data_on_idle":  # DATA on a stream never opened
         c.send(DataFrame(7, b"x"))
         c.read(goaway)

@@ -378,8 +378,10 @@ static void metrics_start(const struct mh_handler *base, struct mh_req *r)
     }
     /* The text is rendered into the response's own queue: no copy, no allocation per scrape. */
     struct mh_buf text = {0};
-    size_t open = h->http ? h->http->nconns : 0, idle = h->http ? h->http->idle.n : 0;
-    if (mh_metrics_render(h->m, open, idle, &text) < 0) {
+    struct mh_http_counts n = {0};
+    if (h->http)
+        n = mh_http_counts(h->http);
+    if (mh_metrics_render(h->m, n.open, n.idle, &text) < 0) {
         mh_buf_free(&text);
         mh_req_respond(r, 500, "500 Internal Server Error\n");
         return;

@@ -1,33 +1,26 @@
 #ifndef MH_CONN_H
 #define MH_CONN_H
 /*
- * HTTP/1 connections: the first implementation of the request ops (req.h).
- * A connection parses requests with llhttp and hands each to its root
- * handler (the app's dispatcher, or a C handler such as the metrics
- * endpoint) as a struct mh_req; it serializes the response (head from the
- * pairs, chunked framing) and writes the output queue with writev/sendfile.
- * It knows no Lua: no generation, no task.
+ * Connections, whatever protocol they speak: the API the server uses
+ * (accept, the per-loop context, graceful stop) over a neutral connection
+ * (conn.c) that owns the socket, the transport, the output, the timer and
+ * the closing, and decides once, from the first bytes, which protocol runs
+ * on it: HTTP/1 (h1/) or HTTP/2 (h2/), siblings behind the protocol table
+ * of conn_impl.h. Each protocol turns its requests into struct mh_req for
+ * the connection's root handler (the app's dispatcher, or a C handler such
+ * as the metrics endpoint). It knows no Lua: no generation, no task.
  *
- * State machine:
- *
- *   IDLE --first byte--> HEAD --head parsed--> HANDLER --response done-->
- *     DRAIN (discard unread request body) --> IDLE / HEAD (next pipelined)
- *   any state --close--> LINGER (output flushed, write side shut, reading
- *     until EOF so the client sees the response instead of a reset)
- *
- * Requests already in the read buffer are handled back to back and their
- * responses leave in one write.
- *
- * Ownership, references, close (struct mh_conn is private to conn.c and
- * http_parse.c, see conn_impl.h):
+ * Ownership, references, close:
  * - mh_http_accept creates a connection owned by its struct mh_http_ctx.
  * - mh_conn_close closes the socket at once, but never frees: the object is
  *   on the context's closed list and freed by mh_http_prepare once nothing
- *   holds a reference. The connection holds one on itself while a handler
- *   serves its request (mh_req_start .. mh_req_finish), so a handler's
- *   struct mh_req stays valid after the client is gone (req->closed, and
- *   the handler's on_abort is called).
+ *   holds a reference. A protocol holds one while a handler serves one of
+ *   its requests (mh_req_start .. mh_req_finish), so a handler's struct
+ *   mh_req stays valid after the client is gone (req->closed, and the
+ *   handler's on_abort is called).
  * - Nothing is freed inside the connection's own callbacks.
+ * - Closing: output is flushed, the write side shut, and input read until
+ *   EOF (or 2 s) so the client sees the response instead of a reset.
  */
 #include <ev.h>
 #include <stdbool.h>
@@ -39,21 +32,23 @@
 #include "handler.h"
 
 struct mh_conn;
+struct mh_conn_protos;
 struct mh_req;
 struct mh_tls_server;
+struct mh_transport;
 
-/* The limits HTTP/1 enforces (from the server's settings). Seconds; 0 = none. */
+/* The limits connections enforce (from the server's settings). Seconds; 0 = none. */
 struct mh_http_limits {
     double read_header_timeout; /* first byte of a head to its end; also a new connection's */
     double read_timeout;        /* whole request incl. body */
-    double body_timeout;        /* no body bytes while the server waits for them (see conn.c) */
+    double body_timeout;        /* no body bytes while the server waits for them (h1_conn.c) */
     double write_timeout;       /* end of head to end of response */
     double idle_timeout;        /* between requests */
     double send_timeout;        /* output blocked: the client must take some within this */
     long max_header_bytes;
     long max_body_bytes;
     long keepalive_requests; /* requests per connection; 0 = unlimited */
-    /* HTTP/2 (h2_conn.c) */
+    /* HTTP/2 (h2/h2_conn.c) */
     bool http2; /* TLS: ALPN chose "h2" (the listener offered it) */
     bool h2c;   /* plain: a connection preface starts HTTP/2 */
     uint32_t h2_max_concurrent_streams;
@@ -86,17 +81,20 @@ struct mh_http_ctx {
     void (*on_close)(void *ud);
     void *ud;
 
-    struct mh_conn *_free;    /* pool of connection objects */
-    struct mh_conn *_pending; /* output to flush before the loop sleeps */
-    unsigned _npending;       /* ...how many */
-    struct mh_conn *_closed;  /* closed, freed when unreferenced */
+    const struct mh_conn_protos *_protos; /* what the first bytes may start */
+    struct mh_conn *_free;                /* pool of connection objects */
+    struct mh_conn *_pending;             /* output to flush before the loop sleeps */
+    unsigned _npending;                   /* ...how many */
+    struct mh_conn *_closed;              /* closed, freed when unreferenced */
     time_t _date_sec;
     char _date_line[64];
     size_t _date_len;
 };
 
+/* protos: the protocols connections may speak (protocols.h: HTTP/1 and HTTP/2). */
 void mh_http_ctx_init(struct mh_http_ctx *h, struct ev_loop *loop,
-                      const struct mh_http_limits *limits, struct mh_buf_pool *bufs);
+                      const struct mh_http_limits *limits, struct mh_buf_pool *bufs,
+                      const struct mh_conn_protos *protos);
 /* Closes every connection and frees the pool (the loop must not run them again). */
 void mh_http_ctx_destroy(struct mh_http_ctx *h);
 
@@ -108,10 +106,22 @@ struct mh_conn *mh_http_accept(struct mh_http_ctx *h, const struct mh_handler *r
                                struct mh_tls_server *tls, int fd,
                                const struct sockaddr_storage *peer, socklen_t plen);
 
+/* The same over a transport the caller made (tests: a scripted one); *tp is copied. */
+struct mh_conn *mh_http_accept_transport(struct mh_http_ctx *h, const struct mh_handler *root,
+                                         const struct mh_transport *tp,
+                                         const struct sockaddr_storage *peer, socklen_t plen);
+
 /* From the loop's prepare watcher: writes pending output, frees closed connections. */
 void mh_http_prepare(struct mh_http_ctx *h);
 /* Whether nothing is open or waiting to be freed (a graceful stop may end). */
 bool mh_http_drained(const struct mh_http_ctx *h);
+/* Connection counts, for metrics and logs. */
+struct mh_http_counts {
+    size_t open; /* accepted and not closed */
+    size_t idle; /* of those, waiting for a request (HTTP/1) or a stream (HTTP/2) */
+};
+struct mh_http_counts mh_http_counts(const struct mh_http_ctx *h);
+
 /* Closes idle connections (graceful stop, reload); all = active ones too. */
 void mh_http_close_idle(struct mh_http_ctx *h);
 void mh_http_close_all(struct mh_http_ctx *h);

@@ -31,7 +31,7 @@
  *   must tolerate that (set a flag, resume later).
  * - A callback a handler does not need may be NULL.
  * - Handlers do not yield and do not know the protocol: the same handler
- *   serves an HTTP/1 connection and (next) an HTTP/2 stream.
+ *   serves an HTTP/1 connection and an HTTP/2 stream.
  */
 #include <stddef.h>
 

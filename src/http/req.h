@@ -2,12 +2,13 @@
 #define MH_REQ_H
 /*
  * The protocol-neutral request: what every handler (Lua task, C handler)
- * sees, whatever protocol carried it. The HTTP/1 connection (conn.c)
- * implements its ops today; an HTTP/2 stream will be the second
- * implementation, so nothing here assumes one request per connection.
+ * sees, whatever protocol carried it. Two protocols implement its ops: the
+ * HTTP/1 connection (h1/h1_conn.c, one request at a time) and the HTTP/2
+ * stream (h2/h2_stream.c, many per connection), so nothing here assumes one
+ * request per connection.
  *
- *   protocol (conn.c)  --parses-->  struct mh_req  --start-->  handler
- *                      <--ops-----                 <--mh_req_*--
+ *   protocol (h1/, h2/)  --parses-->  struct mh_req  --start-->  handler
+ *                        <--ops-----                 <--mh_req_*--
  *
  * The request holds
  * - the head (struct mh_request: method, target, path, query, host, headers
@@ -16,7 +17,7 @@
  *   with mh_req_want_body;
  * - the response being built (struct mh_response: status, headers as
  *   name/value pairs, the staged body queue). Nothing is serialized here: the
- *   protocol turns status + pairs into an HTTP/1 head (or HPACK, later) when
+ *   protocol turns status + pairs into an HTTP/1 head or HPACK headers when
  *   the handler sends;
  * - the routing result (route, captures, allow), filled by mh_dispatch;
  * - the handler serving it, its per-request state, and the owner hook (the

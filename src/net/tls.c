@@ -518,19 +518,12 @@ static bool tls_pending(const struct mh_transport *t)
            mbedtls_ssl_check_pending(&s->ssl);
 }
 
-static const struct mh_transport_ops tls_ops;
-
-const char *mh_tls_alpn(const struct mh_transport *t)
+/* "" until the handshake is done or when the client offered no protocol we have. */
+static const char *tls_alpn(const struct mh_transport *t)
 {
-    if (t->ops != &tls_ops || !t->_impl)
-        return NULL;
     const struct tls_session *s = t->_impl;
-    return s->handshake_done ? mbedtls_ssl_get_alpn_protocol(&s->ssl) : NULL;
-}
-
-bool mh_tls_active(const struct mh_transport *t)
-{
-    return t->ops == &tls_ops;
+    const char *p = s && s->handshake_done ? mbedtls_ssl_get_alpn_protocol(&s->ssl) : NULL;
+    return p ? p : "";
 }
 
 static const struct mh_transport_ops tls_ops = {
@@ -540,6 +533,7 @@ static const struct mh_transport_ops tls_ops = {
     .shutdown = tls_shutdown,
     .close = tls_close,
     .pending = tls_pending,
+    .alpn = tls_alpn,
 };
 
 int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)

@@ -49,15 +49,6 @@ int mh_tls_accept(struct mh_tls_server *s, struct mh_transport *t, int fd);
 int mh_tls_reload_all(struct mh_tls_server *const *servers, const struct mh_tls_certs *const *certs,
                       size_t n, char *err, size_t errlen);
 
-/*
- * The protocol ALPN chose on a TLS transport once its handshake is done
- * ("h2", "http/1.1"); NULL before that, without ALPN, or on plain TCP.
- */
-const char *mh_tls_alpn(const struct mh_transport *t);
-
-/* t is a TLS transport (a plain TCP one is not): the protocol is then ALPN's to choose. */
-bool mh_tls_active(const struct mh_transport *t);
-
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);
 

@@ -42,6 +42,13 @@ struct mh_transport_ops {
      */
     ssize_t (*writev)(struct mh_transport *t, const struct iovec *iov, int iovcnt);
     ssize_t (*sendfile)(struct mh_transport *t, int in_fd, off_t *off, size_t len);
+    /*
+     * Optional: the application protocol the handshake negotiated (ALPN:
+     * "h2", "http/1.1"), "" when none was (or the handshake is not done).
+     * NULL (the op or its result): a transport that negotiates nothing
+     * (plain TCP), where the bytes alone tell the protocol.
+     */
+    const char *(*alpn)(const struct mh_transport *t);
 };
 
 enum {
@@ -82,6 +89,11 @@ static inline void mh_transport_close(struct mh_transport *t)
 static inline bool mh_transport_pending(const struct mh_transport *t)
 {
     return t->ops->pending(t);
+}
+
+static inline const char *mh_transport_alpn(const struct mh_transport *t)
+{
+    return t->ops->alpn ? t->ops->alpn(t) : NULL;
 }
 
 #endif

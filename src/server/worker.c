@@ -10,6 +10,7 @@
 #include "notify.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
+#include "protocols.h"
 #include "req.h"
 #include "tls.h"
 #include "workpool.h"
@@ -102,7 +103,7 @@ void mh_worker_shutdown(struct mh_worker *w)
      * Closing an idle keep-alive connection races with a request the client
      * may be sending on it right now: that request would meet a reset. So
      * idle connections get a short grace, in which a request is answered
-     * with "Connection: close" (conn.c closes it after), then the rest go.
+     * with "Connection: close" (h1_conn.c closes it after), then the rest go.
      */
     if (w->http.idle.head) {
         ev_timer_init(&w->idle_close_timer, on_idle_close, MH_IDLE_CLOSE_GRACE, 0.);
@@ -396,7 +397,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
     set_limits(&w->limits, config);
-    mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs);
+    mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs, &mh_http_protos);
     w->http.on_close = on_conn_close;
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);

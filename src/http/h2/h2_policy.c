@@ -1,6 +1,6 @@
 #include "h2_policy.h"
 
-#include "h2_conn.h"
+#include "conn_impl.h" /* the connection preface */
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 #include "http_parse.h"
 
-#include "conn_impl.h"
+#include "h1_impl.h"
 
 #include <string.h>
 
@@ -14,19 +14,19 @@ enum { MH_PAUSE_NONE, MH_PAUSE_HEAD, MH_PAUSE_MESSAGE, MH_PAUSE_BODILESS, MH_PAU
 /* Bytes of chunk extensions allowed on one chunk-size line (400 beyond). */
 #define MH_CHUNK_EXT_MAX 1024
 
-static inline struct mh_conn *conn_of(llhttp_t *p)
+static inline struct mh_h1 *conn_of(llhttp_t *p)
 {
     return p->data;
 }
 
-static inline uint32_t offset_in_head(struct mh_conn *c, const char *at)
+static inline uint32_t offset_in_head(struct mh_h1 *c, const char *at)
 {
     return (uint32_t)(at - (c->in.data + c->req_start));
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     if (c->req.head.target.len == 0)
         c->req.head.target.off = offset_in_head(c, at);
     c->req.head.target.len += (uint32_t)len;
@@ -53,7 +53,7 @@ static int check_name(const char *at, size_t len)
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     struct mh_request *r = &c->req.head;
     if (check_name(at, len))
         return HPE_INVALID_HEADER_TOKEN;
@@ -71,7 +71,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     if (c->head_len != 0)
         return 0; /* a trailer value (llhttp checked its characters) */
     struct mh_header *h = &c->req.head.headers[c->req.head.nheaders - 1];
@@ -91,10 +91,10 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
  * differently by another parser on the path, framing we do not implement.
  * Returns the status the head deserves, or 0 when it may be handled.
  */
-static int check_head(struct mh_conn *c)
+static int check_head(struct mh_h1 *c)
 {
     struct mh_request *r = &c->req.head;
-    const char *base = mh_conn_head(c);
+    const char *base = mh_h1_head(c);
     size_t t_end = (size_t)r->target.off + r->target.len;
     /* llhttp takes a bare LF as the empty line ending the head ("Host: a\r\n\n"): RFC 9112 §2.2 */
     if (c->head_len < 4 || memcmp(base + c->head_len - 4, "\r\n\r\n", 4) != 0)
@@ -106,7 +106,7 @@ static int check_head(struct mh_conn *c)
         return 400; /* no version: an HTTP/0.9 request line */
     if (r->http_major != 1 || r->http_minor > 1)
         return 505;
-    if (t_end > (size_t)c->h->limits->max_header_bytes)
+    if (t_end > (size_t)c->conn->h->limits->max_header_bytes)
         return 414;
     /* One pass over the headers: trim, validate, and note the ones we act on. */
     int host = -1, te = -1, expect = -1;
@@ -199,7 +199,7 @@ static int check_head(struct mh_conn *c)
 
 static int on_headers_complete(llhttp_t *p)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     struct mh_request *r = &c->req.head;
     r->method = (uint8_t)p->method;
     if (c->other_method_len) {
@@ -231,7 +231,7 @@ static int on_headers_complete(llhttp_t *p)
 /* Chunk extensions are checked by llhttp and ignored by us; their size is bounded here. */
 static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     (void)at;
     c->chunk_ext_bytes += (uint32_t)len;
     return c->chunk_ext_bytes > MH_CHUNK_EXT_MAX ? HPE_INVALID_CHUNK_SIZE : 0;
@@ -239,7 +239,7 @@ static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
 
 static int on_chunk_header(llhttp_t *p)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     c->chunk_ext_bytes = 0; /* the limit is per chunk-size line */
     if (p->content_length != 0)
         return 0;
@@ -257,7 +257,7 @@ static int on_chunk_header(llhttp_t *p)
  * pass, a byte of state between reads: every LF after a CR, no line
  * starting with whitespace. A CR before another byte is llhttp's error.
  */
-static bool trailer_bytes_ok(struct mh_conn *c, const char *p, const char *end)
+static bool trailer_bytes_ok(struct mh_h1 *c, const char *p, const char *end)
 {
     int prev = c->trailer_prev;
     for (; p < end; p++) {
@@ -272,7 +272,7 @@ static bool trailer_bytes_ok(struct mh_conn *c, const char *p, const char *end)
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     c->req.body_received += len;
     if (c->draining)
         return 0;
@@ -285,7 +285,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *p)
 {
-    struct mh_conn *c = conn_of(p);
+    struct mh_h1 *c = conn_of(p);
     c->pause = c->pause == MH_PAUSE_HEAD ? MH_PAUSE_BODILESS : MH_PAUSE_MESSAGE;
     return HPE_PAUSED;
 }
@@ -320,7 +320,7 @@ static const llhttp_settings_t *settings(void)
  * the checks of our own are above: check_head, trailer_bytes_ok,
  * check_name, other_method.
  */
-void mh_http_parser_init(struct mh_conn *c)
+void mh_http_parser_init(struct mh_h1 *c)
 {
     llhttp_init(&c->parser, HTTP_REQUEST, settings());
     c->parser.data = c;
@@ -328,7 +328,7 @@ void mh_http_parser_init(struct mh_conn *c)
 }
 
 /* The request line's first byte: llhttp skips empty lines before it. */
-static const char *request_line(const struct mh_conn *c)
+static const char *request_line(const struct mh_h1 *c)
 {
     const char *p = c->in.data + c->req_start, *end = c->in.data + c->in.len;
     while (p < end && (*p == '\r' || *p == '\n'))
@@ -342,7 +342,7 @@ static const char *request_line(const struct mh_conn *c)
  * well-formed line (method SP target SP HTTP/d.d CRLF) with a version we do
  * not speak is a 505; anything else is a malformed line, a 400.
  */
-static int version_status(struct mh_conn *c)
+static int version_status(struct mh_h1 *c)
 {
     const char *p = request_line(c), *end = c->in.data + c->in.len;
     const char *last_sp = NULL;
@@ -362,7 +362,7 @@ static int version_status(struct mh_conn *c)
     return shaped ? 505 : 400;
 }
 
-static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
+static int status_for_error(struct mh_h1 *c, llhttp_errno_t e)
 {
     switch (e) {
     case HPE_CB_HEADERS_COMPLETE:
@@ -388,7 +388,7 @@ static int status_for_error(struct mh_conn *c, llhttp_errno_t e)
  * the token is not complete yet (the parser is reset to the message start),
  * or an error status.
  */
-static int other_method(struct mh_conn *c)
+static int other_method(struct mh_h1 *c)
 {
     const char *line = c->in.data + c->req_start, *end = c->in.data + c->in.len;
     const char *tok = request_line(c), *p = tok;
@@ -416,7 +416,7 @@ static int other_method(struct mh_conn *c)
 }
 
 /* mh_http_parse past the shortcut below: runs llhttp over what has arrived. */
-static __attribute__((noinline)) enum mh_parse_result parse(struct mh_conn *c, int *status)
+static __attribute__((noinline)) enum mh_parse_result parse(struct mh_h1 *c, int *status)
 {
     const char *start, *stop;
     size_t avail;
@@ -474,7 +474,7 @@ again:
     return MH_PARSE_ERROR;
 }
 
-enum mh_parse_result mh_http_parse(struct mh_conn *c, int *status)
+enum mh_parse_result mh_http_parse(struct mh_h1 *c, int *status)
 {
     /* Every bodiless request comes here twice: the second time needs no frame for llhttp. */
     if (c->pause == MH_PAUSE_BODILESS) {

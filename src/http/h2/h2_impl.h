@@ -2,7 +2,8 @@
 #define MH_H2_IMPL_H
 /*
  * The HTTP/2 session and stream fields: private to h2_conn.c (the session,
- * nghttp2's callbacks) and h2_stream.c (the request ops of a stream).
+ * nghttp2's callbacks) and h2_stream.c (the request ops of a stream). The
+ * session is the neutral connection's protocol state (c->proto_state).
  */
 #include <nghttp2/nghttp2.h>
 
@@ -107,10 +108,31 @@ void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now);
 /* The earliest deadline of s, 0 = none. */
 ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s);
 
-/* h2_conn.c: output is waiting (frames to serialize): the connection writes before the loop
- * sleeps. */
-void mh_h2_want_write(struct mh_h2 *h);
+/*
+ * Inline, not h2_conn.c's, so the streams call nothing of the session file
+ * (no h2_conn.c <-> h2_stream.c cycle). Output to write, or a session that is over: nghttp2 wants
+ * no more input once a GOAWAY went either way and no stream is left (the client's GOAWAY with
+ * nothing in flight, or its last stream just ended). h2_pump then writes what is queued (a PING's
+ * ACK) and closes, at once rather than at idle_timeout (RFC 9113 §6.8: PINGs are answered while
+ * streams finish).
+ */
+static inline void mh_h2_want_write(struct mh_h2 *h)
+{
+    if (!h->c->closed && h->session &&
+        (nghttp2_session_want_write(h->session) || !mh_outq_empty(&h->c->out) ||
+         !nghttp2_session_want_read(h->session)))
+        mh_conn_schedule_write(h->c);
+}
+
 /* Recomputes the connection deadline from its streams. */
-void mh_h2_update_deadline(struct mh_h2 *h);
+static inline void mh_h2_update_deadline(struct mh_h2 *h)
+{
+    if (h->c->closed || !h->session)
+        return;
+    ev_tstamp at = h->streams ? 0 : h->idle_at;
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
+        at = mh_h2_earliest(at, mh_h2_stream_deadline(s));
+    mh_conn_set_deadline(h->c, at);
+}
 
 #endif

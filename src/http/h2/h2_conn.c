@@ -41,18 +41,50 @@ static int flood_cost(struct mh_h2 *h)
 
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
-/* HEADERS on a stream ID the client skipped: PROTOCOL_ERROR (h2_policy.h, mh_h2_ids). */
+/*
+ * HEADERS on a closed stream: a stream error STREAM_CLOSED (RFC 9113 §5.1,
+ * "closed"). The session keeps no closed streams (options()), and needs
+ * none to tell: client stream IDs only grow (§5.1.1), so an odd ID at or
+ * below the highest one opened that nghttp2 no longer holds is closed.
+ * nghttp2 alone would ignore the block (it forgot the stream); it still
+ * decodes it, so HPACK stays in step. A stream it still holds half-closed
+ * is nghttp2's to judge (STREAM_CLOSED too). A stream error rather than a
+ * connection error, since the server may have closed the stream itself
+ * (RST_STREAM, a response that ended it) while the client's frames were on
+ * their way; each costs a flood token. DATA on a forgotten stream never
+ * reaches a callback: nghttp2 1.52 drops it first (and counts it against
+ * the connection window), so it stays ignored.
+ */
+static void closed_stream_headers(struct mh_h2 *h, int32_t id)
+{
+    if (nghttp2_session_find_stream(h->session, id) != NULL)
+        return;
+    mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 HEADERS on closed stream %d: RST_STREAM STREAM_CLOSED",
+           h->c->fd, id);
+    nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED);
+    flood_cost(h);
+}
+
+/*
+ * HEADERS on a client stream, before nghttp2 judges it: on an ID the
+ * client skipped, PROTOCOL_ERROR (h2_policy.h, mh_h2_ids); on a closed
+ * one, STREAM_CLOSED.
+ */
 static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *ud)
 {
     struct mh_h2 *h = ud;
     if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1) || h->failed)
         return 0;
+    bool opened_before = hd->stream_id <= h->ids.last; /* not a new stream */
     if (!mh_h2_ids_headers(&h->ids, hd->stream_id)) {
         mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 HEADERS on stream %d, skipped before: GOAWAY", h->c->fd,
                hd->stream_id);
         h->failed = true;
         nghttp2_session_terminate_session(session, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
     }
+    if (opened_before)
+        closed_stream_headers(h, hd->stream_id);
     return 0;
 }
 
@@ -190,6 +222,8 @@ static int on_error(nghttp2_session *session, int code, const char *msg, size_t 
 
 /* ---- after a batch: start, wake, sweep ------------------------------------- */
 
+static void h2_shutdown(struct mh_conn *c);
+
 static void enter(struct mh_h2 *h)
 {
     h->depth++;
@@ -254,26 +288,9 @@ static void leave(struct mh_h2 *h)
         return;
     sweep(h);
     if (c->h->shutting_down)
-        mh_h2_shutdown(c);
+        h2_shutdown(c);
     mh_h2_update_deadline(h);
     mh_h2_want_write(h);
-}
-
-void mh_h2_want_write(struct mh_h2 *h)
-{
-    if (!h->c->closed && h->session &&
-        (nghttp2_session_want_write(h->session) || !mh_outq_empty(&h->c->out)))
-        mh_conn_schedule_write(h->c);
-}
-
-void mh_h2_update_deadline(struct mh_h2 *h)
-{
-    if (h->c->closed || !h->session)
-        return;
-    ev_tstamp at = h->streams ? 0 : h->idle_at;
-    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
-        at = mh_h2_earliest(at, mh_h2_stream_deadline(s));
-    mh_conn_set_deadline(h->c, at);
 }
 
 /* ---- the connection -------------------------------------------------------- */
@@ -331,20 +348,24 @@ static void finish_session(struct mh_h2 *h);
  * nghttp2 gave up on the session (a fatal error: no GOAWAY of its own). A
  * flood it caught (queued acknowledgements, CONTINUATION frames past
  * max_continuations) still deserves a reason: GOAWAY ENHANCE_YOUR_CALM,
- * written by hand after what was already serialized, then the close.
+ * written by hand after what was already serialized, then the close. So
+ * does an invalid connection preface (RFC 9113 §3.4: PROTOCOL_ERROR; conn.c
+ * sends the reserved PRI method here on a cleartext listener): GOAWAY after
+ * an empty SETTINGS, since the server's preface must come first.
  */
 static void fail_session(struct mh_h2 *h, int rv)
 {
     struct mh_conn *c = h->c;
     bool flood = rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+    bool magic = rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC; /* RFC 9113 §3.4: PROTOCOL_ERROR */
     mh_log(flood ? MH_LOG_WARN : MH_LOG_DEBUG, "fd %d: HTTP/2 input: %s%s", c->fd,
-           nghttp2_strerror(rv), flood ? ": GOAWAY" : "");
-    if (!flood) {
+           nghttp2_strerror(rv), flood || magic ? ": GOAWAY" : "");
+    if (!flood && !magic) {
         mh_conn_close(c);
         return;
     }
     uint32_t last = (uint32_t)nghttp2_session_get_last_proc_stream_id(h->session);
-    uint32_t code = NGHTTP2_ENHANCE_YOUR_CALM;
+    uint32_t code = flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
     const uint8_t frame[17] = {0,
                                0,
                                8,
@@ -362,7 +383,9 @@ static void fail_session(struct mh_h2 *h, int rv)
                                (uint8_t)(code >> 16),
                                (uint8_t)(code >> 8),
                                (uint8_t)code};
+    static const uint8_t settings[9] = {0, 0, 0, NGHTTP2_SETTINGS, 0, 0, 0, 0, 0};
     if (mh_outq_acquire(&c->out, c->h->bufs) < 0 ||
+        (magic && mh_outq_append(&c->out, settings, sizeof settings) < 0) ||
         mh_outq_append(&c->out, frame, sizeof frame) < 0) {
         mh_conn_close(c);
         return;
@@ -390,7 +413,7 @@ static int process(struct mh_h2 *h, const char *data, size_t n)
     return 0;
 }
 
-int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
+static int h2_start(struct mh_conn *c, const char *bytes, size_t n)
 {
     const struct mh_http_limits *lim = c->h->limits;
     struct mh_h2 *h = calloc(1, sizeof *h);
@@ -401,7 +424,7 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
         return -1;
     }
     h->c = c;
-    c->h2 = h;
+    c->proto_state = h;
     mh_h2_flood_init(&h->flood, lim->h2_flood_budget, ev_now(c->h->loop));
     mh_h2_acks_init(&h->acks);
     /* the preface is in: idle (idle_timeout) until a stream opens */
@@ -416,7 +439,7 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
                                               mh_h2_conn_window(lim)) != 0) {
         nghttp2_session_del(h->session);
         free(h);
-        c->h2 = NULL;
+        c->proto_state = NULL;
         return -1;
     }
     mh_conn_set_deadline(c, h->idle_at);
@@ -424,16 +447,16 @@ int mh_h2_start(struct mh_conn *c, const char *bytes, size_t n)
     return 0;
 }
 
-void mh_h2_read(struct mh_conn *c)
+static void h2_read(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     char buf[READ_CHUNK];
     for (int i = 0; i < READS_PER_EVENT && !c->closed; i++) {
         ssize_t n = mh_transport_read(&c->tp, buf, sizeof buf);
         if (n < 0)
             return mh_conn_read_failed(c);
         if (n == 0) {
-            c->req.peer_closed = true;
+            c->peer_closed = true;
             mh_conn_close(c); /* streams in flight hear on_abort */
             return;
         }
@@ -455,9 +478,9 @@ static void finish_session(struct mh_h2 *h)
     mh_conn_linger(c);
 }
 
-void mh_h2_pump(struct mh_conn *c)
+static void h2_pump(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     if (!h->session)
         return;
     enter(h);
@@ -488,9 +511,9 @@ void mh_h2_pump(struct mh_conn *c)
     leave(h);
 }
 
-void mh_h2_on_timer(struct mh_conn *c)
+static void h2_on_timer(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     if (!h->session)
         return;
     ev_tstamp now = ev_now(c->h->loop);
@@ -503,14 +526,14 @@ void mh_h2_on_timer(struct mh_conn *c)
     if (!h->streams && h->idle_at && now >= h->idle_at && !h->goaway) {
         mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 connection idle: GOAWAY", c->fd);
         h->idle_at = 0;
-        mh_h2_shutdown(c);
+        h2_shutdown(c);
     }
     leave(h);
 }
 
-void mh_h2_shutdown(struct mh_conn *c)
+static void h2_shutdown(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
     if (!h || !h->session || h->goaway || c->closed)
         return;
     h->goaway = true;
@@ -520,9 +543,11 @@ void mh_h2_shutdown(struct mh_conn *c)
     mh_h2_want_write(h);
 }
 
-void mh_h2_close(struct mh_conn *c)
+static void h2_close(struct mh_conn *c)
 {
-    struct mh_h2 *h = c->h2;
+    struct mh_h2 *h = c->proto_state;
+    if (!h)
+        return; /* h2_start failed */
     for (struct mh_h2_stream *s = h->streams; s; s = s->next)
         mh_h2_stream_abort(s);
     if (h->session) {
@@ -531,11 +556,9 @@ void mh_h2_close(struct mh_conn *c)
     }
 }
 
-void mh_h2_free(struct mh_conn *c)
+static void h2_destroy(void *state)
 {
-    struct mh_h2 *h = c->h2;
-    if (!h)
-        return;
+    struct mh_h2 *h = state;
     if (h->session)
         nghttp2_session_del(h->session);
     while (h->streams) {
@@ -545,12 +568,57 @@ void mh_h2_free(struct mh_conn *c)
     }
     mh_buf_free(&h->scratch);
     free(h);
-    c->h2 = NULL;
 }
 
-void mh_h2_each_request(struct mh_conn *c, void (*fn)(struct mh_req *r, void *ud), void *ud)
+/* A session is per connection: nothing of it is kept for the next. */
+static void h2_recycle(struct mh_conn *c)
 {
-    for (struct mh_h2_stream *s = c->h2->streams; s; s = s->next)
+    if (c->proto_state)
+        h2_destroy(c->proto_state);
+    c->proto_state = NULL;
+}
+
+static void h2_each_request(struct mh_conn *c, void (*fn)(struct mh_req *r, void *ud), void *ud)
+{
+    struct mh_h2 *h = c->proto_state;
+    for (struct mh_h2_stream *s = h->streams; s; s = s->next)
         if (s->in_handler && !s->req.closed)
             fn(&s->req, ud);
 }
+
+/*
+ * Output: frames are serialized as the wire queue empties, so it stays
+ * bounded, and written as they come. Once all is out, the pooled buffers go
+ * back: an idle session pins none.
+ */
+static void h2_writable(struct mh_conn *c)
+{
+    while (!c->closed && !c->lingering) {
+        if (!mh_conn_out_pending(c)) {
+            h2_pump(c);
+            if (c->closed || c->lingering || !mh_conn_out_pending(c))
+                break;
+        }
+        mh_conn_flush(c);
+        if (c->want_write)
+            return; /* the socket is full: EV_WRITE comes back here */
+    }
+    if (!c->closed && !c->lingering && !mh_conn_out_pending(c)) {
+        mh_outq_release(&c->out, c->h->bufs);
+        if (c->wbuf.data)
+            mh_buf_release(&c->wbuf, c->h->bufs);
+    }
+}
+
+const struct mh_conn_proto mh_h2_proto = {
+    .name = "HTTP/2",
+    .start = h2_start,
+    .read = h2_read,
+    .writable = h2_writable,
+    .timeout = h2_on_timer,
+    .stop = h2_shutdown,
+    .close = h2_close,
+    .recycle = h2_recycle,
+    .destroy = h2_destroy,
+    .each_request = h2_each_request,
+};
