@@ -1,6 +1,7 @@
 #include "tls.h"
 
 #include "log.h"
+#include "tls_init.h"
 #include "listener.h"
 
 #include <mbedtls/ctr_drbg.h>
@@ -28,7 +29,11 @@
 /* Small reads from the socket go through this buffer: one recv(2) instead of two per record. */
 #define READ_AHEAD 4096
 
+/* TLS 1.3's suites first: with both versions on, Mbed TLS offers and picks 1.3. */
 static const int ciphersuites[] = {
+    MBEDTLS_TLS1_3_AES_128_GCM_SHA256,
+    MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
@@ -47,11 +52,11 @@ static const char *alpn_h2[] = {"h2", "http/1.1", NULL};
  * list). Its default would put secp521r1 first: several times the cost of
  * a 256-bit group for every full handshake.
  */
-static const mbedtls_ecp_group_id ecdhe_groups[] = {
-    MBEDTLS_ECP_DP_CURVE25519,
-    MBEDTLS_ECP_DP_SECP256R1,
-    MBEDTLS_ECP_DP_SECP384R1,
-    MBEDTLS_ECP_DP_NONE,
+static const uint16_t ecdhe_groups[] = {
+    MBEDTLS_SSL_IANA_TLS_GROUP_X25519,
+    MBEDTLS_SSL_IANA_TLS_GROUP_SECP256R1,
+    MBEDTLS_SSL_IANA_TLS_GROUP_SECP384R1,
+    MBEDTLS_SSL_IANA_TLS_GROUP_NONE,
 };
 
 struct tls_cert {
@@ -202,7 +207,12 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ssl_config_init(&c->ssl);
     mbedtls_ssl_ticket_init(&c->ticket);
     static const char pers[] = "moonhttp tls";
-    int ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
+    int ret = mh_tls_crypto_init();
+    if (ret) {
+        snprintf(err, errlen, "tls: PSA crypto init failed (%d)", ret);
+        goto fail;
+    }
+    ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
                                     (const unsigned char *)pers, sizeof pers - 1);
     if (ret) {
         tls_error(err, errlen, ret, "seeding", "the random generator");
@@ -217,11 +227,13 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
             tls_error(err, errlen, ret, "certificate", certs->cert[i]);
             goto fail;
         }
-        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL))) {
+        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL,
+                                            mbedtls_ctr_drbg_random, &c->drbg))) {
             tls_error(err, errlen, ret, "key", certs->key[i]);
             goto fail;
         }
-        if ((ret = mbedtls_pk_check_pair(&tc->crt.pk, &tc->key))) {
+        if ((ret = mbedtls_pk_check_pair(&tc->crt.pk, &tc->key, mbedtls_ctr_drbg_random,
+                                         &c->drbg))) {
             snprintf(err, errlen, "tls: key %s does not match certificate %s", certs->key[i],
                      certs->cert[i]);
             goto fail;
@@ -235,10 +247,11 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
         goto fail;
     }
     mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &c->drbg);
-    mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_min_tls_version(conf, certs->tls13_only ? MBEDTLS_SSL_VERSION_TLS1_3
+                                                             : MBEDTLS_SSL_VERSION_TLS1_2);
+    mbedtls_ssl_conf_max_tls_version(conf, MBEDTLS_SSL_VERSION_TLS1_3);
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
-    mbedtls_ssl_conf_curves(conf, ecdhe_groups);
+    mbedtls_ssl_conf_groups(conf, ecdhe_groups);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2 : alpn_http1);
     mbedtls_ssl_conf_sni(conf, on_sni, c);

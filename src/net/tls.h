@@ -1,12 +1,13 @@
 #ifndef MH_TLS_H
 #define MH_TLS_H
 /*
- * Server-side TLS with mbedTLS, as a transport (transport.h) over the
+ * Server-side TLS with Mbed TLS 3.6, as a transport (transport.h) over the
  * connection's non-blocking socket.
  *
- * TLS 1.2 only, ECDHE with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN
- * "h2" then "http/1.1" (only "http/1.1" when certs->http2 is off), session
- * tickets (key rotated hourly), renegotiation refused. Several certificates
+ * TLS 1.3 (preferred) and 1.2 (unless certs->tls13_only), ECDHE over X25519,
+ * P-256 or P-384 with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN "h2"
+ * then "http/1.1" (only "http/1.1" when certs->http2 is off), session tickets
+ * on both versions (key rotated hourly), renegotiation refused. Several certificates
  * are chosen by SNI against their DNS names (SAN dNSName entries and the
  * subject CN; "*.example.com" matches one label); the first is the default.
  *
