@@ -315,6 +315,46 @@ describe("https next to http", function()
     assert.equal(1, code)
     assert.truthy(out:find("no tls certificates", 1, true), out)
   end)
+
+  it("takes min_version = \"1.3\": TLS 1.2 refused, 1.3 served; \"1.2\" serves both", function()
+    local srv = H.start(H.script(string.format([[
+      local http = require "moonhttp"
+      http.server{ listen = { { addr = "127.0.0.1:0", tls = { cert = %q, key = %q, min_version = "1.3" } },
+        { addr = "127.0.0.1:0", tls = { { cert = %q, key = %q }, min_version = "1.2" } } } }
+      http.handle("GET /hello", function(req, res) res:write("hi") end)
+    ]], path("a.pem"), path("a.key"), path("a.pem"), path("a.key"))), { no_listen = true })
+    local p = ports(srv)
+    local out, ok = curl(p[1], "-v --tls-max 1.2 https://localhost:PORT/hello")
+    assert.falsy(ok, out)
+    assert.falsy(out:find("\nhi", 1, true), out)
+    out = s_client(p[1], "-tls1_2")
+    assert.falsy(out:find("Cipher is ECDHE", 1, true), out)
+    out, ok = curl(p[1], "-v --tlsv1.3 https://localhost:PORT/hello")
+    assert(ok, out)
+    assert.truthy(out:find("SSL connection using TLSv1.3", 1, true), out)
+    for _, v in ipairs({ "1.2", "1.3" }) do
+      out, ok = curl(p[2], "-v --tls-max " .. v .. " https://localhost:PORT/hello")
+      assert(ok, out)
+      assert.truthy(out:find("SSL connection using TLSv" .. v, 1, true), out)
+    end
+    srv:stop()
+  end)
+
+  it("names the choices for a mistyped min_version or option", function()
+    for _, row in ipairs({
+      { 'tls = { cert = %q, key = %q, min_version = "1.1" }', 'tls.min_version: expected "1.2" or "1.3"' },
+      { 'tls = { cert = %q, key = %q, min_version = 1.3 }', 'tls.min_version: expected "1.2" or "1.3"' },
+      { 'tls = { { cert = %q, key = %q }, min_versoin = "1.3" }', "min_version" },
+      { 'listen = { { addr = "127.0.0.1:0", tls = { cert = %q, key = %q, min_version = "TLS1.3" } } }',
+        'listen[1].tls.min_version: expected "1.2" or "1.3"' },
+    }) do
+      local app = H.script(string.format('local http = require "moonhttp"\nhttp.server{ ' .. row[1] .. ' }\n',
+        path("a.pem"), path("a.key")))
+      local code, out = H.run({ app })
+      assert.equal(1, code, out)
+      assert.truthy(out:find(row[2], 1, true), row[1] .. ": " .. out)
+    end
+  end)
 end)
 
 describe("certificate reload", function()
