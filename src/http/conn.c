@@ -758,6 +758,16 @@ static const char *conn_remote_addr(const struct mh_req *r, char *buf, size_t le
     return mh_conn_peer_addr(conn_of(r), buf, len);
 }
 
+static const struct mh_transport *conn_transport(const struct mh_req *r)
+{
+    return mh_conn_transport(conn_of(r));
+}
+
+const struct mh_transport *mh_conn_transport(const struct mh_conn *c)
+{
+    return &c->tp;
+}
+
 const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN];
@@ -1448,5 +1458,6 @@ static const struct mh_req_ops http1_ops = {
     .set_write_timeout = conn_set_write_timeout,
     .abort = conn_abort,
     .remote_addr = conn_remote_addr,
+    .transport = conn_transport,
     .upgrade = conn_upgrade,
 };

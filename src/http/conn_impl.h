@@ -95,6 +95,8 @@ void mh_conn_linger(struct mh_conn *c);
 /* After a read returned -1: EAGAIN/EINTR leave the connection as it is, anything else closes it. */
 void mh_conn_read_failed(struct mh_conn *c);
 const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len);
+/* The connection's byte stream (plain TCP or TLS). */
+const struct mh_transport *mh_conn_transport(const struct mh_conn *c);
 
 static inline const char *mh_conn_head(const struct mh_conn *c)
 {

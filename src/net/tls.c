@@ -74,6 +74,8 @@ struct tls_conf {
     mbedtls_ctr_drbg_context drbg;
     mbedtls_ssl_config ssl;
     mbedtls_ssl_ticket_context ticket;
+    mbedtls_x509_crt client_ca; /* empty: no client certificates asked for */
+    bool client_optional;
     size_t ncerts;
     struct tls_cert certs[MH_MAX_CERTS];
     struct tls_session *pool;
@@ -95,6 +97,7 @@ struct tls_session {
     bool handshake_done;
     bool shut;
     bool failed; /* a protocol error was logged */
+    char sni[256]; /* the name the client asked for ("": none) */
     unsigned long bytes_in;
     unsigned char first_byte;
     size_t ra_off, ra_len;
@@ -121,6 +124,7 @@ static void conf_free(struct tls_conf *c)
         mbedtls_pk_free(&c->certs[i].key);
     }
     mbedtls_ssl_ticket_free(&c->ticket);
+    mbedtls_x509_crt_free(&c->client_ca);
     mbedtls_ssl_config_free(&c->ssl);
     mbedtls_ctr_drbg_free(&c->drbg);
     mbedtls_entropy_free(&c->entropy);
@@ -186,6 +190,11 @@ static bool cert_matches(const mbedtls_x509_crt *crt, const unsigned char *name,
 static int on_sni(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, size_t len)
 {
     struct tls_conf *c = p;
+    struct tls_session *s = mbedtls_ssl_get_user_data_p(ssl);
+    if (len < sizeof s->sni) { /* DNS names are at most 253 bytes: longer is not kept */
+        memcpy(s->sni, name, len);
+        s->sni[len] = 0;
+    }
     for (size_t i = 0; i < c->ncerts; i++) {
         if (cert_matches(&c->certs[i].crt, name, len))
             return i == 0 ? 0
@@ -206,6 +215,7 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ctr_drbg_init(&c->drbg);
     mbedtls_ssl_config_init(&c->ssl);
     mbedtls_ssl_ticket_init(&c->ticket);
+    mbedtls_x509_crt_init(&c->client_ca);
     static const char pers[] = "moonhttp tls";
     int ret = mh_tls_crypto_init();
     if (ret) {
@@ -255,6 +265,20 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2 : alpn_http1);
     mbedtls_ssl_conf_sni(conf, on_sni, c);
+    if (certs->client_ca) {
+        /* A bundle with a few unparsable entries still loads the rest (ret > 0). */
+        ret = mbedtls_x509_crt_parse_file(&c->client_ca, certs->client_ca);
+        if (ret < 0 || c->client_ca.version == 0) {
+            tls_error(err, errlen, ret < 0 ? ret : MBEDTLS_ERR_X509_INVALID_FORMAT, "client_ca",
+                      certs->client_ca);
+            goto fail;
+        }
+        c->client_optional = certs->client_optional;
+        mbedtls_ssl_conf_ca_chain(conf, &c->client_ca, NULL);
+        /* Optional lets a client send none; on_handshake_done refuses one that does not verify. */
+        mbedtls_ssl_conf_authmode(conf, certs->client_optional ? MBEDTLS_SSL_VERIFY_OPTIONAL
+                                                               : MBEDTLS_SSL_VERIFY_REQUIRED);
+    }
     if ((ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
         tls_error(err, errlen, ret, "certificate", certs->cert[0]);
         goto fail;
@@ -444,6 +468,9 @@ static ssize_t tls_result(struct mh_transport *t, struct tls_session *s, int ret
 static int handshake(struct tls_session *s)
 {
     int ret = mbedtls_ssl_handshake(&s->ssl);
+    if (ret == 0 && s->conf->client_optional && mbedtls_ssl_get_peer_cert(&s->ssl) &&
+        mbedtls_ssl_get_verify_result(&s->ssl) != 0)
+        ret = MBEDTLS_ERR_X509_CERT_VERIFY_FAILED; /* optional is "none", not "any" */
     if (ret == 0) {
         s->handshake_done = true;
         if (mh_log_enabled(MH_LOG_DEBUG))
@@ -542,6 +569,20 @@ const char *mh_tls_alpn(const struct mh_transport *t)
     return s->handshake_done ? mbedtls_ssl_get_alpn_protocol(&s->ssl) : NULL;
 }
 
+bool mh_tls_info(const struct mh_transport *t, struct mh_tls_info *info)
+{
+    if (t->ops != &tls_ops || !t->_impl || !((const struct tls_session *)t->_impl)->handshake_done)
+        return false;
+    const struct tls_session *s = t->_impl;
+    info->version = mbedtls_ssl_get_version(&s->ssl);
+    info->cipher = mbedtls_ssl_get_ciphersuite(&s->ssl);
+    info->alpn = mbedtls_ssl_get_alpn_protocol(&s->ssl);
+    info->sni = s->sni[0] ? s->sni : NULL;
+    /* Asked for only with client_ca, and verified by then (required, or checked in handshake). */
+    info->client_cert = s->conf->client_ca.version ? mbedtls_ssl_get_peer_cert(&s->ssl) : NULL;
+    return true;
+}
+
 bool mh_tls_active(const struct mh_transport *t)
 {
     return t->ops == &tls_ops;
@@ -580,9 +621,11 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     s->handshake_done = s->shut = s->failed = false;
     s->bytes_in = 0;
     s->first_byte = 0;
+    s->sni[0] = 0;
     s->ra_off = s->ra_len = 0;
     c->refs++;
     mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
+    mbedtls_ssl_set_user_data_p(&s->ssl, s); /* for on_sni */
     t->ops = &tls_ops;
     t->fd = fd;
     t->wants = 0;

@@ -7,7 +7,9 @@
  * TLS 1.3 (preferred) and 1.2 (unless certs->tls13_only), ECDHE over X25519,
  * P-256 or P-384 with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN "h2"
  * then "http/1.1" (only "http/1.1" when certs->http2 is off), session tickets
- * on both versions (key rotated hourly), renegotiation refused. Several certificates
+ * on both versions (key rotated hourly), renegotiation refused. With
+ * certs->client_ca the server asks for a client certificate (mutual TLS):
+ * required, or optional (none is fine; one that does not verify is not). Several certificates
  * are chosen by SNI against their DNS names (SAN dNSName entries and the
  * subject CN; "*.example.com" matches one label); the first is the default.
  *
@@ -66,6 +68,24 @@ const char *mh_tls_alpn(const struct mh_transport *t);
 
 /* t is a TLS transport (a plain TCP one is not): the protocol is then ALPN's to choose. */
 bool mh_tls_active(const struct mh_transport *t);
+
+struct mbedtls_x509_crt;
+
+/* What a handler sees of its TLS connection (req:tls()). */
+struct mh_tls_info {
+    const char *version; /* "TLSv1.3", "TLSv1.2" */
+    const char *cipher;  /* the suite's IANA name */
+    const char *alpn;    /* NULL: none agreed */
+    const char *sni;     /* the server name the client asked for; NULL: none */
+    /* The client's certificate, verified against client_ca; NULL: none asked or sent. */
+    const struct mbedtls_x509_crt *client_cert;
+};
+
+/*
+ * Fills in info for a TLS transport whose handshake is done; false on plain
+ * TCP. The pointers are valid until the next read or write on t.
+ */
+bool mh_tls_info(const struct mh_transport *t, struct mh_tls_info *info);
 
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);

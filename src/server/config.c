@@ -179,6 +179,9 @@ static void clear_certs(struct mh_tls_certs *t)
     }
     t->n = 0;
     t->tls13_only = false;
+    free(t->client_ca);
+    t->client_ca = NULL;
+    t->client_optional = false;
 }
 
 static void clear_listen(struct mh_config *c)
@@ -685,7 +688,7 @@ static int check_keys(lua_State *L, int idx, const char *what, const char *const
 }
 
 /* The settings of an endpoint beside its certificates (tls_certs.h). */
-static const char *const tls_options[] = {"min_version", NULL};
+static const char *const tls_options[] = {"min_version", "client_ca", "client_auth", NULL};
 
 /* Reads tls_options from the table at vidx into t. 0, or -1 with err. */
 static int lua_tls_options(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what,
@@ -701,6 +704,23 @@ static int lua_tls_options(struct mh_tls_certs *t, lua_State *L, int vidx, const
         t->tls13_only = strcmp(v, "1.3") == 0;
     }
     lua_pop(L, 1);
+    int ca = lua_getfield(L, vidx, "client_ca");
+    int auth = lua_getfield(L, vidx, "client_auth");
+    const char *v = auth == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    if (rc == 0 && ca != LUA_TNIL && ca != LUA_TSTRING) {
+        snprintf(err, errlen, "%s.client_ca: expected a PEM file name", what);
+        rc = -1;
+    } else if (rc == 0 && auth != LUA_TNIL && strcmp(v, "require") && strcmp(v, "optional")) {
+        snprintf(err, errlen, "%s.client_auth: expected \"require\" or \"optional\"", what);
+        rc = -1;
+    } else if (rc == 0 && auth != LUA_TNIL && ca == LUA_TNIL) {
+        snprintf(err, errlen, "%s.client_auth: needs client_ca (the CAs to check against)", what);
+        rc = -1;
+    } else if (rc == 0 && ca == LUA_TSTRING) {
+        t->client_ca = xstrdup(lua_tostring(L, -2));
+        t->client_optional = strcmp(v, "optional") == 0; /* client_ca alone: required */
+    }
+    lua_pop(L, 2);
     return rc;
 }
 
@@ -756,7 +776,8 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
         else
             lua_rawgeti(L, vidx, i);
         static const char *const known[] = {"cert", "key", NULL};
-        static const char *const known_single[] = {"cert", "key", "min_version", NULL};
+        static const char *const known_single[] = {"cert",      "key",         "min_version",
+                                                   "client_ca", "client_auth", NULL};
         int ok = lua_type(L, -1) == LUA_TTABLE;
         if (ok && check_keys(L, -1, what, single ? known_single : known, err, errlen) < 0) {
             lua_settop(L, vidx);
@@ -980,7 +1001,8 @@ static bool same_certs(const struct mh_tls_certs *a, const struct mh_tls_certs *
 {
     if (!a || !b)
         return a == b;
-    if (a->n != b->n || a->tls13_only != b->tls13_only)
+    if (a->n != b->n || a->tls13_only != b->tls13_only || !same_str(a->client_ca, b->client_ca) ||
+        a->client_optional != b->client_optional)
         return false;
     for (size_t i = 0; i < a->n; i++)
         if (!same_str(a->cert[i], b->cert[i]) || !same_str(a->key[i], b->key[i]))
