@@ -49,6 +49,7 @@ struct mh_client_settings {
     bool tls_verify;          /* true */
     bool tls_resume;          /* true: offer the host's last session again */
     char *tls_ca;             /* PEM file (owned, malloc'd) or NULL: the system bundle */
+    char *tls_cert, *tls_key; /* client certificate and key files (owned) or NULL: none */
 };
 
 struct mh_client_stats {

@@ -68,6 +68,8 @@ void mh_client_pool_unref(struct mh_client_pool *p)
     mh_client_tls_cfg_free(p->tls_cfg);
     mh_dns_free(p->dns);
     free(p->s.tls_ca);
+    free(p->s.tls_cert);
+    free(p->s.tls_key);
     free(p);
 }
 

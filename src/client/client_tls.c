@@ -21,6 +21,8 @@
 struct mh_client_tls_cfg {
     mbedtls_ssl_config conf;
     mbedtls_x509_crt ca;
+    mbedtls_x509_crt own;     /* the client certificate, if any (mutual TLS) */
+    mbedtls_pk_context own_key;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
     bool verify;
@@ -49,8 +51,25 @@ struct mh_client_tls {
     size_t ip_len; /* 4, 16, or 0 for a DNS name */
 };
 
-struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err)
+/* Loads the certificate the client presents when a server asks (mutual TLS). */
+static const char *load_own_cert(struct mh_client_tls_cfg *c, const char *cert, const char *key)
 {
+    if (mbedtls_x509_crt_parse_file(&c->own, cert) != 0)
+        return "tls: cannot load the client certificate";
+    if (mbedtls_pk_parse_keyfile(&c->own_key, key, NULL, mbedtls_ctr_drbg_random, &c->drbg) != 0)
+        return "tls: cannot load the client key";
+    if (mbedtls_pk_check_pair(&c->own.pk, &c->own_key, mbedtls_ctr_drbg_random, &c->drbg) != 0)
+        return "tls: client key does not match its certificate";
+    if (mbedtls_ssl_conf_own_cert(&c->conf, &c->own, &c->own_key) != 0)
+        return mh_client_err_tls_config;
+    return NULL;
+}
+
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts *o,
+                                                const char **err)
+{
+    const char *ca_file = o->ca;
+    bool verify = o->verify;
     struct mh_client_tls_cfg *c = calloc(1, sizeof *c);
     if (!c) {
         *err = mh_client_err_tls_nomem;
@@ -63,6 +82,8 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
     }
     mbedtls_ssl_config_init(&c->conf);
     mbedtls_x509_crt_init(&c->ca);
+    mbedtls_x509_crt_init(&c->own);
+    mbedtls_pk_init(&c->own_key);
     mbedtls_entropy_init(&c->entropy);
     mbedtls_ctr_drbg_init(&c->drbg);
     static const unsigned char pers[] = "moonhttp client";
@@ -84,6 +105,8 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
     mbedtls_ssl_conf_tls13_enable_signal_new_session_tickets(
         &c->conf, MBEDTLS_SSL_TLS1_3_SIGNAL_NEW_SESSION_TICKETS_ENABLED);
     c->verify = verify;
+    if (o->cert && (*err = load_own_cert(c, o->cert, o->key)))
+        goto fail;
     if (verify) {
         /* A bundle with a few unparsable entries still loads the rest (rc > 0). */
         int rc = mbedtls_x509_crt_parse_file(&c->ca, ca_file ? ca_file : MH_TLS_SYSTEM_CA);
@@ -114,6 +137,8 @@ void mh_client_tls_cfg_free(struct mh_client_tls_cfg *c)
         return;
     mbedtls_ssl_config_free(&c->conf);
     mbedtls_x509_crt_free(&c->ca);
+    mbedtls_x509_crt_free(&c->own);
+    mbedtls_pk_free(&c->own_key);
     mbedtls_ctr_drbg_free(&c->drbg);
     mbedtls_entropy_free(&c->entropy);
     free(c);

@@ -22,8 +22,20 @@
 struct mh_client_tls_cfg;
 struct mh_client_tls;
 
-/* A shared configuration; NULL with *err set when the CA file cannot be loaded. */
-struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err);
+/* What a configuration is made from. */
+struct mh_client_tls_opts {
+    const char *ca;   /* PEM CA file; NULL: the system bundle */
+    bool verify;      /* check the server's certificate and name */
+    const char *cert; /* PEM certificate (and chain) to present; NULL: none (then key is NULL) */
+    const char *key;  /* its PEM private key */
+};
+
+/*
+ * A shared configuration; NULL with *err set when the CA file, the client
+ * certificate or its key cannot be loaded (or do not match).
+ */
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts *o,
+                                                const char **err);
 void mh_client_tls_cfg_free(struct mh_client_tls_cfg *cfg);
 
 /* A session on fd for `hostname`, offering `session` (from save_session) if not NULL. */

@@ -37,7 +37,8 @@ struct tls_cfg {
     struct tls_cfg *next;
     bool verify;
     struct mh_client_tls_cfg *cfg;
-    char ca[]; /* "" for the system bundle */
+    char *cert, *key; /* point into names; "" for none */
+    char names[];     /* ca ("" for the system bundle), cert, key: each NUL-terminated */
 };
 
 /* The last TLS session per key, offered again on the next handshake. */
@@ -97,6 +98,7 @@ struct lsock {
     bool tls_resumed; /* the last handshake resumed a saved session */
     bool verify;
     char ca[256];
+    char cert[256], cert_key[256]; /* "": no client certificate */
     char server_name[256];
     char key[KEY_MAX];
     char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
@@ -156,24 +158,33 @@ static struct sock_state *state_of(lua_State *L)
     return st;
 }
 
-static struct mh_client_tls_cfg *tls_cfg_for(struct sock_state *st, const char *ca, bool verify,
+/* The configuration for k's TLS options, made once per distinct set of them. */
+static struct mh_client_tls_cfg *tls_cfg_for(struct sock_state *st, const struct lsock *k,
                                              const char **err)
 {
     for (struct tls_cfg *c = st->cfgs; c; c = c->next)
-        if (c->verify == verify && strcmp(c->ca, ca) == 0)
+        if (c->verify == k->verify && strcmp(c->names, k->ca) == 0 &&
+            strcmp(c->cert, k->cert) == 0 && strcmp(c->key, k->cert_key) == 0)
             return c->cfg;
-    size_t n = strlen(ca);
-    struct tls_cfg *c = calloc(1, sizeof *c + n + 1);
+    size_t n = strlen(k->ca) + 1, nc = strlen(k->cert) + 1, nk = strlen(k->cert_key) + 1;
+    struct tls_cfg *c = calloc(1, sizeof *c + n + nc + nk);
     if (!c) {
         *err = MH_SOCK_NOMEM;
         return NULL;
     }
-    if (!(c->cfg = mh_client_tls_cfg_new(n ? ca : NULL, verify, err))) {
+    struct mh_client_tls_opts o = {.ca = k->ca[0] ? k->ca : NULL, .verify = k->verify,
+                                   .cert = k->cert[0] ? k->cert : NULL,
+                                   .key = k->cert_key[0] ? k->cert_key : NULL};
+    if (!(c->cfg = mh_client_tls_cfg_new(&o, err))) {
         free(c);
         return NULL;
     }
-    memcpy(c->ca, ca, n + 1);
-    c->verify = verify;
+    c->cert = c->names + n;
+    c->key = c->cert + nc;
+    memcpy(c->names, k->ca, n);
+    memcpy(c->cert, k->cert, nc);
+    memcpy(c->key, k->cert_key, nk);
+    c->verify = k->verify;
     c->next = st->cfgs;
     st->cfgs = c;
     return c->cfg;
@@ -489,7 +500,7 @@ static void handshake_start(struct lsock *k)
 {
     const char *err = NULL;
     k->op = OP_HANDSHAKE;
-    struct mh_client_tls_cfg *cfg = tls_cfg_for(k->st, k->ca, k->verify, &err);
+    struct mh_client_tls_cfg *cfg = tls_cfg_for(k->st, k, &err);
     struct tls_session *x = session_for(k->st, k->key, false);
     if (cfg)
         k->s->tls =
@@ -656,18 +667,22 @@ static void opt_string(lua_State *L, int idx, const char *k, char *out, size_t c
     lua_pop(L, 1);
 }
 
-/* Reads TLS options ({ server_name, verify, ca } or true) at idx into k. */
+/* Reads TLS options ({ server_name, verify, ca, cert, key } or true) at idx into k. */
 static void read_tls_opts(lua_State *L, struct lsock *k, int idx, const char *host,
                           const char *what)
 {
     k->verify = true;
-    k->ca[0] = 0;
+    k->ca[0] = k->cert[0] = k->cert_key[0] = 0;
     snprintf(k->server_name, sizeof k->server_name, "%s", host ? host : "");
     if (lua_istable(L, idx)) {
-        static const char *const known[] = {"server_name", "verify", "ca", NULL};
+        static const char *const known[] = {"server_name", "verify", "ca", "cert", "key", NULL};
         mh_lua_check_opts(L, idx, what, known, 1);
         k->verify = opt_bool(L, idx, "verify", true);
         opt_string(L, idx, "ca", k->ca, sizeof k->ca, what);
+        opt_string(L, idx, "cert", k->cert, sizeof k->cert, what);
+        opt_string(L, idx, "key", k->cert_key, sizeof k->cert_key, what);
+        if (!k->cert[0] != !k->cert_key[0])
+            luaL_error(L, "%s: tls.cert and tls.key go together", what);
         opt_string(L, idx, "server_name", k->server_name, sizeof k->server_name, what);
     } else if (!lua_isnoneornil(L, idx) && !lua_isboolean(L, idx)) {
         luaL_error(L, "%s: tls options must be true or a table", what);
