@@ -503,11 +503,21 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
         break;
     case MH_CC_IDLE:
         /* Data or EOF on an idle connection: the server closed it, or broke the protocol. */
-        mh_client_conn_close(c);
+        if (!mh_client_conn_idle_input(c))
+            mh_client_conn_close(c);
         break;
     default:
         mh_client_conn_set_io(c, 0);
     }
+}
+
+bool mh_client_conn_idle_input(struct mh_client_conn *c)
+{
+    char b;
+    if (!c->tp.ops)
+        return false;
+    ssize_t n = mh_transport_read(&c->tp, &b, 1);
+    return n < 0 && errno == EAGAIN && !(c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
