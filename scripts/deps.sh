@@ -16,7 +16,7 @@ set -e
 # python3-h11: the strict HTTP/1.1 parser spec/h11_diff_spec.lua compares with.
 # dpkg-dev, debhelper, fakeroot, lintian: `make deb` (debian/).
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
-liblua5.4-dev lua5.4 libev-dev libmbedtls-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
+liblua5.4-dev lua5.4 libev-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
 media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
 redis-server postgresql python3 python3-websockets python3-h2 python3-h11 nghttp2-client \
 dpkg-dev debhelper fakeroot lintian"
@@ -29,13 +29,67 @@ golang-github-jackc-pgx-v4-dev golang-github-gomodule-redigo-dev gnuplot-nox"
     # with Debian's package: ask for npm only when there is none.
     command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 fi
+# Mbed TLS 3.6 (the LTS branch; TLS 1.3). Debian 13 ships it: use the system
+# package. Debian 12 has only 2.28 (out of support since 2024, no TLS 1.3), so
+# mbedtls_from_trixie below takes Debian 13's libmbedtls-dev and unpacks it
+# into .deps/mbedtls in the source tree, where CMake looks first; moonhttp
+# links its static libraries. Why not apt pinning: installing 3.6's -dev
+# package replaces 2.28's headers for every build on the machine (a checkout of
+# an older moonhttp, or anything else built against 2.28, would break), and a
+# trixie source in the system's apt lists is one mistyped pin away from a
+# partial upgrade to Debian 13. Unpacked into the tree, nothing on the system
+# changes: the download uses an apt configuration of its own (trixie only,
+# lists and cache under .deps/apt, signed by the archive keys Debian 12
+# already has). The cost: security fixes to 3.6 need `scripts/deps.sh` and a
+# rebuild: `MH_MBEDTLS_UPDATE=1 scripts/deps.sh` fetches trixie's current
+# one (otherwise a present .deps/mbedtls is kept, so builds stay offline).
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MBEDTLS_DIR="$ROOT/.deps/mbedtls"
+if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" -ge 13 ] 2>/dev/null; then
+    PKGS="$PKGS libmbedtls-dev"
+    BOOKWORM=""
+else
+    BOOKWORM=1
+fi
+
+mbedtls_from_trixie() {
+    [ -f "$MBEDTLS_DIR/.version" ] && [ -z "$MH_MBEDTLS_UPDATE" ] && return 0
+    apt_dir="$ROOT/.deps/apt"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+        >"$apt_dir/sources.list"
+    # Only this configuration: no system sources, lists or package cache are read or written.
+    set -- -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+        -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" \
+        -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o Dir::Etc::Preferences=/dev/null \
+        -o Dir::Etc::PreferencesParts=/dev/null -o APT::Sandbox::User=root
+    apt-get "$@" update -qq
+    version=$(apt-cache "$@" show --no-all-versions libmbedtls-dev | sed -n 's/^Version: //p')
+    case "$version" in
+    3.6.*) ;;
+    *) echo "deps: trixie's libmbedtls-dev is '$version', not 3.6" >&2; exit 1 ;;
+    esac
+    [ -f "$MBEDTLS_DIR/.version" ] && [ "$(cat "$MBEDTLS_DIR/.version")" = "$version" ] && return 0
+    echo "fetching libmbedtls-dev $version from Debian 13 into $MBEDTLS_DIR"
+    rm -f "$apt_dir/debs"/*.deb
+    (cd "$apt_dir/debs" && apt-get "$@" download -qq "libmbedtls-dev=$version")
+    rm -rf "$MBEDTLS_DIR.new"
+    dpkg-deb -x "$apt_dir/debs"/libmbedtls-dev_*.deb "$MBEDTLS_DIR.new"
+    echo "$version" >"$MBEDTLS_DIR.new/.version"
+    rm -rf "$MBEDTLS_DIR"
+    mv "$MBEDTLS_DIR.new" "$MBEDTLS_DIR" # whole or not at all: a broken download leaves the old one
+}
+
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-echo "installing:$missing"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ -n "$missing" ]; then
+    echo "installing:$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+[ -n "$BOOKWORM" ] && mbedtls_from_trixie
+exit 0

@@ -384,10 +384,10 @@ print("wrong_name", try({ ca = %q, server_name = "db.example" }))
 print("unverified", try({ verify = false }))
 print("plain", try(false))
 ]==], cluster.cert, cluster.other_ca, cluster.cert), "tls")
-    assert.equal("true\tTLSv1.2", kv.verified)
+    assert.equal("true\tTLSv1.3", kv.verified)
     assert.matches("^error\t", kv.wrong_ca)
     assert.matches("^error\t", kv.wrong_name)
-    assert.equal("true\tTLSv1.2", kv.unverified)
+    assert.equal("true\tTLSv1.3", kv.unverified)
     assert.matches("^error\tFATAL: .*28000", kv.plain) -- pg_hba: tls_user only over TLS
   end)
 

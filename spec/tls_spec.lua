@@ -93,13 +93,31 @@ describe("https", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  it("serves curl over TLS 1.2 with ALPN http/1.1", function()
+  it("serves curl over TLS 1.3 (preferred) and TLS 1.2, with ALPN http/1.1 on both", function()
     -- --http1.1: curl offers only http/1.1 (h2 is offered first by default: spec/h2_spec.lua)
     local out, ok = curl(srv.port, "-v --http1.1 https://localhost:PORT/hello")
     assert(ok, out)
     assert.truthy(out:find("hello tls", 1, true))
+    assert.truthy(out:find("SSL connection using TLSv1.3 / TLS_AES_", 1, true), out)
+    assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
+    out, ok = curl(srv.port, "-v --http1.1 --tls-max 1.2 https://localhost:PORT/hello")
+    assert(ok, out)
+    assert.truthy(out:find("hello tls", 1, true))
     assert.truthy(out:find("TLSv1.2 / ECDHE-ECDSA-", 1, true), out)
     assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
+  end)
+
+  it("agrees X25519 and P-256 key shares", function()
+    -- offered: X25519 with P-256 after it (a TLS 1.2 client must name its ECDSA
+    -- certificate's curve, RFC 4492 §5.1), then P-256 alone
+    for _, row in ipairs({ { "X25519:P-256", "Server Temp Key: X25519" },
+      { "P-256", "Server Temp Key: ECDH, prime256v1" } }) do
+      for _, v in ipairs({ "-tls1_3", "-tls1_2" }) do
+        local out = s_client(srv.port, v .. " -groups " .. row[1])
+        assert.truthy(out:find(row[2], 1, true), v .. " " .. row[1] .. ": " .. out)
+        assert.truthy(out:find("Verify return code: 0 (ok)", 1, true), out)
+      end
+    end
   end)
 
   it("carries a WebSocket over TLS (wss, python3-websockets checking the certificate)", function()
@@ -150,17 +168,22 @@ describe("https", function()
     assert.truthy(out:find("Verify return code: 0 (ok)", 1, true), out)
   end)
 
-  it("resumes sessions with tickets", function()
-    local sess = H.tmpname(".sess")
-    local out = s_client(srv.port, "-sess_out " .. q(sess))
-    assert.truthy(out:find("\nNew, TLSv1.2", 1, true), out)
-    out = s_client(srv.port, "-sess_in " .. q(sess))
-    assert.truthy(out:find("\nReused, TLSv1.2", 1, true), out)
-    os.remove(sess)
+  it("resumes sessions with tickets, TLS 1.3 and TLS 1.2", function()
+    for _, v in ipairs({ "1.3", "1.2" }) do
+      local sess = H.tmpname(".sess")
+      local flag = "-tls" .. v:gsub("%.", "_")
+      -- 1.3 tickets come after the handshake: a request and its answer make s_client wait for them
+      local out = s_client(srv.port, flag .. " -ign_eof -sess_out " .. q(sess),
+        "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+      assert.truthy(out:find("\nNew, TLSv" .. v, 1, true), out)
+      out = s_client(srv.port, flag .. " -sess_in " .. q(sess))
+      assert.truthy(out:find("\nReused, TLSv" .. v, 1, true), out)
+      os.remove(sess)
+    end
   end)
 
-  it("refuses TLS 1.3, TLS 1.1 and non-ECDHE/non-AEAD suites", function()
-    for _, args in ipairs({ "-tls1_3", "-tls1_1", "-tls1_2 -cipher AES128-GCM-SHA256",
+  it("refuses TLS 1.1 and non-ECDHE/non-AEAD suites", function()
+    for _, args in ipairs({ "-tls1_1", "-tls1_2 -cipher AES128-GCM-SHA256",
       "-tls1_2 -cipher ECDHE-ECDSA-AES128-SHA" }) do
       local out = s_client(srv.port, args)
       assert.falsy(out:find("Cipher is ECDHE", 1, true), args .. ": " .. out)
@@ -291,6 +314,46 @@ describe("https next to http", function()
     code, out = H.run({ "--listen", "https://127.0.0.1:0", app })
     assert.equal(1, code)
     assert.truthy(out:find("no tls certificates", 1, true), out)
+  end)
+
+  it("takes min_version = \"1.3\": TLS 1.2 refused, 1.3 served; \"1.2\" serves both", function()
+    local srv = H.start(H.script(string.format([[
+      local http = require "moonhttp"
+      http.server{ listen = { { addr = "127.0.0.1:0", tls = { cert = %q, key = %q, min_version = "1.3" } },
+        { addr = "127.0.0.1:0", tls = { { cert = %q, key = %q }, min_version = "1.2" } } } }
+      http.handle("GET /hello", function(req, res) res:write("hi") end)
+    ]], path("a.pem"), path("a.key"), path("a.pem"), path("a.key"))), { no_listen = true })
+    local p = ports(srv)
+    local out, ok = curl(p[1], "-v --tls-max 1.2 https://localhost:PORT/hello")
+    assert.falsy(ok, out)
+    assert.falsy(out:find("\nhi", 1, true), out)
+    out = s_client(p[1], "-tls1_2")
+    assert.falsy(out:find("Cipher is ECDHE", 1, true), out)
+    out, ok = curl(p[1], "-v --tlsv1.3 https://localhost:PORT/hello")
+    assert(ok, out)
+    assert.truthy(out:find("SSL connection using TLSv1.3", 1, true), out)
+    for _, v in ipairs({ "1.2", "1.3" }) do
+      out, ok = curl(p[2], "-v --tls-max " .. v .. " https://localhost:PORT/hello")
+      assert(ok, out)
+      assert.truthy(out:find("SSL connection using TLSv" .. v, 1, true), out)
+    end
+    srv:stop()
+  end)
+
+  it("names the choices for a mistyped min_version or option", function()
+    for _, row in ipairs({
+      { 'tls = { cert = %q, key = %q, min_version = "1.1" }', 'tls.min_version: expected "1.2" or "1.3"' },
+      { 'tls = { cert = %q, key = %q, min_version = 1.3 }', 'tls.min_version: expected "1.2" or "1.3"' },
+      { 'tls = { { cert = %q, key = %q }, min_versoin = "1.3" }', "min_version" },
+      { 'listen = { { addr = "127.0.0.1:0", tls = { cert = %q, key = %q, min_version = "TLS1.3" } } }',
+        'listen[1].tls.min_version: expected "1.2" or "1.3"' },
+    }) do
+      local app = H.script(string.format('local http = require "moonhttp"\nhttp.server{ ' .. row[1] .. ' }\n',
+        path("a.pem"), path("a.key")))
+      local code, out = H.run({ app })
+      assert.equal(1, code, out)
+      assert.truthy(out:find(row[2], 1, true), row[1] .. ": " .. out)
+    end
   end)
 end)
 

@@ -24,6 +24,7 @@
 #include <mbedtls/ssl_cache.h>
 #include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
+#include <psa/crypto.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -405,9 +406,11 @@ int main(int argc, char **argv)
         mbedtls_entropy_init(&entropy);
         mbedtls_ctr_drbg_init(&drbg);
         mbedtls_ssl_cache_init(&cache);
-        if (mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) ||
+        /* Mbed TLS 3.6: TLS 1.3 runs on PSA Crypto, set up once before any handshake. */
+        if (psa_crypto_init() != PSA_SUCCESS ||
+            mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0) ||
             mbedtls_x509_crt_parse_file(&cert, certf) ||
-            mbedtls_pk_parse_keyfile(&key, keyf, NULL) ||
+            mbedtls_pk_parse_keyfile(&key, keyf, NULL, mbedtls_ctr_drbg_random, &drbg) ||
             mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
                                         MBEDTLS_SSL_PRESET_DEFAULT) ||
             mbedtls_ssl_conf_own_cert(&conf, &cert, &key)) {

@@ -19,7 +19,7 @@ PIDS=""
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
 trap cleanup EXIT INT TERM
 
-gcc -O2 -o "$W/delayproxy" "$ROOT/bench/client/delayproxy.c" -lev -lmbedtls -lmbedx509 -lmbedcrypto
+cp "$BUILD/delayproxy" "$W/delayproxy" # CMake builds it against the same Mbed TLS as moonhttp
 (cd "$ROOT/bench/client/goclient" && GOFLAGS=-mod=mod GOPATH=$W/gopath GOCACHE=$W/gocache \
     go build -o "$W/goclient" .)
 

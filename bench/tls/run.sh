@@ -1,6 +1,7 @@
 #!/bin/sh
 # HTTPS benchmark: moonhttp vs nginx-light, one worker each on CPU 0, the
-# load generator on CPU 1, the same ECDSA P-256 certificate, TLS 1.2.
+# load generator on CPU 1, the same ECDSA P-256 certificate, TLS 1.3 (both
+# servers also offer 1.2: bench/tls/handshake.sh measures each version).
 #   keep-alive  wrk -t1 -c$CONNS over long-lived connections
 #   resumed     wrk -H "Connection: close": wrk keeps the TLS session across
 #               reconnects (SSL_clear), so these are ticket resumptions

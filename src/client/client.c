@@ -361,7 +361,10 @@ static void start_tls(struct mh_client_conn *c)
     struct mh_client_pool *p = c->pool;
     const char *err = NULL;
     if (!p->tls_cfg && !p->tls_cfg_err)
-        p->tls_cfg = mh_client_tls_cfg_new(p->s.tls_ca, p->s.tls_verify, &p->tls_cfg_err);
+        p->tls_cfg = mh_client_tls_cfg_new(
+            &(struct mh_client_tls_opts){.ca = p->s.tls_ca, .verify = p->s.tls_verify,
+                                         .cert = p->s.tls_cert, .key = p->s.tls_key},
+            &p->tls_cfg_err);
     if (!p->tls_cfg) {
         conn_fail(c, p->tls_cfg_err);
         return;
@@ -500,11 +503,21 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
         break;
     case MH_CC_IDLE:
         /* Data or EOF on an idle connection: the server closed it, or broke the protocol. */
-        mh_client_conn_close(c);
+        if (!mh_client_conn_idle_input(c))
+            mh_client_conn_close(c);
         break;
     default:
         mh_client_conn_set_io(c, 0);
     }
+}
+
+bool mh_client_conn_idle_input(struct mh_client_conn *c)
+{
+    char b;
+    if (!c->tp.ops)
+        return false;
+    ssize_t n = mh_transport_read(&c->tp, &b, 1);
+    return n < 0 && errno == EAGAIN && !(c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)

@@ -49,6 +49,7 @@ struct mh_client_settings {
     bool tls_verify;          /* true */
     bool tls_resume;          /* true: offer the host's last session again */
     char *tls_ca;             /* PEM file (owned, malloc'd) or NULL: the system bundle */
+    char *tls_cert, *tls_key; /* client certificate and key files (owned) or NULL: none */
 };
 
 struct mh_client_stats {
@@ -210,6 +211,13 @@ void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn 
 struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h);
 /* Closes the socket and returns the object to the pool's free list. */
 void mh_client_conn_close(struct mh_client_conn *c);
+/*
+ * Bytes (or an end) came on an idle connection: reads them through its
+ * transport. A TLS 1.3 server may send session tickets at any time; TLS
+ * consumes those and leaves nothing, and the connection stays usable (true).
+ * Any application byte or an end means it is done (false).
+ */
+bool mh_client_conn_idle_input(struct mh_client_conn *c);
 /* Parks a connection whose exchange completed cleanly. */
 void mh_client_pool_park(struct mh_client_conn *c);
 /* Starts or continues a background drain; called from client.c on input. */

@@ -68,6 +68,8 @@ void mh_client_pool_unref(struct mh_client_pool *p)
     mh_client_tls_cfg_free(p->tls_cfg);
     mh_dns_free(p->dns);
     free(p->s.tls_ca);
+    free(p->s.tls_cert);
+    free(p->s.tls_key);
     free(p);
 }
 
@@ -110,7 +112,7 @@ static bool still_alive(struct mh_client_conn *c)
 {
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    return (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || (n > 0 && mh_client_conn_idle_input(c));
 }
 
 void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c)

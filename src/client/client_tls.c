@@ -1,6 +1,7 @@
 #include "client_tls.h"
 #include "client_err.h"
 
+#include "tls_init.h"
 #include "transport.h"
 
 #include <arpa/inet.h>
@@ -20,31 +21,69 @@
 struct mh_client_tls_cfg {
     mbedtls_ssl_config conf;
     mbedtls_x509_crt ca;
+    mbedtls_x509_crt own;     /* the client certificate, if any (mutual TLS) */
+    mbedtls_pk_context own_key;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
     bool verify;
 };
 
+/*
+ * A saved session, shared by its holder (a pool's host, a Lua socket key)
+ * and the connections that may renew it: a TLS 1.3 server sends its tickets
+ * after the handshake, so they reach the box through the transport's reads.
+ */
+struct session_box {
+    unsigned refs;
+    bool set; /* s holds a session that can be offered */
+    mbedtls_ssl_session s;
+};
+
 struct mh_client_tls {
     mbedtls_ssl_context ssl;
     mbedtls_net_context net;
+    struct session_box *box; /* where new tickets go; NULL until save_session */
     bool offered, resumed;
-    unsigned char offered_master[48];
+    bool cert_seen; /* the server sent a certificate: a full handshake */
     bool verify;
     /* an IP-address host: checked against the certificate's iPAddress names */
     unsigned char ip[16];
     size_t ip_len; /* 4, 16, or 0 for a DNS name */
 };
 
-struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err)
+/* Loads the certificate the client presents when a server asks (mutual TLS). */
+static const char *load_own_cert(struct mh_client_tls_cfg *c, const char *cert, const char *key)
 {
+    if (mbedtls_x509_crt_parse_file(&c->own, cert) != 0)
+        return "tls: cannot load the client certificate";
+    if (mbedtls_pk_parse_keyfile(&c->own_key, key, NULL, mbedtls_ctr_drbg_random, &c->drbg) != 0)
+        return "tls: cannot load the client key";
+    if (mbedtls_pk_check_pair(&c->own.pk, &c->own_key, mbedtls_ctr_drbg_random, &c->drbg) != 0)
+        return "tls: client key does not match its certificate";
+    if (mbedtls_ssl_conf_own_cert(&c->conf, &c->own, &c->own_key) != 0)
+        return mh_client_err_tls_config;
+    return NULL;
+}
+
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts *o,
+                                                const char **err)
+{
+    const char *ca_file = o->ca;
+    bool verify = o->verify;
     struct mh_client_tls_cfg *c = calloc(1, sizeof *c);
     if (!c) {
         *err = mh_client_err_tls_nomem;
         return NULL;
     }
+    if (mh_tls_crypto_init() != 0) {
+        free(c);
+        *err = mh_client_err_tls_seed;
+        return NULL;
+    }
     mbedtls_ssl_config_init(&c->conf);
     mbedtls_x509_crt_init(&c->ca);
+    mbedtls_x509_crt_init(&c->own);
+    mbedtls_pk_init(&c->own_key);
     mbedtls_entropy_init(&c->entropy);
     mbedtls_ctr_drbg_init(&c->drbg);
     static const unsigned char pers[] = "moonhttp client";
@@ -59,7 +98,15 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
         goto fail;
     }
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
+    /* TLS 1.3 preferred (offered first), 1.2 still accepted. */
+    mbedtls_ssl_conf_min_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_2);
+    mbedtls_ssl_conf_max_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_3);
+    /* Without this a TLS 1.3 client drops the server's tickets: no resumption. */
+    mbedtls_ssl_conf_tls13_enable_signal_new_session_tickets(
+        &c->conf, MBEDTLS_SSL_TLS1_3_SIGNAL_NEW_SESSION_TICKETS_ENABLED);
     c->verify = verify;
+    if (o->cert && (*err = load_own_cert(c, o->cert, o->key)))
+        goto fail;
     if (verify) {
         /* A bundle with a few unparsable entries still loads the rest (rc > 0). */
         int rc = mbedtls_x509_crt_parse_file(&c->ca, ca_file ? ca_file : MH_TLS_SYSTEM_CA);
@@ -71,7 +118,12 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify
         mbedtls_ssl_conf_ca_chain(&c->conf, &c->ca, NULL);
         mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
     } else {
-        mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_NONE);
+        /*
+         * Optional, not none: the chain is still walked (and the result
+         * ignored) so that on_verify sees whether a certificate came at all,
+         * which is how a resumed handshake is told from a full one.
+         */
+        mbedtls_ssl_conf_authmode(&c->conf, MBEDTLS_SSL_VERIFY_OPTIONAL);
     }
     return c;
 fail:
@@ -85,9 +137,41 @@ void mh_client_tls_cfg_free(struct mh_client_tls_cfg *c)
         return;
     mbedtls_ssl_config_free(&c->conf);
     mbedtls_x509_crt_free(&c->ca);
+    mbedtls_x509_crt_free(&c->own);
+    mbedtls_pk_free(&c->own_key);
     mbedtls_ctr_drbg_free(&c->drbg);
     mbedtls_entropy_free(&c->entropy);
     free(c);
+}
+
+/* Called for each certificate of the server's chain: only in a full handshake. */
+static int on_verify(void *p, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    struct mh_client_tls *t = p;
+    t->cert_seen = true;
+    return 0;
+}
+
+static void box_unref(struct session_box *b)
+{
+    if (b && --b->refs == 0) {
+        mbedtls_ssl_session_free(&b->s);
+        free(b);
+    }
+}
+
+/* Keeps the connection's current session in its box (if it has one to offer). */
+static void box_store(struct mh_client_tls *t)
+{
+    mbedtls_ssl_session fresh;
+    mbedtls_ssl_session_init(&fresh);
+    if (!t->box || mbedtls_ssl_get_session(&t->ssl, &fresh) != 0) {
+        mbedtls_ssl_session_free(&fresh); /* TLS 1.3 before its first ticket: keep the old one */
+        return;
+    }
+    mbedtls_ssl_session_free(&t->box->s);
+    t->box->s = fresh; /* the box owns what fresh pointed to now */
+    t->box->set = true;
 }
 
 struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, const char *hostname,
@@ -101,7 +185,7 @@ struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, c
     mbedtls_ssl_init(&t->ssl);
     t->net.fd = fd;
     /*
-     * mbedTLS 2.28 matches the host only against DNS names (and the CN), so
+     * Mbed TLS matches the host only against DNS names (and the CN), so
      * "127.0.0.1" never matches a certificate for that address. An IP host
      * gets no hostname (no SNI either: RFC 6066 forbids addresses there) and
      * its iPAddress subjectAltName is checked after the handshake instead.
@@ -111,21 +195,23 @@ struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, c
     else if (inet_pton(AF_INET6, hostname, t->ip) == 1)
         t->ip_len = 16;
     t->verify = cfg->verify;
+    /*
+     * An IP host is set as NULL, explicitly: since 3.6.3 Mbed TLS refuses to
+     * verify a certificate when no host name was given at all.
+     */
     if (mbedtls_ssl_setup(&t->ssl, &cfg->conf) != 0 ||
-        (!t->ip_len && mbedtls_ssl_set_hostname(&t->ssl, hostname) != 0)) {
+        mbedtls_ssl_set_hostname(&t->ssl, t->ip_len ? NULL : hostname) != 0) {
         *err = mh_client_err_tls_session;
         mbedtls_ssl_free(&t->ssl);
         free(t);
         return NULL;
     }
     mbedtls_ssl_set_bio(&t->ssl, &t->net, mbedtls_net_send, mbedtls_net_recv, NULL);
-    if (session) {
-        const mbedtls_ssl_session *s = session;
-        if (mbedtls_ssl_set_session(&t->ssl, s) == 0) { /* a failure costs a full handshake */
-            t->offered = true;
-            memcpy(t->offered_master, s->master, sizeof t->offered_master);
-        }
-    }
+    mbedtls_ssl_set_verify(&t->ssl, on_verify, t);
+    const struct session_box *box = session;
+    /* A failure costs a full handshake, nothing more. */
+    if (box && box->set && mbedtls_ssl_set_session(&t->ssl, &box->s) == 0)
+        t->offered = true;
     return t;
 }
 
@@ -134,6 +220,7 @@ void mh_client_tls_free(struct mh_client_tls *t)
     if (!t)
         return;
     mbedtls_ssl_free(&t->ssl);
+    box_unref(t->box);
     free(t);
 }
 
@@ -160,7 +247,7 @@ static const char *verify_reason(uint32_t flags)
  */
 static bool cert_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t len)
 {
-    if (!crt || !(crt->ext_types & MBEDTLS_X509_EXT_SUBJECT_ALT_NAME))
+    if (!crt || !mbedtls_x509_crt_has_ext_type(crt, MBEDTLS_X509_EXT_SUBJECT_ALT_NAME))
         return false;
     for (const mbedtls_x509_sequence *cur = &crt->subject_alt_names; cur; cur = cur->next) {
         if (cur->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_IP_ADDRESS) &&
@@ -173,23 +260,28 @@ static bool cert_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, si
 int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
 {
     int rc = mbedtls_ssl_handshake(&t->ssl);
+    while (rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {
+        box_store(t);
+        rc = mbedtls_ssl_handshake(&t->ssl);
+    }
     if (rc == 0 && t->verify && t->ip_len &&
         !cert_has_ip(mbedtls_ssl_get_peer_cert(&t->ssl), t->ip, t->ip_len)) {
         *err = mh_client_err_tls_hostname;
         return MH_TLS_ERROR;
     }
     if (rc == 0) {
-        /* A resumed session (by ID or ticket) keeps the offered master secret. */
-        const mbedtls_ssl_session *s = mbedtls_ssl_get_session_pointer(&t->ssl);
-        t->resumed = t->offered && s && memcmp(s->master, t->offered_master, 48) == 0;
+        /* A resumed handshake (session ID, 1.2 ticket, 1.3 PSK) has no certificate. */
+        t->resumed = t->offered && !t->cert_seen;
         return 0;
     }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ)
         return MH_TLS_WANT_READ;
     if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         return MH_TLS_WANT_WRITE;
-    if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED)
-        *err = verify_reason(mbedtls_ssl_get_verify_result(&t->ssl));
+    /* TLS 1.3 reports a refused certificate as a bad one, 1.2 as a failed check: ask the flags. */
+    uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
+    if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED || (t->verify && flags && flags != (uint32_t)-1))
+        *err = verify_reason(flags);
     else if (rc == MBEDTLS_ERR_NET_CONN_RESET || rc == MBEDTLS_ERR_SSL_CONN_EOF)
         *err = mh_client_err_tls_closed;
     else if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE)
@@ -228,6 +320,10 @@ static ssize_t tp_read(struct mh_transport *tp, void *buf, size_t len)
 {
     struct mh_client_tls *t = tp->_impl;
     int rc = mbedtls_ssl_read(&t->ssl, buf, len);
+    while (rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) { /* TLS 1.3, at any time */
+        box_store(t);
+        rc = mbedtls_ssl_read(&t->ssl, buf, len);
+    }
     if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
         return 0; /* clean close: EOF */
     return io_result(tp, rc, MH_TRANSPORT_READ_WANTS_WRITE);
@@ -236,7 +332,12 @@ static ssize_t tp_read(struct mh_transport *tp, void *buf, size_t len)
 static ssize_t tp_write(struct mh_transport *tp, const void *buf, size_t len)
 {
     struct mh_client_tls *t = tp->_impl;
-    return io_result(tp, mbedtls_ssl_write(&t->ssl, buf, len), MH_TRANSPORT_WRITE_WANTS_READ);
+    int rc = mbedtls_ssl_write(&t->ssl, buf, len);
+    while (rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {
+        box_store(t);
+        rc = mbedtls_ssl_write(&t->ssl, buf, len);
+    }
+    return io_result(tp, rc, MH_TRANSPORT_WRITE_WANTS_READ);
 }
 
 static void tp_shutdown(struct mh_transport *tp)
@@ -280,26 +381,23 @@ void mh_client_tls_transport(struct mh_client_tls *t, struct mh_transport *tp, i
 
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot)
 {
-    mbedtls_ssl_session *s = *slot;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s)))
+    struct session_box *b = *slot;
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b)))
             return;
-        mbedtls_ssl_session_init(s);
-        *slot = s;
-    } else {
-        mbedtls_ssl_session_free(s);
-        mbedtls_ssl_session_init(s);
+        b->refs = 1; /* the holder's */
+        mbedtls_ssl_session_init(&b->s);
+        *slot = b;
     }
-    if (mbedtls_ssl_get_session(&t->ssl, s) != 0) {
-        mh_client_tls_session_free(s);
-        *slot = NULL;
+    if (t->box != b) {
+        box_unref(t->box);
+        b->refs++;
+        t->box = b;
     }
+    box_store(t);
 }
 
 void mh_client_tls_session_free(void *session)
 {
-    if (!session)
-        return;
-    mbedtls_ssl_session_free(session);
-    free(session);
+    box_unref(session);
 }

@@ -1,7 +1,7 @@
 #ifndef MH_CLIENT_TLS_H
 #define MH_CLIENT_TLS_H
 /*
- * The client side of TLS (mbedTLS 2.28) over a non-blocking socket: the
+ * The client side of TLS (Mbed TLS 3.6: 1.3 preferred, 1.2 accepted) over a non-blocking socket: the
  * caller turns MH_TLS_WANT_READ / MH_TLS_WANT_WRITE into watcher interest
  * and calls again. Certificates are verified against the system bundle or
  * a configured CA file, with SNI and a hostname check; sessions can be
@@ -22,8 +22,20 @@
 struct mh_client_tls_cfg;
 struct mh_client_tls;
 
-/* A shared configuration; NULL with *err set when the CA file cannot be loaded. */
-struct mh_client_tls_cfg *mh_client_tls_cfg_new(const char *ca_file, bool verify, const char **err);
+/* What a configuration is made from. */
+struct mh_client_tls_opts {
+    const char *ca;   /* PEM CA file; NULL: the system bundle */
+    bool verify;      /* check the server's certificate and name */
+    const char *cert; /* PEM certificate (and chain) to present; NULL: none (then key is NULL) */
+    const char *key;  /* its PEM private key */
+};
+
+/*
+ * A shared configuration; NULL with *err set when the CA file, the client
+ * certificate or its key cannot be loaded (or do not match).
+ */
+struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts *o,
+                                                const char **err);
 void mh_client_tls_cfg_free(struct mh_client_tls_cfg *cfg);
 
 /* A session on fd for `hostname`, offering `session` (from save_session) if not NULL. */
@@ -43,7 +55,12 @@ bool mh_client_tls_resumed(const struct mh_client_tls *t);
  */
 void mh_client_tls_transport(struct mh_client_tls *t, struct mh_transport *tp, int fd);
 
-/* Saves the session for resumption into *slot (allocated once, reused). */
+/*
+ * Saves the session for resumption into *slot (allocated once, reused; the
+ * holder frees it with mh_client_tls_session_free). The connection keeps a
+ * reference to it: TLS 1.3 tickets, which come after the handshake, are put
+ * there as they arrive, even after the holder let go of it.
+ */
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot);
 void mh_client_tls_session_free(void *session);
 

@@ -708,6 +708,12 @@ bool mh_conn_closed(const struct mh_conn *c)
     return c->closed;
 }
 
+/* The connection's byte stream (plain TCP or TLS): req:tls() asks it about TLS. */
+const struct mh_transport *mh_conn_transport(const struct mh_conn *c)
+{
+    return &c->tp;
+}
+
 const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN];

@@ -140,6 +140,8 @@ void mh_conn_read_failed(struct mh_conn *c);
 const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len);
 /* Whether output is queued or half-written. */
 bool mh_conn_out_pending(const struct mh_conn *c);
+/* The connection's byte stream (plain TCP or TLS). */
+const struct mh_transport *mh_conn_transport(const struct mh_conn *c);
 
 /* `seconds` from now as a deadline; 0 (off) stays 0. */
 static inline ev_tstamp mh_conn_after(const struct mh_conn *c, double seconds)

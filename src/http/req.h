@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "handler.h"
+#include "transport.h"
 #include "outq.h"
 #include "request.h"
 #include "response.h"
@@ -103,6 +104,8 @@ struct mh_req_ops {
     void (*abort)(struct mh_req *r);
     /* "ip:port" of the client into buf. */
     const char *(*remote_addr)(const struct mh_req *r, char *buf, size_t len);
+    /* The connection's byte stream (req:tls() asks it about TLS). */
+    const struct mh_transport *(*transport)(const struct mh_req *r);
     /*
      * Switches protocols (RFC 9110 15.2.2), before the 101 head is sent: the
      * next flush sends the head as set, and from then on the stream carries

@@ -96,7 +96,7 @@ const char *mh_ws_check(const struct mh_req *r, struct mh_ws_handshake *hs, int 
     unsigned char in[24 + sizeof WS_GUID - 1], digest[20];
     memcpy(in, key, 24);
     memcpy(in + 24, WS_GUID, sizeof WS_GUID - 1);
-    if (mbedtls_sha1_ret(in, sizeof in, digest) != 0)
+    if (mbedtls_sha1(in, sizeof in, digest) != 0)
         return "sha1 failed";
     mh_base64_encode(digest, sizeof digest, hs->accept, false);
     hs->accept[28] = '\0';

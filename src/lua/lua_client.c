@@ -592,7 +592,7 @@ static int new_client(lua_State *L, int opts)
 {
     struct mh_client_settings s;
     mh_client_settings_init(&s);
-    const char *ca = NULL;
+    const char *ca = NULL, *cert = NULL, *key = NULL;
     if (opts) {
         s.max_idle = (size_t)opt_number(L, opts, "max_idle", (double)s.max_idle, 0);
         s.max_idle_per_host =
@@ -617,6 +617,13 @@ static int new_client(lua_State *L, int opts)
             if (!lua_isnil(L, -1))
                 s.tls_resume = lua_toboolean(L, -1);
             lua_pop(L, 1);
+            lua_getfield(L, -1, "cert");
+            cert = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1); /* anchored by opts */
+            lua_getfield(L, -2, "key");
+            key = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
+            if (!cert != !key)
+                luaL_error(L, "http.client: tls.cert and tls.key go together");
+            lua_pop(L, 2);
         } else if (!lua_isnil(L, -1)) {
             luaL_error(L, "http.client: tls must be a table");
         }
@@ -626,11 +633,17 @@ static int new_client(lua_State *L, int opts)
     c->pool = NULL;
     luaL_setmetatable(L, CLIENT_MT);
     /* No Lua calls from here on: nothing may longjmp past the allocations. */
-    if (ca && !(s.tls_ca = strdup(ca)))
+    if ((ca && !(s.tls_ca = strdup(ca))) || (cert && !(s.tls_cert = strdup(cert))) ||
+        (key && !(s.tls_key = strdup(key)))) {
+        free(s.tls_ca);
+        free(s.tls_cert);
         return luaL_error(L, "out of memory");
+    }
     c->pool = mh_client_pool_new(loop_of_gen(L), &s);
     if (!c->pool) {
         free(s.tls_ca);
+        free(s.tls_cert);
+        free(s.tls_key);
         return luaL_error(L, "out of memory");
     }
     return 1;
@@ -660,7 +673,7 @@ static int l_client(lua_State *L)
         static const char *const known[] = {
             "max_idle",        "max_idle_per_host", "idle_timeout", "drain_bytes", "drain_timeout",
             "connect_timeout", "tls_timeout",       "drain_wait",   "tls",         NULL};
-        static const char *const tls_known[] = {"ca", "verify", "resume", NULL};
+        static const char *const tls_known[] = {"ca", "verify", "resume", "cert", "key", NULL};
         mh_lua_check_opts(L, 1, "http.client", known, 2);
         if (lua_getfield(L, 1, "tls") == LUA_TTABLE)
             mh_lua_check_opts(L, -1, "http.client: tls", tls_known, 2);

@@ -24,7 +24,7 @@ static int l_sha256(lua_State *L)
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
     unsigned char out[32];
-    mbedtls_sha256_ret((const unsigned char *)s, len, out, 0);
+    mbedtls_sha256((const unsigned char *)s, len, out, 0);
     lua_pushlstring(L, (const char *)out, sizeof out);
     return 1;
 }

@@ -9,6 +9,7 @@
 #include <mbedtls/ecdsa.h>
 #include <mbedtls/md.h>
 #include <mbedtls/pk.h>
+#include <mbedtls/psa_util.h>
 #include <mbedtls/sha256.h>
 #include <stdbool.h>
 #include <string.h>
@@ -95,15 +96,15 @@ static struct key *push_ec_key(lua_State *L, const char *pem, size_t len, bool p
     /* Mbed TLS wants the terminating NUL counted for PEM; Lua strings have one. */
     size_t n = memchr(pem, '\0', len) == NULL && strstr(pem, "-----BEGIN") ? len + 1 : len;
     const unsigned char *p = (const unsigned char *)pem;
-    int rc = private_key ? mbedtls_pk_parse_key(&k->pk, p, n, NULL, 0)
+    int rc = private_key ? mbedtls_pk_parse_key(&k->pk, p, n, NULL, 0, os_random, NULL)
                          : mbedtls_pk_parse_public_key(&k->pk, p, n);
     if (rc != 0 && !private_key) {
         mbedtls_pk_free(&k->pk);
         mbedtls_pk_init(&k->pk);
-        rc = mbedtls_pk_parse_key(&k->pk, p, n, NULL, 0);
+        rc = mbedtls_pk_parse_key(&k->pk, p, n, NULL, 0, os_random, NULL);
     }
     if (rc != 0 || !mbedtls_pk_can_do(&k->pk, MBEDTLS_PK_ECDSA) ||
-        mbedtls_pk_ec(k->pk)->grp.id != MBEDTLS_ECP_DP_SECP256R1)
+        mbedtls_ecp_keypair_get_group_id(mbedtls_pk_ec(k->pk)) != MBEDTLS_ECP_DP_SECP256R1)
         luaL_error(L, "http.crypto.%s: ES256 needs a PEM P-256 %s key", fn,
                    private_key ? "private" : "public or private");
     return k;
@@ -153,18 +154,15 @@ static int l_jwt_sign(lua_State *L)
     } else {
         siglen = ES256_SIG;
         unsigned char hash[32];
-        mbedtls_sha256_ret(input, ilen, hash, 0);
-        mbedtls_ecp_keypair *kp = mbedtls_pk_ec(k->pk);
-        mbedtls_mpi r, s;
-        mbedtls_mpi_init(&r);
-        mbedtls_mpi_init(&s);
-        rc = mbedtls_ecdsa_sign(&kp->grp, &r, &s, &kp->d, hash, sizeof hash, os_random, NULL);
+        /* Mbed TLS signs in DER; a JWS ES256 signature is R || S, 32 bytes each (RFC 7518 §3.4). */
+        unsigned char der[MBEDTLS_ECDSA_MAX_LEN];
+        size_t derlen, rawlen;
+        rc = mbedtls_sha256(input, ilen, hash, 0);
         if (rc == 0)
-            rc = mbedtls_mpi_write_binary(&r, sig, 32);
+            rc = mbedtls_pk_sign(&k->pk, MBEDTLS_MD_SHA256, hash, sizeof hash, der, sizeof der,
+                                 &derlen, os_random, NULL);
         if (rc == 0)
-            rc = mbedtls_mpi_write_binary(&s, sig + 32, 32);
-        mbedtls_mpi_free(&r);
-        mbedtls_mpi_free(&s);
+            rc = mbedtls_ecdsa_der_to_raw(256, der, derlen, sig, ES256_SIG, &rawlen);
         mbedtls_pk_free(&k->pk);
         k->live = false;
     }
@@ -256,18 +254,13 @@ static const char *check_signature(enum alg alg, const char *key, size_t klen, s
     if (siglen != ES256_SIG)
         return ERR_SIGNATURE;
     unsigned char hash[32];
-    mbedtls_sha256_ret(input, ilen, hash, 0);
-    mbedtls_ecp_keypair *kp = mbedtls_pk_ec(k->pk);
-    mbedtls_mpi r, s;
-    mbedtls_mpi_init(&r);
-    mbedtls_mpi_init(&s);
-    int rc = mbedtls_mpi_read_binary(&r, sig, 32);
+    unsigned char der[MBEDTLS_ECDSA_MAX_LEN];
+    size_t derlen;
+    int rc = mbedtls_sha256(input, ilen, hash, 0);
     if (rc == 0)
-        rc = mbedtls_mpi_read_binary(&s, sig + 32, 32);
+        rc = mbedtls_ecdsa_raw_to_der(256, sig, ES256_SIG, der, sizeof der, &derlen);
     if (rc == 0)
-        rc = mbedtls_ecdsa_verify(&kp->grp, hash, sizeof hash, &kp->Q, &r, &s);
-    mbedtls_mpi_free(&r);
-    mbedtls_mpi_free(&s);
+        rc = mbedtls_pk_verify(&k->pk, MBEDTLS_MD_SHA256, hash, sizeof hash, der, derlen);
     return rc == 0 ? NULL : ERR_SIGNATURE;
 }
 

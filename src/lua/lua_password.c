@@ -86,14 +86,9 @@ static void run_job(struct mh_work *w)
         break;
     case VERIFY_PBKDF2: {
         unsigned char got[64];
-        mbedtls_md_context_t md;
-        mbedtls_md_init(&md);
-        j->rc = mbedtls_md_setup(&md, mbedtls_md_info_from_type(MBEDTLS_MD_SHA256), 1);
-        if (j->rc == 0)
-            j->rc = mbedtls_pkcs5_pbkdf2_hmac(&md, (const unsigned char *)j->password,
+        j->rc = mbedtls_pkcs5_pbkdf2_hmac_ext(MBEDTLS_MD_SHA256, (const unsigned char *)j->password,
                                               j->password_len, j->salt, j->salt_len,
                                               (unsigned)j->iterations, (uint32_t)j->want_len, got);
-        mbedtls_md_free(&md);
         j->match = j->rc == 0 && mbedtls_ct_memcmp(got, j->want, j->want_len) == 0;
         explicit_bzero(got, sizeof got);
         break;

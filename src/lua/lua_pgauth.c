@@ -63,14 +63,10 @@ static int l_scram_salted(lua_State *L)
         lua_pushliteral(L, "bad SCRAM salt");
         return 2;
     }
-    mbedtls_md_context_t ctx;
-    mbedtls_md_init(&ctx);
     unsigned char salted[SHA256_LEN];
-    int rc = mbedtls_md_setup(&ctx, sha256_info(), 1);
-    if (rc == 0)
-        rc = mbedtls_pkcs5_pbkdf2_hmac(&ctx, (const unsigned char *)password, plen, salt, saltlen,
-                                       (unsigned int)iterations, SHA256_LEN, salted);
-    mbedtls_md_free(&ctx);
+    int rc = mbedtls_pkcs5_pbkdf2_hmac_ext(MBEDTLS_MD_SHA256, (const unsigned char *)password, plen,
+                                           salt, saltlen, (unsigned int)iterations, SHA256_LEN,
+                                           salted);
     if (rc != 0) {
         luaL_pushfail(L);
         lua_pushliteral(L, "SCRAM key derivation failed");

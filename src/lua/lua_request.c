@@ -1,6 +1,7 @@
 #include "lua_request.h"
 
 #include "lua_sched.h"
+#include "lua_tls.h"
 #include "lua_vm.h"
 #include "lua_ws.h"
 #include "req.h"
@@ -411,6 +412,13 @@ static int req_tostring(lua_State *L)
     return 1;
 }
 
+/* req:tls() → the connection's TLS facts (lua_tls.h), or nil on plain TCP. */
+static int req_tls(lua_State *L)
+{
+    struct mh_req *c = check_req(L);
+    return mh_lua_push_tls(L, c->ops->transport ? c->ops->transport(c) : NULL);
+}
+
 void mh_lua_request_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {
@@ -425,6 +433,7 @@ void mh_lua_request_open(lua_State *L)
         {"set_max_body", req_set_max_body},
         {"websocket", req_websocket},
         {"id", req_id},
+        {"tls", req_tls},
         {NULL, NULL},
     };
     luaL_newmetatable(L, REQUEST_MT);

@@ -297,7 +297,7 @@ static void handshake_start(struct lsock *k)
 {
     const char *err = NULL;
     k->op = OP_HANDSHAKE;
-    struct mh_client_tls_cfg *cfg = mh_sock_tls_cfg(k->st, k->ca, k->verify, &err);
+    struct mh_client_tls_cfg *cfg = mh_sock_tls_cfg(k->st, k, &err);
     struct tls_session *x = mh_sock_session(k->st, k->key, false);
     if (cfg)
         k->s->tls =
@@ -464,18 +464,22 @@ static void opt_string(lua_State *L, int idx, const char *k, char *out, size_t c
     lua_pop(L, 1);
 }
 
-/* Reads TLS options ({ server_name, verify, ca } or true) at idx into k. */
+/* Reads TLS options ({ server_name, verify, ca, cert, key } or true) at idx into k. */
 static void read_tls_opts(lua_State *L, struct lsock *k, int idx, const char *host,
                           const char *what)
 {
     k->verify = true;
-    k->ca[0] = 0;
+    k->ca[0] = k->cert[0] = k->cert_key[0] = 0;
     snprintf(k->server_name, sizeof k->server_name, "%s", host ? host : "");
     if (lua_istable(L, idx)) {
-        static const char *const known[] = {"server_name", "verify", "ca", NULL};
+        static const char *const known[] = {"server_name", "verify", "ca", "cert", "key", NULL};
         mh_lua_check_opts(L, idx, what, known, 1);
         k->verify = opt_bool(L, idx, "verify", true);
         opt_string(L, idx, "ca", k->ca, sizeof k->ca, what);
+        opt_string(L, idx, "cert", k->cert, sizeof k->cert, what);
+        opt_string(L, idx, "key", k->cert_key, sizeof k->cert_key, what);
+        if (!k->cert[0] != !k->cert_key[0])
+            luaL_error(L, "%s: tls.cert and tls.key go together", what);
         opt_string(L, idx, "server_name", k->server_name, sizeof k->server_name, what);
     } else if (!lua_isnoneornil(L, idx) && !lua_isboolean(L, idx)) {
         luaL_error(L, "%s: tls options must be true or a table", what);

@@ -17,12 +17,13 @@
 
 #define KEY_MAX 300
 
-/* A TLS configuration per (CA file, verify) pair, made on first use. */
+/* A TLS configuration per (CA file, verify, client certificate) set, made on first use. */
 struct tls_cfg {
     struct tls_cfg *next;
     bool verify;
     struct mh_client_tls_cfg *cfg;
-    char ca[]; /* "" for the system bundle */
+    char *cert, *key; /* point into names; "" for none */
+    char names[];     /* ca ("" for the system bundle), cert, key: each NUL-terminated */
 };
 
 /* The last TLS session per key, offered again on the next handshake. */
@@ -82,6 +83,7 @@ struct lsock {
     bool tls_resumed; /* the last handshake resumed a saved session */
     bool verify;
     char ca[256];
+    char cert[256], cert_key[256]; /* "": no client certificate */
     char server_name[256];
     char key[KEY_MAX];
     char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
@@ -94,8 +96,8 @@ struct lsock {
 /* Frees what st holds (its __gc): the pool first, then the TLS state its sockets used. */
 void mh_sock_state_free(struct sock_state *st);
 
-/* The TLS configuration for (ca, verify), made on first use; NULL with *err. */
-struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const char *ca, bool verify,
+/* The TLS configuration for k's TLS options, made once per distinct set; NULL with *err. */
+struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct lsock *k,
                                           const char **err);
 
 /* The saved session of key (made empty when `create`); NULL when absent or out of memory. */

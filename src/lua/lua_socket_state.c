@@ -35,24 +35,32 @@ void mh_sock_state_free(struct sock_state *st)
     }
 }
 
-struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const char *ca, bool verify,
+struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct lsock *k,
                                           const char **err)
 {
     for (struct tls_cfg *c = st->cfgs; c; c = c->next)
-        if (c->verify == verify && strcmp(c->ca, ca) == 0)
+        if (c->verify == k->verify && strcmp(c->names, k->ca) == 0 &&
+            strcmp(c->cert, k->cert) == 0 && strcmp(c->key, k->cert_key) == 0)
             return c->cfg;
-    size_t n = strlen(ca);
-    struct tls_cfg *c = calloc(1, sizeof *c + n + 1);
+    size_t n = strlen(k->ca) + 1, nc = strlen(k->cert) + 1, nk = strlen(k->cert_key) + 1;
+    struct tls_cfg *c = calloc(1, sizeof *c + n + nc + nk);
     if (!c) {
         *err = MH_SOCK_NOMEM;
         return NULL;
     }
-    if (!(c->cfg = mh_client_tls_cfg_new(n ? ca : NULL, verify, err))) {
+    struct mh_client_tls_opts o = {.ca = k->ca[0] ? k->ca : NULL, .verify = k->verify,
+                                   .cert = k->cert[0] ? k->cert : NULL,
+                                   .key = k->cert_key[0] ? k->cert_key : NULL};
+    if (!(c->cfg = mh_client_tls_cfg_new(&o, err))) {
         free(c);
         return NULL;
     }
-    memcpy(c->ca, ca, n + 1);
-    c->verify = verify;
+    c->cert = c->names + n;
+    c->key = c->cert + nc;
+    memcpy(c->names, k->ca, n);
+    memcpy(c->cert, k->cert, nc);
+    memcpy(c->key, k->cert_key, nk);
+    c->verify = k->verify;
     c->next = st->cfgs;
     st->cfgs = c;
     return c->cfg;

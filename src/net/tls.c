@@ -1,6 +1,7 @@
 #include "tls.h"
 
 #include "log.h"
+#include "tls_init.h"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
@@ -27,7 +28,11 @@
 /* Small reads from the socket go through this buffer: one recv(2) instead of two per record. */
 #define READ_AHEAD 4096
 
+/* TLS 1.3's suites first: with both versions on, Mbed TLS offers and picks 1.3. */
 static const int ciphersuites[] = {
+    MBEDTLS_TLS1_3_AES_128_GCM_SHA256,
+    MBEDTLS_TLS1_3_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS1_3_AES_256_GCM_SHA384,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
@@ -46,11 +51,11 @@ static const char *alpn_h2[] = {"h2", "http/1.1", NULL};
  * list). Its default would put secp521r1 first: several times the cost of
  * a 256-bit group for every full handshake.
  */
-static const mbedtls_ecp_group_id ecdhe_groups[] = {
-    MBEDTLS_ECP_DP_CURVE25519,
-    MBEDTLS_ECP_DP_SECP256R1,
-    MBEDTLS_ECP_DP_SECP384R1,
-    MBEDTLS_ECP_DP_NONE,
+static const uint16_t ecdhe_groups[] = {
+    MBEDTLS_SSL_IANA_TLS_GROUP_X25519,
+    MBEDTLS_SSL_IANA_TLS_GROUP_SECP256R1,
+    MBEDTLS_SSL_IANA_TLS_GROUP_SECP384R1,
+    MBEDTLS_SSL_IANA_TLS_GROUP_NONE,
 };
 
 struct tls_cert {
@@ -68,6 +73,8 @@ struct tls_conf {
     mbedtls_ctr_drbg_context drbg;
     mbedtls_ssl_config ssl;
     mbedtls_ssl_ticket_context ticket;
+    mbedtls_x509_crt client_ca; /* empty: no client certificates asked for */
+    bool client_optional;
     size_t ncerts;
     struct tls_cert certs[MH_MAX_CERTS];
     struct tls_session *pool;
@@ -89,6 +96,7 @@ struct tls_session {
     bool handshake_done;
     bool shut;
     bool failed; /* a protocol error was logged */
+    char sni[256]; /* the name the client asked for ("": none) */
     unsigned long bytes_in;
     unsigned char first_byte;
     size_t ra_off, ra_len;
@@ -115,6 +123,7 @@ static void conf_free(struct tls_conf *c)
         mbedtls_pk_free(&c->certs[i].key);
     }
     mbedtls_ssl_ticket_free(&c->ticket);
+    mbedtls_x509_crt_free(&c->client_ca);
     mbedtls_ssl_config_free(&c->ssl);
     mbedtls_ctr_drbg_free(&c->drbg);
     mbedtls_entropy_free(&c->entropy);
@@ -180,6 +189,11 @@ static bool cert_matches(const mbedtls_x509_crt *crt, const unsigned char *name,
 static int on_sni(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, size_t len)
 {
     struct tls_conf *c = p;
+    struct tls_session *s = mbedtls_ssl_get_user_data_p(ssl);
+    if (len < sizeof s->sni) { /* DNS names are at most 253 bytes: longer is not kept */
+        memcpy(s->sni, name, len);
+        s->sni[len] = 0;
+    }
     for (size_t i = 0; i < c->ncerts; i++) {
         if (cert_matches(&c->certs[i].crt, name, len))
             return i == 0 ? 0
@@ -200,8 +214,14 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ctr_drbg_init(&c->drbg);
     mbedtls_ssl_config_init(&c->ssl);
     mbedtls_ssl_ticket_init(&c->ticket);
+    mbedtls_x509_crt_init(&c->client_ca);
     static const char pers[] = "moonhttp tls";
-    int ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
+    int ret = mh_tls_crypto_init();
+    if (ret) {
+        snprintf(err, errlen, "tls: PSA crypto init failed (%d)", ret);
+        goto fail;
+    }
+    ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
                                     (const unsigned char *)pers, sizeof pers - 1);
     if (ret) {
         tls_error(err, errlen, ret, "seeding", "the random generator");
@@ -216,11 +236,13 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
             tls_error(err, errlen, ret, "certificate", certs->cert[i]);
             goto fail;
         }
-        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL))) {
+        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL,
+                                            mbedtls_ctr_drbg_random, &c->drbg))) {
             tls_error(err, errlen, ret, "key", certs->key[i]);
             goto fail;
         }
-        if ((ret = mbedtls_pk_check_pair(&tc->crt.pk, &tc->key))) {
+        if ((ret = mbedtls_pk_check_pair(&tc->crt.pk, &tc->key, mbedtls_ctr_drbg_random,
+                                         &c->drbg))) {
             snprintf(err, errlen, "tls: key %s does not match certificate %s", certs->key[i],
                      certs->cert[i]);
             goto fail;
@@ -234,13 +256,28 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
         goto fail;
     }
     mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &c->drbg);
-    mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_max_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_min_tls_version(conf, certs->tls13_only ? MBEDTLS_SSL_VERSION_TLS1_3
+                                                             : MBEDTLS_SSL_VERSION_TLS1_2);
+    mbedtls_ssl_conf_max_tls_version(conf, MBEDTLS_SSL_VERSION_TLS1_3);
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
-    mbedtls_ssl_conf_curves(conf, ecdhe_groups);
+    mbedtls_ssl_conf_groups(conf, ecdhe_groups);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2 : alpn_http1);
     mbedtls_ssl_conf_sni(conf, on_sni, c);
+    if (certs->client_ca) {
+        /* A bundle with a few unparsable entries still loads the rest (ret > 0). */
+        ret = mbedtls_x509_crt_parse_file(&c->client_ca, certs->client_ca);
+        if (ret < 0 || c->client_ca.version == 0) {
+            tls_error(err, errlen, ret < 0 ? ret : MBEDTLS_ERR_X509_INVALID_FORMAT, "client_ca",
+                      certs->client_ca);
+            goto fail;
+        }
+        c->client_optional = certs->client_optional;
+        mbedtls_ssl_conf_ca_chain(conf, &c->client_ca, NULL);
+        /* Optional lets a client send none; on_handshake_done refuses one that does not verify. */
+        mbedtls_ssl_conf_authmode(conf, certs->client_optional ? MBEDTLS_SSL_VERIFY_OPTIONAL
+                                                               : MBEDTLS_SSL_VERIFY_REQUIRED);
+    }
     if ((ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
         tls_error(err, errlen, ret, "certificate", certs->cert[0]);
         goto fail;
@@ -430,6 +467,9 @@ static ssize_t tls_result(struct mh_transport *t, struct tls_session *s, int ret
 static int handshake(struct tls_session *s)
 {
     int ret = mbedtls_ssl_handshake(&s->ssl);
+    if (ret == 0 && s->conf->client_optional && mbedtls_ssl_get_peer_cert(&s->ssl) &&
+        mbedtls_ssl_get_verify_result(&s->ssl) != 0)
+        ret = MBEDTLS_ERR_X509_CERT_VERIFY_FAILED; /* optional is "none", not "any" */
     if (ret == 0) {
         s->handshake_done = true;
         if (mh_log_enabled(MH_LOG_DEBUG))
@@ -526,6 +566,22 @@ static const char *tls_alpn(const struct mh_transport *t)
     return p ? p : "";
 }
 
+static const struct mh_transport_ops tls_ops;
+
+bool mh_tls_info(const struct mh_transport *t, struct mh_tls_info *info)
+{
+    if (t->ops != &tls_ops || !t->_impl || !((const struct tls_session *)t->_impl)->handshake_done)
+        return false;
+    const struct tls_session *s = t->_impl;
+    info->version = mbedtls_ssl_get_version(&s->ssl);
+    info->cipher = mbedtls_ssl_get_ciphersuite(&s->ssl);
+    info->alpn = mbedtls_ssl_get_alpn_protocol(&s->ssl);
+    info->sni = s->sni[0] ? s->sni : NULL;
+    /* Asked for only with client_ca, and verified by then (required, or checked in handshake). */
+    info->client_cert = s->conf->client_ca.version ? mbedtls_ssl_get_peer_cert(&s->ssl) : NULL;
+    return true;
+}
+
 static const struct mh_transport_ops tls_ops = {
     .name = "tls",
     .read = tls_read,
@@ -560,9 +616,11 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     s->handshake_done = s->shut = s->failed = false;
     s->bytes_in = 0;
     s->first_byte = 0;
+    s->sni[0] = 0;
     s->ra_off = s->ra_len = 0;
     c->refs++;
     mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
+    mbedtls_ssl_set_user_data_p(&s->ssl, s); /* for on_sni */
     t->ops = &tls_ops;
     t->fd = fd;
     t->wants = 0;

@@ -1,12 +1,15 @@
 #ifndef MH_TLS_H
 #define MH_TLS_H
 /*
- * Server-side TLS with mbedTLS, as a transport (transport.h) over the
+ * Server-side TLS with Mbed TLS 3.6, as a transport (transport.h) over the
  * connection's non-blocking socket.
  *
- * TLS 1.2 only, ECDHE with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN
- * "h2" then "http/1.1" (only "http/1.1" when certs->http2 is off), session
- * tickets (key rotated hourly), renegotiation refused. Several certificates
+ * TLS 1.3 (preferred) and 1.2 (unless certs->tls13_only), ECDHE over X25519,
+ * P-256 or P-384 with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN "h2"
+ * then "http/1.1" (only "http/1.1" when certs->http2 is off), session tickets
+ * on both versions (key rotated hourly), renegotiation refused. With
+ * certs->client_ca the server asks for a client certificate (mutual TLS):
+ * required, or optional (none is fine; one that does not verify is not). Several certificates
  * are chosen by SNI against their DNS names (SAN dNSName entries and the
  * subject CN; "*.example.com" matches one label); the first is the default.
  *
@@ -48,6 +51,24 @@ int mh_tls_accept(struct mh_tls_server *s, struct mh_transport *t, int fd);
  */
 int mh_tls_reload_all(struct mh_tls_server *const *servers, const struct mh_tls_certs *const *certs,
                       size_t n, char *err, size_t errlen);
+
+struct mbedtls_x509_crt;
+
+/* What a handler sees of its TLS connection (req:tls()). */
+struct mh_tls_info {
+    const char *version; /* "TLSv1.3", "TLSv1.2" */
+    const char *cipher;  /* the suite's IANA name */
+    const char *alpn;    /* NULL: none agreed */
+    const char *sni;     /* the server name the client asked for; NULL: none */
+    /* The client's certificate, verified against client_ca; NULL: none asked or sent. */
+    const struct mbedtls_x509_crt *client_cert;
+};
+
+/*
+ * Fills in info for a TLS transport whose handshake is done; false on plain
+ * TCP. The pointers are valid until the next read or write on t.
+ */
+bool mh_tls_info(const struct mh_transport *t, struct mh_tls_info *info);
 
 /* The subject CN of the default certificate new connections get (for tests and logs). */
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len);

@@ -12,6 +12,9 @@ struct mh_tls_certs {
     char *cert[MH_MAX_CERTS]; /* PEM file: the certificate, then its chain */
     char *key[MH_MAX_CERTS];  /* PEM private key file */
     bool http2;               /* offer "h2" in ALPN before "http/1.1" */
+    bool tls13_only;          /* min_version = "1.3": refuse TLS 1.2 */
+    char *client_ca;          /* PEM CAs a client certificate must chain to; NULL: none asked */
+    bool client_optional;     /* client_auth = "optional": a client may send none */
 };
 
 #endif

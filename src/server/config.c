@@ -181,6 +181,10 @@ static void clear_certs(struct mh_tls_certs *t)
         free(t->key[i]);
     }
     t->n = 0;
+    t->tls13_only = false;
+    free(t->client_ca);
+    t->client_ca = NULL;
+    t->client_optional = false;
 }
 
 static void clear_listen(struct mh_config *c)
@@ -687,7 +691,70 @@ static int check_keys(lua_State *L, int idx, const char *what, const char *const
     return 0;
 }
 
-/* Reads { cert = ..., key = ... } or a list of such tables at vidx into t. */
+/* The settings of an endpoint beside its certificates (tls_certs.h). */
+static const char *const tls_options[] = {"min_version", "client_ca", "client_auth", NULL};
+
+/* Reads tls_options from the table at vidx into t. 0, or -1 with err. */
+static int lua_tls_options(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what,
+                           char *err, size_t errlen)
+{
+    int rc = 0;
+    if (lua_getfield(L, vidx, "min_version") != LUA_TNIL) {
+        const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+        if (strcmp(v, "1.2") != 0 && strcmp(v, "1.3") != 0) {
+            snprintf(err, errlen, "%s.min_version: expected \"1.2\" or \"1.3\"", what);
+            rc = -1;
+        }
+        t->tls13_only = strcmp(v, "1.3") == 0;
+    }
+    lua_pop(L, 1);
+    int ca = lua_getfield(L, vidx, "client_ca");
+    int auth = lua_getfield(L, vidx, "client_auth");
+    const char *v = auth == LUA_TSTRING ? lua_tostring(L, -1) : "";
+    if (rc == 0 && ca != LUA_TNIL && ca != LUA_TSTRING) {
+        snprintf(err, errlen, "%s.client_ca: expected a PEM file name", what);
+        rc = -1;
+    } else if (rc == 0 && auth != LUA_TNIL && strcmp(v, "require") && strcmp(v, "optional")) {
+        snprintf(err, errlen, "%s.client_auth: expected \"require\" or \"optional\"", what);
+        rc = -1;
+    } else if (rc == 0 && auth != LUA_TNIL && ca == LUA_TNIL) {
+        snprintf(err, errlen, "%s.client_auth: needs client_ca (the CAs to check against)", what);
+        rc = -1;
+    } else if (rc == 0 && ca == LUA_TSTRING) {
+        t->client_ca = xstrdup(lua_tostring(L, -2));
+        t->client_optional = strcmp(v, "optional") == 0; /* client_ca alone: required */
+    }
+    lua_pop(L, 2);
+    return rc;
+}
+
+/* In a list of certificates, the string keys are the options: an unknown one is an error. */
+static int check_option_keys(lua_State *L, int vidx, const char *what, char *err, size_t errlen)
+{
+    lua_pushnil(L);
+    while (lua_next(L, vidx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            continue;
+        size_t len;
+        const char *k = lua_tolstring(L, -1, &len);
+        const char *const *n = tls_options;
+        while (*n && strcmp(k, *n) != 0)
+            n++;
+        if (!*n) {
+            mh_suggest_unknown(err, errlen, what, "key", k, len, tls_options);
+            lua_pop(L, 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Reads { cert = ..., key = ... } or a list of such tables at vidx into t,
+ * with the options (tls_options) in the same table: beside cert and key, or
+ * beside the list's entries.
+ */
 static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what, char *err,
                      size_t errlen)
 {
@@ -699,6 +766,9 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
     }
     bool single = lua_getfield(L, vidx, "cert") != LUA_TNIL;
     lua_pop(L, 1);
+    if ((!single && check_option_keys(L, vidx, what, err, errlen) < 0) ||
+        lua_tls_options(t, L, vidx, what, err, errlen) < 0)
+        return -1;
     lua_Integer n = single ? 1 : luaL_len(L, vidx);
     if (n < 1 || n > MH_MAX_CERTS) {
         snprintf(err, errlen, "%s: expected 1 to %d certificates", what, MH_MAX_CERTS);
@@ -710,8 +780,10 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
         else
             lua_rawgeti(L, vidx, i);
         static const char *const known[] = {"cert", "key", NULL};
+        static const char *const known_single[] = {"cert",      "key",         "min_version",
+                                                   "client_ca", "client_auth", NULL};
         int ok = lua_type(L, -1) == LUA_TTABLE;
-        if (ok && check_keys(L, -1, what, known, err, errlen) < 0) {
+        if (ok && check_keys(L, -1, what, single ? known_single : known, err, errlen) < 0) {
             lua_settop(L, vidx);
             return -1;
         }
@@ -933,7 +1005,8 @@ static bool same_certs(const struct mh_tls_certs *a, const struct mh_tls_certs *
 {
     if (!a || !b)
         return a == b;
-    if (a->n != b->n)
+    if (a->n != b->n || a->tls13_only != b->tls13_only || !same_str(a->client_ca, b->client_ca) ||
+        a->client_optional != b->client_optional)
         return false;
     for (size_t i = 0; i < a->n; i++)
         if (!same_str(a->cert[i], b->cert[i]) || !same_str(a->key[i], b->key[i]))

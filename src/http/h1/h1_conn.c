@@ -267,6 +267,11 @@ static const char *conn_remote_addr(const struct mh_req *r, char *buf, size_t le
     return mh_conn_peer_addr(conn_of(r)->conn, buf, len);
 }
 
+static const struct mh_transport *conn_transport(const struct mh_req *r)
+{
+    return mh_conn_transport(conn_of(r)->conn);
+}
+
 /* ---- responses ----------------------------------------------------------- */
 
 static void head_ctx(struct mh_h1 *c, struct mh_head_ctx *ctx, bool complete)
@@ -798,6 +803,7 @@ static const struct mh_req_ops http1_ops = {
     .set_write_timeout = conn_set_write_timeout,
     .abort = conn_abort,
     .remote_addr = conn_remote_addr,
+    .transport = conn_transport,
     .upgrade = conn_upgrade,
 };
 

@@ -665,6 +665,11 @@ static const char *h2_remote_addr(const struct mh_req *r, char *buf, size_t len)
     return mh_conn_peer_addr(mh_h2_stream_of(r)->h2->c, buf, len);
 }
 
+static const struct mh_transport *h2_transport(const struct mh_req *r)
+{
+    return mh_conn_transport(mh_h2_stream_of(r)->h2->c);
+}
+
 ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
 {
     if (s->closed)
@@ -742,5 +747,6 @@ static const struct mh_req_ops h2_ops = {
     .set_write_timeout = h2_set_write_timeout,
     .abort = h2_abort,
     .remote_addr = h2_remote_addr,
+    .transport = h2_transport,
     .upgrade = h2_upgrade,
 };
