@@ -158,6 +158,7 @@ class Client:
                           WindowUpdateFrame(sid, f.flow_controlled_length))
         elif isinstance(f, RstStreamFrame):
             self.note("rst.%d" % sid, CODES.get(f.error_code, f.error_code))
+            self.out["rsts.%d" % sid] = self.out.get("rsts.%d" % sid, 0) + 1
         elif isinstance(f, WindowUpdateFrame):
             key = "window.%d" % sid
             self.out[key] = self.out.get(key, 0) + f.window_increment
@@ -430,12 +431,21 @@ def scenario(name, port):
         c.send(c.headers(1, end_stream=False, pseudo=[
             (":method", "CONNECT"), (":authority", "example.test:443")]))
         c.read(ended(1))
-    elif name == "data_on_closed":  # DATA after the stream ended both ways
+    elif name == "data_on_closed":  # DATA after the stream ended both ways, twice
         c.send(c.headers(1))
         c.read(ended(1))
         c.read(timeout=0.2)
-        c.send(DataFrame(1, b"late"), c.headers(3))
-        c.read(ended(3))
+        c.send(DataFrame(1, b"late"), DataFrame(1, b"later"), c.headers(3))
+        c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
+        c.read(timeout=0.2)
+    elif name == "data_after_reset":  # the server reset stream 1; the client's DATA goes on
+        c.send(c.headers(1, path="/hello", method="POST", end_stream=False))
+        c.read(lambda c: "rst.1" in c.out or "end.1" in c.out)
+        c.read(timeout=0.2)
+        c.note("first_rst.1", c.out.get("rst.1"))
+        c.send(DataFrame(1, b"late", flags=["END_STREAM"]), c.headers(3))
+        c.read(lambda c: ended(3)(c) and c.out.get("rst.1") != c.out.get("first_rst.1"))
+        c.read(timeout=0.2)
     elif name == "headers_on_closed":  # a second request head on stream 1, closed both ways
         c.send(c.headers(1))
         c.read(ended(1))

@@ -296,10 +296,14 @@ describe("HTTP/2", function()
     { "ws_other_protocol", { ["status.1"] = "501" } },
     { "ws_get", { ["status.1"] = "400" } },
     { "connect_tunnel", { ["status.1"] = "501" } },
-    -- RFC 9113 §5.1: HEADERS on a closed stream is a stream error STREAM_CLOSED (closed: at or
-    -- below the highest stream opened, and not open); the others go on. DATA on a closed
-    -- stream is still ignored: nghttp2 1.52 drops it before any callback of ours
-    { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false, ["rst.1"] = false } },
+    -- RFC 9113 §5.1, §6.1: HEADERS or DATA on a closed stream is a stream error STREAM_CLOSED
+    -- (closed: at or below the highest stream opened, and not open); the others go on. One
+    -- RST_STREAM answers a run of frames on the same stream. DATA after the server reset the
+    -- stream (a 405 that left the body unread) is answered the same way
+    { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false,
+      ["rst.1"] = "STREAM_CLOSED", ["rsts.1"] = "1" } },
+    { "data_after_reset", { ["status.1"] = "405", ["first_rst.1"] = "NO_ERROR", ["status.3"] = "200",
+      goaway = false, ["rst.1"] = "STREAM_CLOSED" } },
     { "headers_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false,
       ["rst.1"] = "STREAM_CLOSED" } },
     -- §6.8: after the client's GOAWAY, PINGs are answered while streams finish; then the
