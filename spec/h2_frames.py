@@ -220,6 +220,21 @@ def scenario(name, port):
         c.send(PREFACE[:18] + b"XX\r\n\r\n" + SettingsFrame(0, {}).serialize())
         c.read(lambda c: "goaway" in c.out and c.closed, timeout=4)
         return c
+    if name == "invalid_preface":  # not "PRI ": an HTTP/1 request line (h2spec's bytes)
+        c = Client(port, preface=False)
+        c.send(b"INVALID CONNECTION PREFACE\r\n\r\n")
+        got, deadline = b"", time.time() + 4
+        while time.time() < deadline:
+            try:
+                data = c.s.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                c.note("closed", 1)
+                break
+            got += data
+        c.note("http1", got.split(b"\r\n", 1)[0].decode("latin-1"))
+        return c
     if name == "half_preface":  # read_header_timeout covers the preface
         c = Client(port, preface=False)
         c.send(PREFACE[:10])

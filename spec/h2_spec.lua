@@ -316,6 +316,9 @@ describe("HTTP/2", function()
     -- §3.4: an invalid preface on a cleartext listener (the reserved PRI method, then not
     -- the preface) is a connection error PROTOCOL_ERROR: GOAWAY, then the close
     { "bad_preface", { goaway = "PROTOCOL_ERROR", closed = "1" } },
+    -- bytes that do not start "PRI " are an HTTP/1 request line on a listener that serves
+    -- both (conn.c, detect): h2spec's invalid preface is an unknown method, 400 and the close
+    { "invalid_preface", { http1 = "HTTP/1.1 400 Bad Request", closed = "1" } },
     -- RFC 9113 §5.1.1: a new stream's ID is above every one opened before; a skipped ID
     -- (closed, never opened) is a connection error; trailers on an opened lower one are not
     { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, goaway = "PROTOCOL_ERROR",
