@@ -453,6 +453,20 @@ def scenario(name, port):
         c.send(DataFrame(1, b"late"), DataFrame(1, b"later"), c.headers(3))
         c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
         c.read(timeout=0.2)
+    elif name == "data_on_closed_window":  # past half the connection window, on closed stream 1
+        c.send(c.headers(1))
+        c.read(ended(1))
+        c.read(timeout=0.2)
+        start = c.out.get("window.0", 0)  # the server's opening increment
+        window, sent = start + 65535, 0
+        while sent <= window // 2:
+            c.send(DataFrame(1, b"w" * 16384))
+            sent += 16384
+        c.send(c.headers(3))
+        c.read(lambda c: ended(3)(c) and c.out.get("window.0", 0) > start, timeout=4)
+        c.read(timeout=0.2)
+        # the bytes came back as WINDOW_UPDATE: nghttp2 counted them (RFC 9113 §6.9)
+        c.note("window_back", int(c.out.get("window.0", 0) - start >= window // 2))
     elif name == "data_after_reset":  # the server reset stream 1; the client's DATA goes on
         c.send(c.headers(1, path="/hello", method="POST", end_stream=False))
         c.read(lambda c: "rst.1" in c.out or "end.1" in c.out)

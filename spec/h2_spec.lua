@@ -302,6 +302,10 @@ describe("HTTP/2", function()
     -- stream (a 405 that left the body unread) is answered the same way
     { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false,
       ["rst.1"] = "STREAM_CLOSED", ["rsts.1"] = "1" } },
+    -- (§6.9: the DATA still counts against the connection window, and comes back in
+    -- WINDOW_UPDATE)
+    { "data_on_closed_window", { ["rst.1"] = "STREAM_CLOSED", ["rsts.1"] = "1", window_back = "1",
+      ["status.3"] = "200", goaway = false } },
     { "data_after_reset", { ["status.1"] = "405", ["first_rst.1"] = "NO_ERROR", ["status.3"] = "200",
       goaway = false, ["rst.1"] = "STREAM_CLOSED" } },
     { "headers_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false,
