@@ -158,6 +158,7 @@ class Client:
                           WindowUpdateFrame(sid, f.flow_controlled_length))
         elif isinstance(f, RstStreamFrame):
             self.note("rst.%d" % sid, CODES.get(f.error_code, f.error_code))
+            self.out["rsts.%d" % sid] = self.out.get("rsts.%d" % sid, 0) + 1
         elif isinstance(f, WindowUpdateFrame):
             key = "window.%d" % sid
             self.out[key] = self.out.get(key, 0) + f.window_increment
@@ -218,6 +219,21 @@ def scenario(name, port):
         c = Client(port, preface=False)
         c.send(PREFACE[:18] + b"XX\r\n\r\n" + SettingsFrame(0, {}).serialize())
         c.read(lambda c: "goaway" in c.out and c.closed, timeout=4)
+        return c
+    if name == "invalid_preface":  # not "PRI ": an HTTP/1 request line (h2spec's bytes)
+        c = Client(port, preface=False)
+        c.send(b"INVALID CONNECTION PREFACE\r\n\r\n")
+        got, deadline = b"", time.time() + 4
+        while time.time() < deadline:
+            try:
+                data = c.s.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                c.note("closed", 1)
+                break
+            got += data
+        c.note("http1", got.split(b"\r\n", 1)[0].decode("latin-1"))
         return c
     if name == "half_preface":  # read_header_timeout covers the preface
         c = Client(port, preface=False)
@@ -430,12 +446,35 @@ def scenario(name, port):
         c.send(c.headers(1, end_stream=False, pseudo=[
             (":method", "CONNECT"), (":authority", "example.test:443")]))
         c.read(ended(1))
-    elif name == "data_on_closed":  # DATA after the stream ended both ways
+    elif name == "data_on_closed":  # DATA after the stream ended both ways, twice
         c.send(c.headers(1))
         c.read(ended(1))
         c.read(timeout=0.2)
-        c.send(DataFrame(1, b"late"), c.headers(3))
-        c.read(ended(3))
+        c.send(DataFrame(1, b"late"), DataFrame(1, b"later"), c.headers(3))
+        c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
+        c.read(timeout=0.2)
+    elif name == "data_on_closed_window":  # past half the connection window, on closed stream 1
+        c.send(c.headers(1))
+        c.read(ended(1))
+        c.read(timeout=0.2)
+        start = c.out.get("window.0", 0)  # the server's opening increment
+        window, sent = start + 65535, 0
+        while sent <= window // 2:
+            c.send(DataFrame(1, b"w" * 16384))
+            sent += 16384
+        c.send(c.headers(3))
+        c.read(lambda c: ended(3)(c) and c.out.get("window.0", 0) > start, timeout=4)
+        c.read(timeout=0.2)
+        # the bytes came back as WINDOW_UPDATE: nghttp2 counted them (RFC 9113 §6.9)
+        c.note("window_back", int(c.out.get("window.0", 0) - start >= window // 2))
+    elif name == "data_after_reset":  # the server reset stream 1; the client's DATA goes on
+        c.send(c.headers(1, path="/hello", method="POST", end_stream=False))
+        c.read(lambda c: "rst.1" in c.out or "end.1" in c.out)
+        c.read(timeout=0.2)
+        c.note("first_rst.1", c.out.get("rst.1"))
+        c.send(DataFrame(1, b"late", flags=["END_STREAM"]), c.headers(3))
+        c.read(lambda c: ended(3)(c) and c.out.get("rst.1") != c.out.get("first_rst.1"))
+        c.read(timeout=0.2)
     elif name == "headers_on_closed":  # a second request head on stream 1, closed both ways
         c.send(c.headers(1))
         c.read(ended(1))

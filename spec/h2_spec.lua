@@ -296,10 +296,18 @@ describe("HTTP/2", function()
     { "ws_other_protocol", { ["status.1"] = "501" } },
     { "ws_get", { ["status.1"] = "400" } },
     { "connect_tunnel", { ["status.1"] = "501" } },
-    -- RFC 9113 §5.1: HEADERS on a closed stream is a stream error STREAM_CLOSED (closed: at or
-    -- below the highest stream opened, and not open); the others go on. DATA on a closed
-    -- stream is still ignored: nghttp2 1.52 drops it before any callback of ours
-    { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false, ["rst.1"] = false } },
+    -- RFC 9113 §5.1, §6.1: HEADERS or DATA on a closed stream is a stream error STREAM_CLOSED
+    -- (closed: at or below the highest stream opened, and not open); the others go on. One
+    -- RST_STREAM answers a run of frames on the same stream. DATA after the server reset the
+    -- stream (a 405 that left the body unread) is answered the same way
+    { "data_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false,
+      ["rst.1"] = "STREAM_CLOSED", ["rsts.1"] = "1" } },
+    -- (§6.9: the DATA still counts against the connection window, and comes back in
+    -- WINDOW_UPDATE)
+    { "data_on_closed_window", { ["rst.1"] = "STREAM_CLOSED", ["rsts.1"] = "1", window_back = "1",
+      ["status.3"] = "200", goaway = false } },
+    { "data_after_reset", { ["status.1"] = "405", ["first_rst.1"] = "NO_ERROR", ["status.3"] = "200",
+      goaway = false, ["rst.1"] = "STREAM_CLOSED" } },
     { "headers_on_closed", { ["status.1"] = "200", ["status.3"] = "200", goaway = false,
       ["rst.1"] = "STREAM_CLOSED" } },
     -- §6.8: after the client's GOAWAY, PINGs are answered while streams finish; then the
@@ -312,6 +320,9 @@ describe("HTTP/2", function()
     -- §3.4: an invalid preface on a cleartext listener (the reserved PRI method, then not
     -- the preface) is a connection error PROTOCOL_ERROR: GOAWAY, then the close
     { "bad_preface", { goaway = "PROTOCOL_ERROR", closed = "1" } },
+    -- bytes that do not start "PRI " are an HTTP/1 request line on a listener that serves
+    -- both (conn.c, detect): h2spec's invalid preface is an unknown method, 400 and the close
+    { "invalid_preface", { http1 = "HTTP/1.1 400 Bad Request", closed = "1" } },
     -- RFC 9113 §5.1.1: a new stream's ID is above every one opened before; a skipped ID
     -- (closed, never opened) is a connection error; trailers on an opened lower one are not
     { "decreasing_stream", { ["status.5"] = "200", ["status.3"] = false, goaway = "PROTOCOL_ERROR",

@@ -332,8 +332,14 @@ static void linger_read(struct mh_conn *c)
  * method the preface reserves ("PRI ", never an HTTP/1 request) but are not
  * the preface are an invalid preface: HTTP/2 takes them, to refuse them
  * with GOAWAY PROTOCOL_ERROR (§3.4), not HTTP/1 with a 400 the client
- * cannot read. Returns the protocol, or NULL while the bytes so far are a
- * prefix of the preface.
+ * cannot read. Bytes that do not begin "PRI " are HTTP/1 by design, even
+ * when a client meant them as a preface (h2spec's "INVALID CONNECTION
+ * PREFACE"): on a listener that serves both, the first line is all there
+ * is to tell the two apart, and any other first line is an HTTP/1 request
+ * line, which llhttp judges (an unknown method or a malformed line: 400
+ * and the close, RFC 9112 §3). §3.4's GOAWAY is for a client known to
+ * speak HTTP/2; this one is not. Returns the protocol, or NULL while the
+ * bytes so far are a prefix of the preface.
  */
 static const struct mh_conn_proto *detect(struct mh_conn *c, const char *bytes, size_t n)
 {

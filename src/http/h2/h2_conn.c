@@ -42,27 +42,49 @@ static int flood_cost(struct mh_h2 *h)
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
 /*
- * HEADERS on a closed stream: a stream error STREAM_CLOSED (RFC 9113 §5.1,
- * "closed"). The session keeps no closed streams (options()), and needs
- * none to tell: client stream IDs only grow (§5.1.1), so an odd ID at or
- * below the highest one opened that nghttp2 no longer holds is closed.
- * nghttp2 alone would ignore the block (it forgot the stream); it still
- * decodes it, so HPACK stays in step. A stream it still holds half-closed
- * is nghttp2's to judge (STREAM_CLOSED too). A stream error rather than a
- * connection error, since the server may have closed the stream itself
- * (RST_STREAM, a response that ended it) while the client's frames were on
- * their way; each costs a flood token. DATA on a forgotten stream never
- * reaches a callback: nghttp2 1.52 drops it first (and counts it against
- * the connection window), so it stays ignored.
+ * HEADERS or DATA on a closed stream: a stream error STREAM_CLOSED (RFC
+ * 9113 §5.1 "closed", §6.1). The session keeps no closed streams
+ * (options()), and needs none to tell: client stream IDs only grow
+ * (§5.1.1), so an odd ID at or below the highest one opened that nghttp2 no
+ * longer holds is closed. A stream it still holds half-closed is nghttp2's
+ * to judge (STREAM_CLOSED too). A higher ID is idle: DATA there is
+ * nghttp2's connection error PROTOCOL_ERROR. nghttp2 alone would ignore
+ * both frames: it still decodes the HEADERS block, so HPACK stays in step,
+ * and still counts the DATA against the connection window (§6.9), so both
+ * go on to it. A stream error rather than a connection error, since the
+ * server may have closed the stream itself (RST_STREAM, a response that
+ * ended it) while the client's frames were on their way; so one RST_STREAM
+ * answers a run of frames on the same stream (a cut-short upload's DATA in
+ * flight), while each frame costs a flood token. WINDOW_UPDATE and
+ * RST_STREAM on a closed stream stay ignored: §5.1 allows them, after
+ * END_STREAM or RST_STREAM went out.
  */
-static void closed_stream_headers(struct mh_h2 *h, int32_t id)
+static void closed_stream(struct mh_h2 *h, int32_t id, const char *frame)
 {
     if (nghttp2_session_find_stream(h->session, id) != NULL)
         return;
-    mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 HEADERS on closed stream %d: RST_STREAM STREAM_CLOSED",
-           h->c->fd, id);
-    nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED);
+    if (id != h->closed_answered) {
+        mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 %s on closed stream %d: RST_STREAM STREAM_CLOSED",
+               h->c->fd, frame, id);
+        nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, id, NGHTTP2_STREAM_CLOSED);
+        h->closed_answered = id;
+    }
     flood_cost(h);
+}
+
+/*
+ * A whole frame header, before nghttp2 reads it (mh_h2_acks_next): DATA on
+ * a client stream at or below the highest opened. nghttp2 1.52 drops DATA
+ * for a stream it no longer holds before any callback (on_begin_frame
+ * included), so this is the one place it can be seen.
+ */
+static void frame_header(struct mh_h2 *h, const uint8_t hdr[9])
+{
+    int32_t id = (int32_t)(((uint32_t)hdr[5] << 24 | (uint32_t)hdr[6] << 16 |
+                            (uint32_t)hdr[7] << 8 | hdr[8]) &
+                           0x7fffffff);
+    if (hdr[3] == NGHTTP2_DATA && (id & 1) && id <= h->ids.last && !h->failed)
+        closed_stream(h, id, "DATA");
 }
 
 /*
@@ -84,7 +106,7 @@ static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, 
         return 0;
     }
     if (opened_before)
-        closed_stream_headers(h, hd->stream_id);
+        closed_stream(h, hd->stream_id, "HEADERS");
     return 0;
 }
 
@@ -399,11 +421,13 @@ static int process(struct mh_h2 *h, const char *data, size_t n)
     const uint8_t *in = (const uint8_t *)data, *seg;
     size_t len;
     ssize_t rv = 0;
-    if (mh_h2_acks_done(&h->acks))
-        rv = nghttp2_session_mem_recv(h->session, in, n);
-    else /* the first frames: the stream limit's ACK is kept from nghttp2 (h2_policy.h) */
-        while (rv >= 0 && mh_h2_acks_next(&h->acks, &in, &n, &seg, &len))
-            rv = nghttp2_session_mem_recv(h->session, seg, len);
+    /* frame by frame: the stream limit's ACK is kept from nghttp2, and each
+     * frame header is looked at before nghttp2 reads it (h2_policy.h) */
+    while (rv >= 0 && mh_h2_acks_next(&h->acks, &in, &n, &seg, &len)) {
+        if (seg == h->acks.hdr)
+            frame_header(h, seg);
+        rv = nghttp2_session_mem_recv(h->session, seg, len);
+    }
     if (rv < 0) {
         h->depth--;
         fail_session(h, (int)rv);

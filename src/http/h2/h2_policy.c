@@ -102,10 +102,6 @@ bool mh_h2_acks_next(struct mh_h2_acks *a, const uint8_t **in, size_t *n, const 
                      size_t *len)
 {
     while (*n > 0) {
-        if (mh_h2_acks_done(a)) {
-            take(in, n, *n, seg, len);
-            return true;
-        }
         if (a->left > 0) {
             take(in, n, *n < a->left ? *n : a->left, seg, len);
             a->left -= (uint32_t)*len;
@@ -123,8 +119,9 @@ bool mh_h2_acks_next(struct mh_h2_acks *a, const uint8_t **in, size_t *n, const 
         a->nhdr = 0;
         uint32_t length = be24(a->hdr);
         /* only a well-formed ACK counts: a malformed one reaches nghttp2, which rejects it */
-        if (a->hdr[3] == NGHTTP2_SETTINGS && (a->hdr[4] & NGHTTP2_FLAG_ACK) && length == 0 &&
-            stream_id(a->hdr + 5) == 0 && ++a->seen == 2)
+        if (!mh_h2_acks_done(a) && a->hdr[3] == NGHTTP2_SETTINGS &&
+            (a->hdr[4] & NGHTTP2_FLAG_ACK) && length == 0 && stream_id(a->hdr + 5) == 0 &&
+            ++a->seen == 2)
             continue; /* the stream limit's acknowledgement: cut */
         a->left = length;
         *seg = a->hdr;

@@ -90,12 +90,15 @@ struct mh_h2_ids {
  */
 bool mh_h2_ids_headers(struct mh_h2_ids *ids, int32_t id);
 
-/* ---- the kept acknowledgement --------------------------------------------------
+/* ---- the kept acknowledgement, and frame headers --------------------------------
  *
  * Follows the client's byte stream frame by frame (after the 24-byte
- * preface) until its second SETTINGS ACK, which it cuts out; from then on
- * everything passes untouched. A frame header split across reads is held
- * back until it is whole, since bytes given to nghttp2 cannot be taken back.
+ * preface) for the whole connection. Until its second SETTINGS ACK it cuts
+ * that one out; after, everything passes, but each frame header still comes
+ * as a run of its own, so h2_conn.c sees it before nghttp2 reads it (DATA on
+ * a closed stream, which nghttp2 1.52 drops before any callback). A frame
+ * header split across reads is held back until it is whole, since bytes
+ * given to nghttp2 cannot be taken back.
  */
 struct mh_h2_acks {
     uint32_t left; /* bytes of the preface or of the current frame's payload to pass on */
@@ -107,7 +110,7 @@ struct mh_h2_acks {
 /* Starts before the preface. */
 void mh_h2_acks_init(struct mh_h2_acks *a);
 
-/* The second ACK was cut: the rest passes untouched (no need to call mh_h2_acks_next). */
+/* The second ACK was cut: nothing more is cut. */
 static inline bool mh_h2_acks_done(const struct mh_h2_acks *a)
 {
     return a->seen >= 2;
@@ -116,7 +119,8 @@ static inline bool mh_h2_acks_done(const struct mh_h2_acks *a)
 /*
  * The next run of bytes for nghttp2 out of *in / *n, which advance past what
  * was used: true with *seg / *len set (valid until the next call: it may
- * point into a), false when the input is used up.
+ * point into a), false when the input is used up. A run that is a whole
+ * frame header is exactly the 9 bytes at a->hdr.
  */
 bool mh_h2_acks_next(struct mh_h2_acks *a, const uint8_t **in, size_t *n, const uint8_t **seg,
                      size_t *len);
