@@ -134,7 +134,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     struct mh_h2_stream *s = mh_h2_stream_new(h, frame->hd.stream_id);
     if (!s)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* RST_STREAM INTERNAL_ERROR */
-    s->header_deadline = mh_h2_after(h, h->c->h->limits->read_header_timeout);
+    s->header_deadline = mh_conn_after(h->c, h->c->h->limits->read_header_timeout);
     nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
     mh_conn_set_idle(h->c, false);
     return 0;
@@ -293,7 +293,7 @@ static void sweep(struct mh_h2 *h)
         }
     }
     if (had && !h->streams) {
-        h->idle_at = mh_h2_after(h, h->c->h->limits->idle_timeout);
+        h->idle_at = mh_conn_after(h->c, h->c->h->limits->idle_timeout);
         mh_conn_set_idle(h->c, true);
     }
 }
@@ -452,7 +452,7 @@ static int h2_start(struct mh_conn *c, const char *bytes, size_t n)
     mh_h2_flood_init(&h->flood, lim->h2_flood_budget, ev_now(c->h->loop));
     mh_h2_acks_init(&h->acks);
     /* the preface is in: idle (idle_timeout) until a stream opens */
-    h->idle_at = mh_h2_after(h, lim->idle_timeout);
+    h->idle_at = mh_conn_after(h->c, lim->idle_timeout);
     nghttp2_settings_entry iv[MH_H2_SETTINGS_MAX];
     size_t niv = mh_h2_settings(lim, iv);
     nghttp2_settings_entry streams = mh_h2_settings_streams(lim);

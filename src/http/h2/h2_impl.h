@@ -66,20 +66,7 @@ struct mh_h2 {
     struct mh_buf scratch;        /* lowercased response header names */
 };
 
-/* The earlier of two deadlines (0 = none), and `seconds` from now (0 = off stays 0). */
-static inline ev_tstamp mh_h2_earliest(ev_tstamp a, ev_tstamp b)
-{
-    if (a == 0)
-        return b;
-    if (b == 0)
-        return a;
-    return a < b ? a : b;
-}
-
-static inline ev_tstamp mh_h2_after(const struct mh_h2 *h, double seconds)
-{
-    return seconds > 0 ? ev_now(h->c->h->loop) + seconds : 0;
-}
+/* Deadlines: mh_conn_earliest and mh_conn_after (conn_impl.h), over h->c. */
 
 static inline struct mh_h2_stream *mh_h2_stream_of(const struct mh_req *r)
 {
@@ -132,7 +119,7 @@ static inline void mh_h2_update_deadline(struct mh_h2 *h)
         return;
     ev_tstamp at = h->streams ? 0 : h->idle_at;
     for (struct mh_h2_stream *s = h->streams; s; s = s->next)
-        at = mh_h2_earliest(at, mh_h2_stream_deadline(s));
+        at = mh_conn_earliest(at, mh_h2_stream_deadline(s));
     mh_conn_set_deadline(h->c, at);
 }
 

@@ -37,7 +37,7 @@ static const struct mh_http_limits *limits(const struct mh_h2_stream *s)
  */
 static void body_clock(struct mh_h2_stream *s)
 {
-    s->body_deadline = mh_h2_after(s->h2, limits(s)->body_timeout);
+    s->body_deadline = mh_conn_after(s->h2->c, limits(s)->body_timeout);
 }
 
 /* Whether flow control lets the client send DATA on s now. */
@@ -279,9 +279,9 @@ void mh_h2_stream_start(struct mh_h2_stream *s)
         return;
     }
     s->req.started = ev_now(c->h->loop);
-    s->write_deadline = mh_h2_after(s->h2, limits(s)->write_timeout);
+    s->write_deadline = mh_conn_after(s->h2->c, limits(s)->write_timeout);
     if (s->req.body_state == MH_BODY_MORE) {
-        s->read_deadline = mh_h2_after(s->h2, limits(s)->read_timeout);
+        s->read_deadline = mh_conn_after(s->h2->c, limits(s)->read_timeout);
         body_clock(s);
     }
     if (s->bad_status) {
@@ -394,7 +394,7 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
     if (n < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* a file read failed: RST this stream */
     if (n > 0)
-        s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
+        s->send_deadline = mh_conn_after(s->h2->c, limits(s)->send_timeout);
     if (s->high && s->q.bytes + s->req.res.body.bytes <= MH_REQ_LOW_WATER) {
         s->high = false;
         s->wake_writable = true;
@@ -539,7 +539,7 @@ static void h2_send(struct mh_req *r, bool complete)
     }
     /* output waits for the client (its windows) from now: send_timeout runs until progress */
     if (!mh_outq_empty(&s->q) && !s->send_deadline)
-        s->send_deadline = mh_h2_after(s->h2, limits(s)->send_timeout);
+        s->send_deadline = mh_conn_after(s->h2->c, limits(s)->send_timeout);
     if (complete) {
         s->write_deadline = s->read_deadline = s->body_deadline = 0;
         end_request(s);
@@ -649,14 +649,14 @@ static uint64_t h2_pending(const struct mh_req *r)
 static void h2_set_read_timeout(struct mh_req *r, double seconds)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    s->read_deadline = mh_h2_after(s->h2, seconds);
+    s->read_deadline = mh_conn_after(s->h2->c, seconds);
     mh_h2_update_deadline(s->h2);
 }
 
 static void h2_set_write_timeout(struct mh_req *r, double seconds)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    s->write_deadline = mh_h2_after(s->h2, seconds);
+    s->write_deadline = mh_conn_after(s->h2->c, seconds);
     mh_h2_update_deadline(s->h2);
 }
 
@@ -675,9 +675,9 @@ ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
     if (s->closed)
         return 0;
     ev_tstamp at =
-        mh_h2_earliest(mh_h2_earliest(s->header_deadline, s->write_deadline), s->send_deadline);
+        mh_conn_earliest(mh_conn_earliest(s->header_deadline, s->write_deadline), s->send_deadline);
     if (s->req.body_state == MH_BODY_MORE && s->in_handler)
-        at = mh_h2_earliest(at, mh_h2_earliest(s->read_deadline, s->body_deadline));
+        at = mh_conn_earliest(at, mh_conn_earliest(s->read_deadline, s->body_deadline));
     return at;
 }
 
