@@ -63,6 +63,7 @@ struct mh_shm_chan {
     size_t size;
     int fds[MH_SHM_CHAN_SLOTS];
     void (*hook)(const char *msg, size_t len);
+    void (*rearm_hook)(struct mh_shm_chan *c);
 };
 
 static size_t align8(size_t n)
@@ -340,10 +341,19 @@ const char *mh_shm_chan_read(struct mh_shm_chan *c, int slot, struct mh_shm_chan
     struct zone *z = c->z;
     if (lapped)
         *lapped = false;
-    /* Cleared before reading: a publish after this point writes the eventfd again. */
+    /*
+     * Re-armed before reading, in this order: drain the eventfd, then clear
+     * pending. A publish that finds pending clear writes the eventfd after
+     * the drain, so it cannot be lost; one that still finds it set made its
+     * record visible before the read below takes the lock. (The other order
+     * let a drain swallow a write made between the two steps, leaving
+     * pending set with nothing to wake the reader: the slot slept for good.)
+     */
     if (slot >= 0 && slot < MH_SHM_CHAN_SLOTS) {
-        atomic_store(&z->slots[slot].pending, 0);
         drain_fd(c->fds[slot]);
+        if (c->rearm_hook)
+            c->rearm_hook(c);
+        atomic_store(&z->slots[slot].pending, 0);
     }
     const char *err = lock(z);
     if (err)
@@ -389,4 +399,9 @@ uint64_t mh_shm_chan_recoveries(struct mh_shm_chan *c)
 void mh_shm_chan_set_publish_hook(struct mh_shm_chan *c, void (*hook)(const char *msg, size_t len))
 {
     c->hook = hook;
+}
+
+void mh_shm_chan_set_rearm_hook(struct mh_shm_chan *c, void (*hook)(struct mh_shm_chan *c))
+{
+    c->rearm_hook = hook;
 }

@@ -118,5 +118,7 @@ uint64_t mh_shm_chan_recoveries(struct mh_shm_chan *c);
  * its record is written and before it becomes visible. Process-local.
  */
 void mh_shm_chan_set_publish_hook(struct mh_shm_chan *c, void (*hook)(const char *msg, size_t len));
+/* Test hook: called by a read between its two re-arming steps (see mh_shm_chan_read). */
+void mh_shm_chan_set_rearm_hook(struct mh_shm_chan *c, void (*hook)(struct mh_shm_chan *c));
 
 #endif

@@ -2,8 +2,8 @@
  * The channels' shared ring: names and ids, publish order and contents
  * across wrap-arounds at random sizes, a reader lapped by the ring (it sees
  * the gap in sequence numbers), wake-ups coalesced per slot and cleared for
- * a forgotten worker, two processes publishing at once, and a publisher
- * killed holding the lock.
+ * a forgotten worker, a publish racing a reader's re-arming, two processes
+ * publishing at once, and a publisher killed holding the lock.
  */
 #include "shm_channel.h"
 #include "unit.h"
@@ -190,6 +190,42 @@ static void test_wakeups(void)
     mh_shm_chan_free(c);
 }
 
+static uint32_t race_chan;
+
+static void publish_mid_rearm(struct mh_shm_chan *c)
+{
+    mh_shm_chan_set_rearm_hook(c, NULL); /* once */
+    mh_shm_chan_publish(c, race_chan, "r", 1, NULL);
+}
+
+/*
+ * A publish that lands while a reader re-arms its slot, then one after the
+ * read: the second must still wake the reader. (With pending cleared before
+ * the eventfd was drained, the drain swallowed the first one's write, the
+ * second found pending set, and the reader never woke again.)
+ */
+static void test_publish_during_rearm(void)
+{
+    struct mh_shm_chan *c = mh_shm_chan_new(RING);
+    int slot = mh_shm_chan_claim(c, 101);
+    mh_shm_chan_lookup(c, "a", 1, &race_chan, NULL);
+    mh_shm_chan_listen(c, slot, race_chan, true, NULL);
+    struct mh_shm_chan_cursor cur;
+    mh_shm_chan_cursor_init(c, &cur);
+    mh_shm_chan_publish(c, race_chan, "x", 1, NULL);
+    mh_shm_chan_set_rearm_hook(c, publish_mid_rearm);
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    mh_shm_chan_read(c, slot, &cur, collect, &s, NULL);
+    CHECK(s.n == 2 && s.first[1] == 'r');
+    unsigned woken = 0;
+    CHECK(mh_shm_chan_publish(c, race_chan, "y", 1, &woken) == NULL);
+    CHECK(readable(mh_shm_chan_fd(c, slot)));
+    mh_shm_chan_read(c, slot, &cur, collect, &s, NULL);
+    CHECK(s.n == 3 && s.first[2] == 'y');
+    mh_shm_chan_free(c);
+}
+
 /* Two processes publish at once on their own channels: each channel's sequence is whole. */
 static void test_two_publishers(void)
 {
@@ -266,6 +302,7 @@ int main(void)
     test_order_and_wrap();
     test_lapped();
     test_wakeups();
+    test_publish_during_rearm();
     test_two_publishers();
     test_killed_publisher();
     return unit_report();
