@@ -92,6 +92,24 @@ print("columns", #res.columns, res.columns[1].name, res.columns[1].type)
     assert.equal("8\ta\tint2", kv.columns)
   end)
 
+  -- Answers are read in pieces of up to 64 KiB and cut into messages: rows
+  -- that straddle pieces, a value larger than a piece, many rows in one answer.
+  test("reads answers of any size: big values, many rows, messages split across reads", function()
+    local kv = run([==[
+local big = string.rep("0123456789abcdef", 40000) -- 640,000 bytes
+local res = assert(db:query("select $1::text as v, length($1::text) as n", big))
+print("big", res[1].v == big and res[1].n == #big and "ok" or "bad")
+res = assert(db:query("select g, repeat('x', g % 300) as pad from generate_series(1, 5000) g"))
+local ok = #res == 5000
+for i = 1, #res do ok = ok and res[i].g == i and #res[i].pad == i % 300 end
+print("rows", ok and #res or "bad")
+print("after", db:query("select 1 as one")[1].one)
+]==])
+    assert.equal("ok", kv.big)
+    assert.equal(5000, kv.rows)
+    assert.equal(1, kv.after)
+  end)
+
   test("keeps hostile parameters as data", function()
     local kv = run([=[
 assert(db:exec("create table hostile(id serial primary key, t text, b bytea)"))

@@ -66,6 +66,25 @@ describe("http.tcp()", function()
     assert.equal("nil\tclosed\txxx\nnil\tclosed\t\nxxxxx\n", out)
   end)
 
+  it("takes what has arrived with receiveany, waiting only while nothing has", function()
+    local out = run([[
+      local s = http.tcp()
+      assert(s:connect("127.0.0.1", PORT))
+      s:send("split\n")
+      print(s:receiveany(100)) -- "ab" now; "cd" comes 0.1 s later
+      print(s:receiveany(1), s:receiveany(100))
+      s:settimeouts(1, 1, 0.1)
+      print(s:receiveany(10))
+      s:send("big 3\nclose\n")
+      print(s:receiveany(10))
+      print(s:receiveany(10))
+      local ok, err = pcall(function() return s:receiveany(0) end)
+      print(ok, (err:gsub("^.-:%d+: ", "")))
+    ]], echo.port)
+    assert.equal("ab\nc\td\n\nnil\ttimeout\t\nxxx\nnil\tclosed\t\n"
+      .. "false\tbad argument #1 to 'receiveany' (must be a positive count)\n", out)
+  end)
+
   it("times out a silent peer and stays usable", function()
     local out = run([[
       local s = http.tcp()

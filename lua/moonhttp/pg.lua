@@ -30,7 +30,10 @@ local M = {
 }
 
 local null, encode_param, decoder = types.null, types.encode_param, types.decoder
-local decode_row, message_head = proto.decode_row, proto.head
+local decode_row, bind_execute_text = proto.decode_row, proto.bind_execute_text
+local EXECUTE_SYNC = proto.execute("") .. proto.sync
+local NO_OIDS = {} -- never written: a statement whose parameter types the server infers
+local sunpack, ssub = string.unpack, string.sub
 local tconcat = table.concat
 
 local CANCEL_GRACE = 5       -- seconds the background CancelRequest waits for the server to close
@@ -52,7 +55,7 @@ Conn.__index = Conn
 local function new_conn(pool, name)
   return setmetatable({
     pool = pool, name = name, status = "I", params = {},
-    stmts = {}, nstmts = 0, seq = 0, tick = 0, closes = {},
+    stmts = {}, nstmts = 0, seq = 0, tick = 0, closes = {}, inbuf = "", inpos = 1,
   }, Conn)
 end
 
@@ -87,42 +90,38 @@ function Conn:send(data)
   return true
 end
 
--- n bytes from the socket. A timeout keeps what had arrived (receive's
--- partial) for the next call, so a message cut by a timeout stays whole.
-function Conn:recv(n)
-  local carry = self.carry
-  if carry then n = n - #carry end
-  local data, err, partial = self.sock:receive(n)
-  if data then
-    if carry then
-      self.carry = nil
-      return carry .. data
-    end
-    return data
-  end
-  if partial and #partial > 0 then self.carry = (carry or "") .. partial end
-  return nil, err
-end
+-- Input is read in whatever pieces arrive (sock:receiveany) into a buffer
+-- of the session, self.inbuf from byte self.inpos on, and messages are cut
+-- from it: one socket call takes a whole answer (BindComplete, DataRows,
+-- CommandComplete, ReadyForQuery) rather than two per message. A timeout
+-- keeps what had arrived, so a message cut by it stays whole for the next
+-- read. A body longer than what has arrived is read with one exact receive.
+local RECV_MAX = 64 * 1024
+local MAX_MESSAGE = proto.MAX_MESSAGE
 
--- One message: type, body; or nil, err. The head of a message whose body
--- timed out is kept too.
+-- One message: type, body; or nil, err.
 function Conn:read_message()
-  local t, len = self.ptype, self.plen
-  if not t then
-    local h, err = self:recv(5)
-    if not h then return nil, err end
-    t, len = message_head(h)
-    if not t then return nil, len end
-    self.ptype, self.plen = t, len
+  local buf, pos = self.inbuf, self.inpos
+  while true do
+    local avail = #buf - pos + 1
+    local more, err, partial
+    if avail >= 5 then
+      local t, len = sunpack(">c1I4", buf, pos)
+      if len < 4 or len > MAX_MESSAGE then return nil, "protocol error" end
+      if avail > len then
+        self.inpos = pos + len + 1
+        return t, ssub(buf, pos + 5, pos + len)
+      end
+      more, err, partial = self.sock:receive(len + 1 - avail)
+    else
+      more, err, partial = self.sock:receiveany(RECV_MAX)
+    end
+    more = more or partial
+    if avail > 0 then buf = ssub(buf, pos) .. more else buf = more end
+    pos = 1
+    self.inbuf, self.inpos = buf, pos
+    if err then return nil, err end
   end
-  local body = ""
-  if len > 0 then
-    local err
-    body, err = self:recv(len)
-    if not body then return nil, err end
-  end
-  self.ptype = nil
-  return t, body
 end
 
 -- The next message that matters; notices, parameter changes and stray
@@ -175,7 +174,7 @@ function Conn:open()
   end
   if not ok then return nil, err end
   self.sock, self.broken, self.received = sock, false, 0
-  self.carry, self.ptype = nil, nil
+  self.inbuf, self.inpos = "", 1
   if sock:reused() > 0 then
     if self.pid then
       self.reused = true
@@ -409,13 +408,16 @@ local BYTEA = 17
 
 -- Strings go in text unless the server said the parameter is bytea: then
 -- in binary, byte for byte. Text cannot carry NUL, so such a string for a
--- text parameter is refused here, as the server would refuse it.
+-- text parameter is refused here, as the server would refuse it. Returns
+-- whether every value is text and none NULL (the packed Bind applies).
 local function finish_formats(q, ptypes)
   local values, formats, raw = q.values, q.formats, q.raw
+  local all_text = q.all_text
   for i = 1, q.n do
     if raw[i] then
       if ptypes[i] == BYTEA then
         formats[i] = 1
+        all_text = false
       elseif values[i]:find("\0", 1, true) then
         return nil, setmetatable({ severity = "ERROR", code = "22021",
           message = "parameter $" .. i .. " contains a NUL byte, which text cannot carry (send bytes as bytea)",
@@ -423,7 +425,7 @@ local function finish_formats(q, ptypes)
       end
     end
   end
-  return true
+  return true, all_text
 end
 
 -- Parse and Describe a new statement (one round trip, so Bind knows the
@@ -473,12 +475,18 @@ function Conn:extended(q)
     self.busy = true
   end
   st.used = self.tick
-  ok, err = finish_formats(q, st.ptypes)
+  local all_text
+  ok, all_text = finish_formats(q, st.ptypes)
   if not ok then
     self.busy = false
-    return nil, err
+    return nil, all_text
   end
-  local batch = proto.bind("", st.name, q.n, q.values, q.formats) .. proto.execute("") .. proto.sync
+  local batch
+  if all_text then
+    batch = bind_execute_text(st.name, q.n, q.values)
+  else
+    batch = proto.bind("", st.name, q.n, q.values, q.formats) .. EXECUTE_SYNC
+  end
   if #self.closes > 0 then
     local parts = {}
     for i, closed in ipairs(self.closes) do parts[i] = proto.close_statement(closed) end
@@ -519,18 +527,19 @@ local function encode_args(sql, n, ...)
   if type(sql) ~= "string" then error("pg: query expects SQL text as a string", 3) end
   if sql:find("\0", 1, true) then error("pg: SQL text must not contain NUL", 3) end
   local values, formats, oids, raw = {}, {}, {}, {}
-  local typed = false
+  local typed, all_text = false, true
   for i = 1, n do
     local a = select(i, ...)
     local v, f, oid = encode_param(a, i)
     values[i], formats[i], oids[i] = v, f, oid
     raw[i] = type(a) == "string"
     if oid ~= 0 then typed = true end
+    if v == nil or f ~= 0 then all_text = false end
   end
   local key = sql
   if typed then key = sql .. "\0" .. tconcat(oids, ",") end
   return { sql = sql, key = key, n = n, values = values, formats = formats, raw = raw,
-    oids = typed and oids or {} }
+    oids = typed and oids or NO_OIDS, all_text = all_text }
 end
 
 -- Pool ---------------------------------------------------------------------
@@ -713,6 +722,8 @@ end
 function Pool:put(c)
   if not c.out then return end
   if c.broken or c.busy or c.status ~= "I" or not c.sock then return self:drop(c) end
+  -- bytes read past ReadyForQuery would be lost with the buffer: never park such a session
+  if c.inpos <= #c.inbuf then return self:drop(c) end
   c.out = false
   local sock = c.sock
   c.sock = nil

@@ -168,6 +168,8 @@ static size_t recv_end(const struct lsock *k, size_t *skip)
     }
     case R_ALL:
         return 0;
+    case R_ANY:
+        return in->len < k->want ? in->len : k->want;
     }
     return 0;
 }
@@ -696,6 +698,23 @@ static int l_receive(lua_State *L)
     return do_receive(L, k, t, mode);
 }
 
+/*
+ * sock:receiveany(max) → what has arrived, 1 to max bytes (waiting only
+ * while nothing has) | nil, err, partial. For protocols that frame their
+ * own messages (a PostgreSQL answer is several): one call takes them all
+ * instead of one receive per length and per body.
+ */
+static int l_receiveany(lua_State *L)
+{
+    struct mh_task *t;
+    struct lsock *k = check_idle(L, "sock:receiveany", &t);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, n > 0, 2, "must be a positive count");
+    k->want = (size_t)n;
+    lua_settop(L, 1);
+    return do_receive(L, k, t, R_ANY);
+}
+
 /* The iterator receive_until returns: upvalues (sock, delim). */
 static int l_until_iter(lua_State *L)
 {
@@ -828,6 +847,7 @@ void mh_socket_open(lua_State *L)
         {"tls_handshake", l_tls_handshake},
         {"send", l_send},
         {"receive", l_receive},
+        {"receiveany", l_receiveany},
         {"receive_until", l_receive_until},
         {"settimeouts", l_settimeouts},
         {"setdeadline", l_setdeadline},

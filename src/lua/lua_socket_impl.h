@@ -57,7 +57,7 @@ struct sock_state {
 };
 
 enum op { OP_NONE, OP_CONNECT, OP_HANDSHAKE, OP_SEND, OP_RECV };
-enum recv_mode { R_BYTES, R_LINE, R_ALL, R_UNTIL };
+enum recv_mode { R_BYTES, R_LINE, R_ALL, R_UNTIL, R_ANY };
 
 struct lsock {
     struct mh_socket *s; /* NULL: not connected, or closed */

@@ -71,6 +71,23 @@ function M.bind(portal, stmt, n, values, formats)
   return msg("B", table.concat(parts))
 end
 
+local EXECUTE_SYNC = msg("E", "\0\0\0\0\0") .. msg("S", "")
+local bind_text_formats = {} -- n -> the pack format of a Bind of n text values
+
+-- The batch of a query whose values are all text and none NULL: Bind (the
+-- unnamed portal, results in text), Execute, Sync, packed at once. stmt is
+-- one of our own statement names (no NUL).
+function M.bind_execute_text(stmt, n, values)
+  local fmt = bind_text_formats[n]
+  if not fmt then
+    fmt = ">c1I4xzI2I2" .. string.rep("s4", n)
+    bind_text_formats[n] = fmt
+  end
+  local len = 4 + 1 + #stmt + 1 + 2 + 2 + 4 * n + 2
+  for i = 1, n do len = len + #values[i] end
+  return spack(fmt, "B", len, stmt, 0, n, table.unpack(values, 1, n)) .. "\0\0" .. EXECUTE_SYNC
+end
+
 function M.describe_statement(name) return msg("D", "S" .. cstring(name, "statement name")) end
 function M.execute(portal) return msg("E", cstring(portal, "portal name") .. "\0\0\0\0") end
 function M.close_statement(name) return msg("C", "S" .. cstring(name, "statement name")) end
