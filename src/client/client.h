@@ -5,7 +5,9 @@
  * connection (struct mh_client_conn) of a pool (struct mh_client_pool).
  * client.c drives a connection through resolve → connect → TLS handshake →
  * write → head → body; client_pool.c owns idle connections, reuse and the
- * background drain of unread bodies. Nothing here blocks the loop and
+ * background drain of unread bodies. The pool sits below the exchange: it
+ * calls client.c back only through the mh_client_conn_ops a connection was
+ * allocated with. Nothing here blocks the loop and
  * nothing calls into Lua: an exchange reports through its on_event callback,
  * which must not re-enter this module (lua_client.c only arms a timer).
  *
