@@ -15,7 +15,8 @@ struct mh_gen;
 /*
  * Creates a generation: a fresh Lua state with the moonhttp module, runs
  * `script`, then closes registration and builds the router. For
- * MH_MODE_RUN the script is not run here (see mh_gen_run_script). Applies
+ * MH_MODE_RUN the script is not run here but left on the stack of g->L, for
+ * the worker to run as a task (mh_task_spawn), so it may wait. Applies
  * the script's http.server{} settings to config unless `reload`. Returns NULL
  * with a message (file:line for script errors) in err.
  */
