@@ -8,6 +8,7 @@
 #include "config.h"
 #include "conn.h"
 #include "log.h"
+#include "lua_load.h"
 #include "lua_vm.h"
 #include "worker.h"
 

@@ -23,32 +23,6 @@ static void conn_connect_next(struct mh_client_conn *c);
 static void conn_write(struct mh_client_conn *c);
 static void conn_dial(struct mh_client_conn *c);
 
-/* ---- watchers ------------------------------------------------------------ */
-
-/* Watchers do not decide how long the loop runs: the worker does (server/worker.c). */
-void mh_client_conn_set_io(struct mh_client_conn *c, int events)
-{
-    if (events == c->io_events)
-        return;
-    struct ev_loop *loop = c->pool->loop;
-    ev_io_stop(loop, &c->io);
-    if (events) {
-        ev_io_set(&c->io, c->fd, events);
-        ev_io_start(loop, &c->io);
-    }
-    c->io_events = events;
-}
-
-void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds)
-{
-    struct ev_loop *loop = c->pool->loop;
-    ev_timer_stop(loop, &c->timer);
-    if (seconds > 0) {
-        ev_timer_set(&c->timer, seconds, 0.);
-        ev_timer_start(loop, &c->timer);
-    }
-}
-
 /* Arms the timer for a phase: the phase's own limit, capped by the request deadline. */
 static void arm_phase_timer(struct mh_client_conn *c, double phase)
 {
@@ -361,10 +335,11 @@ static void start_tls(struct mh_client_conn *c)
     struct mh_client_pool *p = c->pool;
     const char *err = NULL;
     if (!p->tls_cfg && !p->tls_cfg_err)
-        p->tls_cfg = mh_client_tls_cfg_new(
-            &(struct mh_client_tls_opts){.ca = p->s.tls_ca, .verify = p->s.tls_verify,
-                                         .cert = p->s.tls_cert, .key = p->s.tls_key},
-            &p->tls_cfg_err);
+        p->tls_cfg = mh_client_tls_cfg_new(&(struct mh_client_tls_opts){.ca = p->s.tls_ca,
+                                                                        .verify = p->s.tls_verify,
+                                                                        .cert = p->s.tls_cert,
+                                                                        .key = p->s.tls_key},
+                                           &p->tls_cfg_err);
     if (!p->tls_cfg) {
         conn_fail(c, p->tls_cfg_err);
         return;
@@ -561,6 +536,14 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- the exchange -------------------------------------------------------- */
 
+/* What the pool, below this file, calls back for on a connection the exchange made. */
+static const struct mh_client_conn_ops exchange_ops = {
+    .begin = mh_client_conn_begin,
+    .pump = mh_client_conn_pump,
+    .idle_input = mh_client_conn_idle_input,
+    .close = mh_client_conn_close,
+};
+
 void mh_client_start(struct mh_client_req *r)
 {
     struct mh_client_pool *p = r->pool;
@@ -578,7 +561,7 @@ void mh_client_start(struct mh_client_req *r)
         mh_client_conn_begin(c, r);
         return;
     }
-    if (!(c = mh_client_conn_alloc(p, h))) {
+    if (!(c = mh_client_conn_alloc(p, h, &exchange_ops))) {
         r->err = mh_client_err_nomem;
         notify(r, MH_CLIENT_HEAD);
         return;

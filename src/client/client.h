@@ -5,7 +5,9 @@
  * connection (struct mh_client_conn) of a pool (struct mh_client_pool).
  * client.c drives a connection through resolve → connect → TLS handshake →
  * write → head → body; client_pool.c owns idle connections, reuse and the
- * background drain of unread bodies. Nothing here blocks the loop and
+ * background drain of unread bodies. The pool sits below the exchange: it
+ * calls client.c back only through the mh_client_conn_ops a connection was
+ * allocated with. Nothing here blocks the loop and
  * nothing calls into Lua: an exchange reports through its on_event callback,
  * which must not re-enter this module (lua_client.c only arms a timer).
  *
@@ -149,8 +151,23 @@ enum mh_cconn_state {
     MH_CC_CLOSED,
 };
 
+/*
+ * The exchange's side of a connection (client.c), which the pool below it
+ * calls back: to run a waiting request on a connection a drain freed
+ * (begin), to read a draining body (pump: 1 progress, 0 would block, -1
+ * error or EOF), to look at bytes that came on an idle connection
+ * (idle_input), and to close it (close). Given to mh_client_conn_alloc.
+ */
+struct mh_client_conn_ops {
+    void (*begin)(struct mh_client_conn *c, struct mh_client_req *r);
+    int (*pump)(struct mh_client_conn *c);
+    bool (*idle_input)(struct mh_client_conn *c);
+    void (*close)(struct mh_client_conn *c);
+};
+
 struct mh_client_conn {
     struct mh_client_pool *pool;
+    const struct mh_client_conn_ops *exchange;
     struct mh_client_host *host;
     struct mh_client_req *req; /* NULL while idle or draining */
     enum mh_cconn_state state;
@@ -207,9 +224,21 @@ struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struc
 struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h);
 /* Removes an idle connection from its host's and the pool's idle lists. */
 void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c);
-/* A fresh connection object (pooled), on the open list, not connected. */
-struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h);
-/* Closes the socket and returns the object to the pool's free list. */
+/* A fresh connection object (pooled), on the open list, not connected, run by `exchange`. */
+struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h,
+                                            const struct mh_client_conn_ops *exchange);
+/* The connection's watchers (0: stopped); they do not decide how long the loop runs. */
+void mh_client_conn_set_io(struct mh_client_conn *c, int events);
+void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds);
+/* Parks a connection whose exchange completed cleanly. */
+void mh_client_pool_park(struct mh_client_conn *c);
+/* Starts or continues a background drain; called from client.c on input. */
+void mh_client_drain_progress(struct mh_client_conn *c);
+
+/* client.c: the exchange's ops (client_pool.c reaches them through mh_client_conn_ops only) */
+/* Runs r on c, an idle or just-drained connection taken out of the pool. */
+void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r);
+/* Closes the socket and returns the object to the pool's free list (ends any drain or idle state). */
 void mh_client_conn_close(struct mh_client_conn *c);
 /*
  * Bytes (or an end) came on an idle connection: reads them through its
@@ -218,16 +247,6 @@ void mh_client_conn_close(struct mh_client_conn *c);
  * Any application byte or an end means it is done (false).
  */
 bool mh_client_conn_idle_input(struct mh_client_conn *c);
-/* Parks a connection whose exchange completed cleanly. */
-void mh_client_pool_park(struct mh_client_conn *c);
-/* Starts or continues a background drain; called from client.c on input. */
-void mh_client_drain_progress(struct mh_client_conn *c);
-
-/* client.c helpers used by client_pool.c */
-/* Runs r on c, an idle or just-drained connection taken out of the pool. */
-void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r);
-void mh_client_conn_set_io(struct mh_client_conn *c, int events);
-void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds);
 /* Reads and parses what the socket has now. Returns 1 progress, 0 would block, -1 error/EOF. */
 int mh_client_conn_pump(struct mh_client_conn *c);
 

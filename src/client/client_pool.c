@@ -11,6 +11,32 @@
 /* Buffers that grew past this (a big body read whole) are not kept on pooled objects. */
 #define KEEP_BUF_MAX (64 * 1024)
 
+/* ---- watchers ------------------------------------------------------------ */
+
+/* Watchers do not decide how long the loop runs: the worker does (server/worker.c). */
+void mh_client_conn_set_io(struct mh_client_conn *c, int events)
+{
+    if (events == c->io_events)
+        return;
+    struct ev_loop *loop = c->pool->loop;
+    ev_io_stop(loop, &c->io);
+    if (events) {
+        ev_io_set(&c->io, c->fd, events);
+        ev_io_start(loop, &c->io);
+    }
+    c->io_events = events;
+}
+
+void mh_client_conn_set_timer(struct mh_client_conn *c, double seconds)
+{
+    struct ev_loop *loop = c->pool->loop;
+    ev_timer_stop(loop, &c->timer);
+    if (seconds > 0) {
+        ev_timer_set(&c->timer, seconds, 0.);
+        ev_timer_start(loop, &c->timer);
+    }
+}
+
 void mh_client_settings_init(struct mh_client_settings *s)
 {
     memset(s, 0, sizeof *s);
@@ -51,7 +77,7 @@ void mh_client_pool_unref(struct mh_client_pool *p)
     if (--p->refs > 0)
         return;
     while (p->open)
-        mh_client_conn_close(p->open);
+        p->open->exchange->close(p->open);
     while (p->free_conns) {
         struct mh_client_conn *c = p->free_conns;
         p->free_conns = c->anext;
@@ -76,7 +102,7 @@ void mh_client_pool_unref(struct mh_client_pool *p)
 void mh_client_pool_close_idle(struct mh_client_pool *p)
 {
     while (p->idle_head)
-        mh_client_conn_close(p->idle_head);
+        p->idle_head->exchange->close(p->idle_head);
 }
 
 const struct mh_client_stats *mh_client_pool_stats(const struct mh_client_pool *p, size_t *idle,
@@ -112,7 +138,8 @@ static bool still_alive(struct mh_client_conn *c)
 {
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) || (n > 0 && mh_client_conn_idle_input(c));
+    return (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ||
+           (n > 0 && c->exchange->idle_input(c));
 }
 
 void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c)
@@ -142,7 +169,7 @@ struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_c
     while (h->idle) {
         struct mh_client_conn *c = h->idle;
         if (!still_alive(c)) {
-            mh_client_conn_close(c);
+            c->exchange->close(c);
             continue;
         }
         mh_client_pool_unlink_idle(p, c);
@@ -161,7 +188,8 @@ static void shrink(struct mh_buf *b)
     b->len = 0;
 }
 
-struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h)
+struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h,
+                                            const struct mh_client_conn_ops *exchange)
 {
     struct mh_client_conn *c = p->free_conns;
     if (c) {
@@ -172,6 +200,7 @@ struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_
     shrink(&c->head);
     shrink(&c->body);
     c->pool = p;
+    c->exchange = exchange;
     c->host = h;
     c->req = NULL;
     c->fd = -1;
@@ -203,16 +232,16 @@ void mh_client_pool_park(struct mh_client_conn *c)
         h->drain_waiter = NULL;
         w->req = NULL;
         r->conn = NULL;
-        mh_client_conn_close(w);
+        w->exchange->close(w);
         mh_client_conn_set_timer(c, 0);
         mh_client_conn_set_io(c, 0);
         c->state = MH_CC_WRITING;
-        mh_client_conn_begin(c, r);
+        c->exchange->begin(c, r);
         return;
     }
     c->state = MH_CC_WRITING; /* not on the idle lists yet */
     if (p->s.max_idle == 0 || p->s.max_idle_per_host == 0) {
-        mh_client_conn_close(c);
+        c->exchange->close(c);
         return;
     }
     shrink(&c->head);
@@ -238,10 +267,10 @@ void mh_client_pool_park(struct mh_client_conn *c)
         struct mh_client_conn *old = h->idle;
         while (old->hnext)
             old = old->hnext;
-        mh_client_conn_close(old);
+        old->exchange->close(old);
     }
     if (p->nidle > p->s.max_idle)
-        mh_client_conn_close(p->idle_tail);
+        p->idle_tail->exchange->close(p->idle_tail);
 }
 
 /* A response has ended: park the connection if the protocol allows another one on it. */
@@ -253,7 +282,7 @@ static void body_complete(struct mh_client_conn *c, unsigned long *counter)
             (*counter)++;
         mh_client_pool_park(c);
     } else {
-        mh_client_conn_close(c);
+        c->exchange->close(c);
     }
 }
 
@@ -266,7 +295,7 @@ void mh_client_drain_progress(struct mh_client_conn *c)
         body_complete(c, &p->stats.drains_done);
     } else if (c->drained > p->s.drain_bytes) {
         p->stats.drains_abandoned++;
-        mh_client_conn_close(c);
+        c->exchange->close(c);
     }
 }
 
@@ -289,7 +318,7 @@ void mh_client_req_finish(struct mh_client_req *r)
     c->req = NULL;
     r->conn = NULL;
     if (c->state != MH_CC_BODY) {
-        mh_client_conn_close(c); /* abandoned before the head: nothing to save */
+        c->exchange->close(c); /* abandoned before the head: nothing to save */
         return;
     }
     bool unread = c->body.len > 0 || !c->msg_done;
@@ -297,7 +326,7 @@ void mh_client_req_finish(struct mh_client_req *r)
     if (unread && p->s.drain_bytes == 0) {
         /* Draining off: what Go before 1.27 did, discard a connection left unread. */
         p->stats.closes_no_drain++;
-        mh_client_conn_close(c);
+        c->exchange->close(c);
         return;
     }
     if (c->msg_done) {
@@ -307,13 +336,13 @@ void mh_client_req_finish(struct mh_client_req *r)
     bool chunked = (c->parser.flags & F_CHUNKED) != 0;
     if (!c->keep_alive || (!chunked && c->parser.content_length > p->s.drain_bytes)) {
         p->stats.closes_no_drain++;
-        mh_client_conn_close(c);
+        c->exchange->close(c);
         return;
     }
     c->state = MH_CC_DRAINING;
     c->host->ndraining++;
     c->drained = 0;
-    if (mh_client_conn_pump(c) < 0)
+    if (c->exchange->pump(c) < 0)
         return;
     if (c->msg_done) {
         body_complete(c, &p->stats.drains_sync);
@@ -321,7 +350,7 @@ void mh_client_req_finish(struct mh_client_req *r)
     }
     if (c->drained > p->s.drain_bytes) {
         p->stats.drains_abandoned++;
-        mh_client_conn_close(c);
+        c->exchange->close(c);
         return;
     }
     mh_client_conn_set_io(c, EV_READ);

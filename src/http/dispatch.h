@@ -6,7 +6,7 @@
  * it set them), or start the matched handler, Lua or C alike.
  *
  * The app that owns a router describes it as a site. The Lua layer builds one
- * per generation (lua_vm.c) and its app handler (lua_handler.c) calls
+ * per generation (lua_load.c) and its app handler (lua_handler.c) calls
  * mh_dispatch from its own start, after
  * pinning the generation; nothing here knows Lua.
  */

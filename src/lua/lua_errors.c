@@ -2,9 +2,8 @@
 #include "lua_errors.h"
 
 #include "html.h"
-#include "lua_handler.h"
-#include "lua_sched.h"
 #include "lua_vm.h"
+#include "metrics.h"
 #include "req.h"
 
 #include <lauxlib.h>
@@ -221,7 +220,21 @@ const char *mh_lua_error_text(lua_State *L, int idx)
     return lua_tostring(L, -1);
 }
 
-static void reset_to_500(struct mh_gen *g, struct mh_req *r)
+void mh_lua_dev_headers(const struct mh_gen *g, struct mh_req *r)
+{
+    const struct mh_reload_stats *st =
+        g->host && g->host->reload_stats ? *g->host->reload_stats : NULL;
+    if (!g->config->dev || !st || !st->last_failed)
+        return;
+    /* The first line of the load error, made a valid header value. */
+    char v[sizeof st->last_error];
+    size_t n = 0;
+    for (const char *p = st->last_error; *p && n < 400; p++)
+        v[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
+    mh_response_header(&r->res, "X-Moonhttp-Reload-Error", 23, v, n, true);
+}
+
+void mh_lua_reset_to_500(const struct mh_gen *g, struct mh_req *r)
 {
     mh_response_reset(&r->res);
     r->res.status = 500;
@@ -250,10 +263,10 @@ static void write_str(struct mh_req *r, const char *s)
     mh_req_write(r, s, strlen(s));
 }
 
-void mh_lua_answer_error(struct mh_task *t, struct mh_req *r, const char *trace)
+void mh_lua_answer_error(const struct mh_gen *g, struct mh_req *r, const char *trace)
 {
-    reset_to_500(t->gen, r);
-    if (!t->gen->config->dev) {
+    mh_lua_reset_to_500(g, r);
+    if (!g->config->dev) {
         write_str(r, "500 Internal Server Error\n");
         return;
     }
@@ -275,27 +288,8 @@ void mh_lua_answer_error(struct mh_task *t, struct mh_req *r, const char *trace)
     mh_buf_free(&page);
 }
 
-/*
- * core.reset_for_error(res): the response becomes an empty 500 for the app's
- * error handler to fill. False when it cannot: its head has gone out.
- */
-static int l_reset_for_error(lua_State *L)
-{
-    struct mh_lua_res *r = luaL_checkudata(L, 1, "moonhttp.Response");
-    struct mh_req *c = r->r;
-    if (!c)
-        return luaL_error(L, "request finished: this res belongs to a handler that has returned");
-    bool ok = !c->closed && !c->res.head_sent;
-    if (ok)
-        reset_to_500(mh_gen_of(L), c);
-    lua_pushboolean(L, ok);
-    return 1;
-}
-
 void mh_lua_errors_open(lua_State *L)
 {
-    lua_pushcfunction(L, l_reset_for_error);
-    lua_setfield(L, -2, "reset_for_error");
     lua_pushcfunction(L, l_error_text);
     lua_setfield(L, -2, "error_text");
 }

@@ -1,6 +1,7 @@
 #include "lua_handler.h"
 
 #include "dispatch.h"
+#include "lua_errors.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
 #include "metrics.h"
@@ -17,20 +18,6 @@
 static void app_end(struct mh_req *r)
 {
     mh_gen_unref(r->owner);
-}
-
-void mh_lua_dev_headers(const struct mh_gen *g, struct mh_req *r)
-{
-    const struct mh_reload_stats *st =
-        g->host && g->host->reload_stats ? *g->host->reload_stats : NULL;
-    if (!g->config->dev || !st || !st->last_failed)
-        return;
-    /* The first line of the load error, made a valid header value. */
-    char v[sizeof st->last_error];
-    size_t n = 0;
-    for (const char *p = st->last_error; *p && n < 400; p++)
-        v[n++] = (unsigned char)*p < 0x20 || *p == 0x7f ? ' ' : *p;
-    mh_response_header(&r->res, "X-Moonhttp-Reload-Error", 23, v, n, true);
 }
 
 static void app_start(const struct mh_handler *h, struct mh_req *r)

@@ -52,14 +52,6 @@ int mh_lua_handler_register(lua_State *L, struct mh_gen *g, int idx, bool pass_a
 /* Frees the route handlers of a generation (before lua_close). */
 void mh_lua_handlers_free(struct mh_gen *g);
 
-/*
- * --dev: while the last reload failed (the previous code keeps serving),
- * every response carries the error's first line in X-Moonhttp-Reload-Error,
- * so the developer sees it in the browser. Called again after a response is
- * reset (a handler error).
- */
-void mh_lua_dev_headers(const struct mh_gen *g, struct mh_req *r);
-
 /* A graceful stop began: a Lua handler streaming r hears "stopping" (others: nothing). */
 void mh_lua_request_stopping(struct mh_req *r, void *ud);
 

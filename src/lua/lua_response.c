@@ -1,5 +1,6 @@
 #include "lua_response.h"
 
+#include "lua_errors.h"
 #include "lua_json.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
@@ -266,6 +267,29 @@ static int res_tostring(lua_State *L)
     else
         lua_pushliteral(L, "moonhttp.Response (finished)");
     return 1;
+}
+
+/*
+ * core.reset_for_error(res): the response becomes an empty 500 for the app's
+ * error handler to fill. False when it cannot: its head has gone out.
+ */
+static int l_reset_for_error(lua_State *L)
+{
+    struct mh_lua_res *r = luaL_checkudata(L, 1, "moonhttp.Response");
+    struct mh_req *c = r->r;
+    if (!c)
+        return luaL_error(L, "request finished: this res belongs to a handler that has returned");
+    bool ok = !c->closed && !c->res.head_sent;
+    if (ok)
+        mh_lua_reset_to_500(mh_gen_of(L), c);
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
+void mh_lua_response_open_core(lua_State *L)
+{
+    lua_pushcfunction(L, l_reset_for_error);
+    lua_setfield(L, -2, "reset_for_error");
 }
 
 void mh_lua_response_open(lua_State *L)

@@ -9,4 +9,7 @@ extern const char mh_response_mt_key;
 /* Creates the metatable in L's registry; expects package `cjson` to be loadable. */
 void mh_lua_response_open(lua_State *L);
 
+/* Adds reset_for_error(res) to the table on top of L (moonhttp.core). */
+void mh_lua_response_open_core(lua_State *L);
+
 #endif

@@ -3,8 +3,6 @@
 #include "log.h"
 #include "lua_errors.h"
 #include "lua_guard.h"
-#include "lua_request.h"
-#include "lua_response.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "req.h"
@@ -267,7 +265,7 @@ static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trac
     }
     if (client_fault)
         return;
-    mh_lua_answer_error(t, r, trace);
+    mh_lua_answer_error(t->gen, r, trace);
 }
 
 #define KILLED (-1) /* task_end's status for mh_task_kill */

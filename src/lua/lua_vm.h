@@ -1,11 +1,17 @@
 #ifndef MH_LUA_VM_H
 #define MH_LUA_VM_H
 /*
- * Lua states and generations. A generation is one load of the app script:
- * its Lua state, the router built from its registrations, and its pool of
- * request coroutines. Requests pin the generation they started on, so a
- * reload can install a new one while old requests finish on the old; a
- * generation is closed when its last reference goes.
+ * Lua states and generations, the bottom of lua/. A generation is one load
+ * of the app script: its Lua state, the router built from its
+ * registrations, and its pool of request coroutines. Requests pin the
+ * generation they started on, so a reload can install a new one while old
+ * requests finish on the old; a generation is closed when its last
+ * reference goes.
+ *
+ * This file knows no scheduler and no binding: lua_load.h fills a
+ * generation (the moonhttp module, the script, the router) from the top of
+ * lua/, and what the layers above keep in it is freed through the
+ * mh_gen_ops they hand to mh_gen_alloc.
  */
 #include <ev.h>
 #include <lua.h>
@@ -20,6 +26,7 @@
 
 struct mh_task;
 struct mh_lua_route;
+struct mh_gen;
 
 /*
  * What the serving process gives a generation: its loop and the few things
@@ -48,8 +55,21 @@ struct mh_lua_heap {
     unsigned count[MH_LUA_HEAP_CLASSES];
 };
 
+/*
+ * How the layers above free what they keep in a generation, called by
+ * mh_gen_free: before_close before lua_close (the scheduler's pooled
+ * coroutines, which the Lua state still anchors), after_close after it
+ * (the route handlers, which collected Lua values pointed to). Either may
+ * be NULL.
+ */
+struct mh_gen_ops {
+    void (*before_close)(struct mh_gen *g);
+    void (*after_close)(struct mh_gen *g);
+};
+
 struct mh_gen {
     lua_State *L;
+    const struct mh_gen_ops *ops;
     struct mh_lua_heap heap;
     struct mh_router *router;
     struct mh_router_builder *_builder; /* while the script loads */
@@ -93,29 +113,17 @@ static inline struct ev_loop *mh_gen_loop(const struct mh_gen *g)
 }
 
 /*
- * Creates a generation: a fresh Lua state with the moonhttp module, runs
- * `script`, then closes registration and builds the router. For
- * MH_MODE_RUN the script is not run here (see mh_gen_run_script). Applies
- * the script's http.server{} settings to config unless `reload`. Returns NULL
- * with a message (file:line for script errors) in err.
+ * A generation with a fresh, empty Lua state (no library opened yet) that
+ * knows its generation (mh_gen_of), one reference held by the caller, and
+ * an empty router builder. Sets lua_memory_limit from config. NULL when out
+ * of memory.
  */
-struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen);
-
-/* The files one load of the script read: the script, then each Lua module require found. */
-struct mh_deps {
-    char **files;
-    size_t n;
-};
-void mh_deps_free(struct mh_deps *d);
+struct mh_gen *mh_gen_alloc(struct mh_config *config, const struct mh_gen_ops *ops);
 
 /*
- * mh_gen_new that also reports, in *deps (when not NULL), the files the load
- * read, even when it failed: a reload watcher must watch a broken module too
- * so that fixing it triggers the next reload.
+ * Closes the Lua state and frees the router, whatever the count (the ops'
+ * hooks around lua_close): mh_gen_unref's last step.
  */
-struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
-                           size_t errlen);
-/* Closes the Lua state and frees the router, whatever the count: mh_gen_unref's last step. */
 void mh_gen_free(struct mh_gen *g);
 
 /* Inline: every request takes and drops two references. */

@@ -10,7 +10,7 @@
  */
 #include <ev.h>
 
-#include "lua_vm.h"
+#include "lua_load.h"
 
 struct mh_devwatch;
 

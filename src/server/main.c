@@ -1,6 +1,7 @@
 /* moonhttp: command line → configuration → a worker serving the script. */
 #include "config.h"
 #include "log.h"
+#include "lua_load.h"
 #include "lua_vm.h"
 #include "worker.h"
 

@@ -3,6 +3,7 @@
 
 #include "log.h"
 #include "lua_guard.h"
+#include "lua_load.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "notify.h"

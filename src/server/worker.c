@@ -7,6 +7,7 @@
 #include "log.h"
 #include "lua_channel.h"
 #include "lua_guard.h"
+#include "lua_load.h"
 #include "notify.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
