@@ -99,6 +99,23 @@ static int push_path(lua_State *L, struct mh_req *c)
     return 1;
 }
 
+/*
+ * req.ctx: a table of the request's own for middleware and handlers to pass
+ * things along (ngx.ctx). Made on first use, so a request that never asks
+ * for it costs no table; kept as the userdata's user value, so it lives as
+ * long as the req object and is never seen by another request.
+ */
+static int push_ctx(lua_State *L)
+{
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 1);
+    return 1;
+}
+
 static int req_index(lua_State *L)
 {
     struct mh_req *c = check_req(L);
@@ -110,6 +127,10 @@ static int req_index(lua_State *L)
     const struct mh_request *r = &c->head;
     char buf[64];
     switch (len) {
+    case 3:
+        if (!memcmp(k, "ctx", 3))
+            return push_ctx(L);
+        break;
     case 4:
         if (!memcmp(k, "path", 4))
             return push_path(L, c);
