@@ -225,13 +225,13 @@ local function fetch(c, url, opts)
     error("http.fetch: opts.redirects must be a non-negative number", 3)
   end
   if max > MAX_REDIRECTS then max = MAX_REDIRECTS end
-  local resp, err = core.fetch(c, url, opts)
+  local resp, err, detail = core.fetch(c, url, opts)
   local followed = 0
   while resp and max > 0 and redirect_codes[resp.status] do
     local loc = resp:header("location")
     if not loc then break end
     resp:close()
-    if followed == max then return nil, "stopped after " .. max .. " redirects" end
+    if followed == max then return nil, "redirects", "stopped after " .. max .. " redirects" end
     followed = followed + 1
     url = resolve_location(url, loc)
     local method = (opts.method or "GET"):upper()
@@ -242,9 +242,9 @@ local function fetch(c, url, opts)
       o.method, o.body = "GET", nil
       opts = o
     end
-    resp, err = core.fetch(c, url, opts)
+    resp, err, detail = core.fetch(c, url, opts)
   end
-  return resp, err
+  return resp, err, detail
 end
 
 function M.fetch(url, opts) return fetch(nil, url, opts) end

@@ -63,6 +63,16 @@ routes["/bighead"] = function()
   return { head("200 OK", { "X-Big: " .. string.rep("h", 100 * 1024), "Content-Length: 0" }), false }
 end
 routes["/reset"] = function() return { head("200 OK", cl(string.rep("r", 1000))) .. "rrrr", false } end
+-- "rst" aborts the connection (SO_LINGER 0: the peer sees ECONNRESET, not an end).
+routes["/rst"] = function() return { head("200 OK", cl(string.rep("r", 1000))) .. "rrrr", 0.05, "rst" } end
+routes["/rsthead"] = function() return { 0.05, "rst" } end
+routes["/drop"] = function() return { false } end
+-- 20 body bytes, one every 0.1 s: slow, never stalled.
+routes["/drip"] = function()
+  local steps = { head("200 OK", cl(string.rep("d", 20))) }
+  for _ = 1, 20 do steps[#steps + 1] = 0.1; steps[#steps + 1] = "d" end
+  return steps
+end
 routes["/multi"] = function()
   return { head("200 OK", cl("m", { "Set-Cookie: a=1", "Set-Cookie: b=2", "X-Mixed-Case: Yes" })) .. "m" }
 end
@@ -138,6 +148,11 @@ local function pump(s, c)
   while #c.steps > 0 do
     local step = c.steps[1]
     if step == false then close(s) return nil end
+    if step == "rst" then
+      s:setoption("linger", { on = true, timeout = 0 })
+      close(s)
+      return nil
+    end
     if type(step) == "number" then
       if now() < c.at + step then return c.at + step - now() end
       table.remove(c.steps, 1)

@@ -256,23 +256,33 @@ int mh_client_conn_pump(struct mh_client_conn *c)
     return 1;
 }
 
-/* What the reader side wants from the socket now. */
+/*
+ * What the reader side wants from the socket now. A pause (the body buffer
+ * is full until the caller consumes) stops the read clock, leaving only the
+ * total deadline: a slow consumer is not a stalled server. Reading again
+ * starts it afresh.
+ */
 static void update_read_interest(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
     bool want =
         !c->msg_done && (!r || !r->head_done || c->body.len < BODY_HIGH_WATER || r->_want_all);
-    mh_client_conn_set_io(c, want ? EV_READ : 0);
+    int events = want ? EV_READ : 0;
+    if (r && !c->msg_done && events != c->io_events)
+        arm_phase_timer(c, want ? r->read_timeout : 0);
+    mh_client_conn_set_io(c, events);
 }
 
 static void conn_on_input(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
-    if (mh_client_conn_pump(c) < 0)
+    int progress = mh_client_conn_pump(c);
+    if (progress < 0)
         return; /* conn_fail told the exchange */
+    if (progress > 0 && !c->msg_done)
+        arm_phase_timer(c, r->read_timeout); /* a read: the clock between two reads restarts */
     if (r->head_done && c->state == MH_CC_HEAD) {
         c->state = MH_CC_BODY;
-        arm_phase_timer(c, 0);
         notify(r, MH_CLIENT_HEAD);
     }
     if (c->state == MH_CC_BODY) {
@@ -332,7 +342,7 @@ static void start_exchange(struct mh_client_conn *c)
     c->keep_alive = false;
     r->head_done = r->body_done = false;
     c->state = MH_CC_WRITING;
-    arm_phase_timer(c, 0);
+    arm_phase_timer(c, r->send_timeout);
     conn_write(c);
 }
 
@@ -419,7 +429,8 @@ static void conn_connect_next(struct mh_client_conn *c)
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->state = MH_CC_CONNECTING;
-    arm_phase_timer(c, c->pool->s.connect_timeout);
+    double ct = c->req->connect_timeout > 0 ? c->req->connect_timeout : c->pool->s.connect_timeout;
+    arm_phase_timer(c, ct);
     if (connect(c->fd, (const struct sockaddr *)sa, c->addrs.len[c->addr_i]) == 0) {
         on_connected(c);
         return;
@@ -471,8 +482,11 @@ static void conn_write(struct mh_client_conn *c)
             return;
         }
         c->out_off += (size_t)n;
+        if (r->send_timeout > 0)
+            arm_phase_timer(c, r->send_timeout); /* a write: the clock between two restarts */
     }
     c->state = MH_CC_HEAD;
+    arm_phase_timer(c, r->read_timeout);
     mh_client_conn_set_io(c, EV_READ);
 }
 
@@ -540,8 +554,11 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
         conn_fail(c, mh_client_err_timeout_tls);
         break;
     case MH_CC_WRITING:
-    case MH_CC_HEAD:
         c->reused = false; /* a slow server is not a stale connection: no retry */
+        conn_fail(c, mh_client_err_timeout_send);
+        break;
+    case MH_CC_HEAD:
+        c->reused = false;
         conn_fail(c, mh_client_err_timeout_response);
         break;
     case MH_CC_BODY:

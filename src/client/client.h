@@ -77,6 +77,14 @@ struct mh_client_req {
     bool idempotent; /* may be retried once on a fresh connection */
     bool is_head;    /* HEAD: the response has no body */
     double timeout;  /* total seconds, 0 = none */
+    /*
+     * Phase limits as nginx splits them, 0 = none (connect: the pool's):
+     * connect_timeout bounds the TCP connect; send_timeout the wait between
+     * two writes of the request; read_timeout the wait between two reads of
+     * the response, so a body that keeps coming is never cut by it, a stall
+     * is. A reader that stops asking for body bytes stops the read clock.
+     */
+    double connect_timeout, send_timeout, read_timeout;
     mh_client_cb on_event;
     void *ud;
 

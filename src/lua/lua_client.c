@@ -45,6 +45,21 @@ struct lresp {
     bool closed;
 };
 
+/* The error of a response closed under a task that waits on it. */
+static const char ERR_RESP_CLOSED[] = "response closed";
+
+/*
+ * A failure as Lua sees it: nil, the kind callers compare ("timeout",
+ * "refused", ...: client_err.h), and the detail for logs.
+ */
+static int push_err(lua_State *L, const char *err)
+{
+    lua_pushnil(L);
+    lua_pushstring(L, err == ERR_RESP_CLOSED ? "closed" : mh_client_err_kind(err));
+    lua_pushstring(L, err);
+    return 3;
+}
+
 static struct ev_loop *loop_of_gen(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
@@ -70,7 +85,7 @@ static void resp_close(lua_State *L, struct lresp *r)
          * resume takes the anchor back.
          */
         if (!r->req.err)
-            r->req.err = "response closed";
+            r->req.err = ERR_RESP_CLOSED;
         r->req.body_done = true;
         on_event(&r->req, MH_CLIENT_BODY);
     } else if (r->anchor != LUA_NOREF && L) {
@@ -135,11 +150,8 @@ static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
 {
     size_t len;
     const char *p = mh_client_body(&r->req, &len);
-    if (r->req.err) {
-        lua_pushnil(L);
-        lua_pushstring(L, r->req.err);
-        return 2;
-    }
+    if (r->req.err)
+        return push_err(L, r->req.err);
     if (all) {
         if (!r->req.body_done)
             return -1;
@@ -272,9 +284,7 @@ static int resume_fetch(struct mh_task *t, lua_State *co)
         const char *err = r->req.err;
         lua_pop(co, 1);
         resp_close(co, r);
-        lua_pushnil(co);
-        lua_pushstring(co, err);
-        return 2;
+        return push_err(co, err);
     }
     store_headers(co, -1, r);
     return 1;
@@ -477,6 +487,22 @@ static void build_request(lua_State *L, int opts, const struct mh_url *u, const 
 
 static struct mh_client_pool *default_pool(lua_State *L);
 
+/* opts[k] as a non-negative number of seconds, or def. Raises for misuse. */
+static double opt_seconds(lua_State *L, int opts, const char *k, double def)
+{
+    if (!opts)
+        return def;
+    lua_getfield(L, opts, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
+            luaL_error(L, "http.fetch: opts.%s must be a non-negative number", k);
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
 /* core.fetch(client|nil, url [, opts]) → resp | nil, err. Yields the task. */
 static int l_fetch(lua_State *L)
 {
@@ -496,7 +522,9 @@ static int l_fetch(lua_State *L)
         luaL_typeerror(L, 3, "table");
     /* redirects is read by moonhttp's Lua fetch, which http.fetch and client:fetch tail-call: the
      * user is 2 up. */
-    static const char *const known[] = {"method", "headers", "body", "timeout", "redirects", NULL};
+    static const char *const known[] = {"method",       "headers",         "body",
+                                        "timeout",      "connect_timeout", "send_timeout",
+                                        "read_timeout", "redirects",       NULL};
     if (opts)
         mh_lua_check_opts(L, opts, "http.fetch", known, 2);
     lua_settop(L, 3);
@@ -505,25 +533,22 @@ static int l_fetch(lua_State *L)
     const char *err = mh_url_parse(url, ulen, &u);
     if (err) {
         lua_pushnil(L);
+        lua_pushliteral(L, "url");
         lua_pushstring(L, err);
-        return 2;
+        return 3;
     }
     const char *method = "GET";
     size_t mlen = 3;
-    double timeout = DEFAULT_TIMEOUT;
+    double timeout = opt_seconds(L, opts, "timeout", DEFAULT_TIMEOUT);
+    double connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
+    double send_timeout = opt_seconds(L, opts, "send_timeout", 0);
+    double read_timeout = opt_seconds(L, opts, "read_timeout", 0);
     if (opts) {
         lua_getfield(L, opts, "method");
         if (!lua_isnil(L, -1)) {
             method = luaL_checklstring(L, -1, &mlen); /* anchored in opts */
             if (!is_token(method, mlen))
                 return luaL_error(L, "http.fetch: bad method");
-        }
-        lua_pop(L, 1);
-        lua_getfield(L, opts, "timeout");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
-                return luaL_error(L, "http.fetch: opts.timeout must be a non-negative number");
-            timeout = lua_tonumber(L, -1);
         }
         lua_pop(L, 1);
     }
@@ -556,6 +581,9 @@ static int l_fetch(lua_State *L)
         (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
         (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0);
     q->timeout = timeout;
+    q->connect_timeout = connect_timeout;
+    q->send_timeout = send_timeout;
+    q->read_timeout = read_timeout;
     q->on_event = on_event;
     q->ud = r;
     r->closed = false;
