@@ -464,12 +464,41 @@ static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* The next bytes of the request to write (the head, then a streamed piece), or false if none. */
+static bool next_out(struct mh_client_conn *c, const char **p, size_t *left, size_t **off)
+{
+    struct mh_client_req *r = c->req;
+    if (c->out_off < r->len) {
+        *p = r->data + c->out_off;
+        *left = r->len - c->out_off;
+        *off = &c->out_off;
+        return true;
+    }
+    while (r->_chunk && r->_chunk_off == r->_chunk_len) {
+        /* a piece is out: ask for the next one */
+        r->_chunk = NULL;
+        r->_sent_last = r->_chunk_last;
+        notify(r, MH_CLIENT_SEND);
+    }
+    if (!r->_chunk)
+        return false;
+    *p = r->_chunk + r->_chunk_off;
+    *left = r->_chunk_len - r->_chunk_off;
+    *off = &r->_chunk_off;
+    return true;
+}
+
+/*
+ * Writes what the request has to write. A streamed body that has no piece
+ * to write waits for the caller with no socket interest and no send clock
+ * (the caller is the slow one; the total deadline still runs).
+ */
 static void conn_write(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
-    while (c->out_off < r->len) {
-        const char *p = r->data + c->out_off;
-        size_t left = r->len - c->out_off;
+    const char *p;
+    size_t left, *off;
+    while (next_out(c, &p, &left, &off)) {
         ssize_t n = mh_transport_write(&c->tp, p, left);
         if (n < 0 && errno == EINTR)
             continue;
@@ -481,9 +510,15 @@ static void conn_write(struct mh_client_conn *c)
             conn_fail(c, mh_client_err_reset_sending);
             return;
         }
-        c->out_off += (size_t)n;
+        *off += (size_t)n;
         if (r->send_timeout > 0)
             arm_phase_timer(c, r->send_timeout); /* a write: the clock between two restarts */
+    }
+    if (r->stream && !r->_sent_last) {
+        r->_awaiting = true;
+        mh_client_conn_set_io(c, 0);
+        arm_phase_timer(c, 0);
+        return;
     }
     c->state = MH_CC_HEAD;
     arm_phase_timer(c, r->read_timeout);
@@ -676,6 +711,34 @@ void mh_client_body_consume(struct mh_client_req *r, size_t n)
     mh_buf_consume(&c->body, n);
     if (c->state == MH_CC_BODY)
         update_read_interest(c);
+}
+
+bool mh_client_send(struct mh_client_req *r, const char *data, size_t len, bool last)
+{
+    if (r->err || r->_sent_last)
+        return false;
+    r->_chunk = data;
+    r->_chunk_len = len;
+    r->_chunk_off = 0;
+    r->_chunk_last = last;
+    r->_want = 0; /* written at once: no event */
+    struct mh_client_conn *c = r->conn;
+    if (c && c->state == MH_CC_WRITING && r->_awaiting) {
+        r->_awaiting = false;
+        conn_write(c);
+    }
+    if (r->err || !r->_chunk)
+        return false;
+    r->_want = MH_CLIENT_SEND + 1;
+    return true;
+}
+
+bool mh_client_head_want(struct mh_client_req *r)
+{
+    if (r->err || r->head_done)
+        return false;
+    r->_want = MH_CLIENT_HEAD + 1;
+    return true;
 }
 
 bool mh_client_body_want(struct mh_client_req *r, bool all)

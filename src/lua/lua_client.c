@@ -429,9 +429,16 @@ static void collect_headers(lua_State *L, int opts, bool *has_host, bool *has_ua
     lua_pop(L, 1);
 }
 
-/* Serializes the request (head and body, one string) onto the stack. Raises for misuse. */
+/* How a streamed body is framed: none (a string body), chunked, or a declared length. */
+#define STREAM_NONE    (-1)
+#define STREAM_CHUNKED (-2)
+
+/*
+ * Serializes the request (head and body, one string) onto the stack; with a
+ * streamed body, the head only, announcing its framing. Raises for misuse.
+ */
 static void build_request(lua_State *L, int opts, const struct mh_url *u, const char *method,
-                          size_t mlen)
+                          size_t mlen, lua_Integer stream)
 {
     size_t blen = 0;
     const char *body = NULL;
@@ -472,9 +479,12 @@ static void build_request(lua_State *L, int opts, const struct mh_url *u, const 
         lua_rawgeti(L, parts, i);
         luaL_addvalue(&b);
     }
-    if (need_length) {
+    if (stream == STREAM_CHUNKED) {
+        luaL_addstring(&b, "Transfer-Encoding: chunked\r\n");
+    } else if (stream >= 0 || need_length) {
         char line[48];
-        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\n", blen);
+        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\n",
+                         stream >= 0 ? (size_t)stream : blen);
         luaL_addlstring(&b, line, (size_t)n);
     }
     luaL_addstring(&b, "\r\n");
@@ -527,6 +537,14 @@ static int l_fetch(lua_State *L)
                                         "read_timeout", "redirects",       NULL};
     if (opts)
         mh_lua_check_opts(L, opts, "http.fetch", known, 2);
+    /* 4: a streamed body's length, true for chunked (moonhttp's Lua fetch streams it) */
+    lua_Integer stream = STREAM_NONE;
+    if (lua_isboolean(L, 4) && lua_toboolean(L, 4))
+        stream = STREAM_CHUNKED;
+    else if (lua_isinteger(L, 4) && lua_tointeger(L, 4) >= 0)
+        stream = lua_tointeger(L, 4);
+    else if (!lua_isnoneornil(L, 4))
+        return luaL_argerror(L, 4, "a length or true");
     lua_settop(L, 3);
     mh_task_check(L, "http.fetch");
     struct mh_url u;
@@ -552,9 +570,10 @@ static int l_fetch(lua_State *L)
         }
         lua_pop(L, 1);
     }
-    build_request(L, opts, &u, method, mlen); /* the request string at 4 */
+    build_request(L, opts, &u, method, mlen, stream); /* the request string at 4 */
 
-    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 2); /* at 5 */
+    /* user values: 1 the request, 2 the headers table, 3 the streamed piece being written */
+    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 3); /* at 5 */
     memset(r, 0, sizeof *r);
     r->anchor = LUA_NOREF;
     r->closed = true; /* until the exchange is set up: __gc has nothing to do */
@@ -575,11 +594,12 @@ static int l_fetch(lua_State *L)
     q->data = lua_tolstring(L, -1, &q->len);
     lua_pop(L, 1);
     q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
+    q->stream = stream != STREAM_NONE;
     q->idempotent =
-        q->is_head ||
+        !q->stream && (q->is_head ||
         (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
         (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
-        (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0);
+        (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0));
     q->timeout = timeout;
     q->connect_timeout = connect_timeout;
     q->send_timeout = send_timeout;
@@ -596,7 +616,72 @@ static int l_fetch(lua_State *L)
     r->wait = WAIT_HEAD;
     t->wait_data = r; /* set before start: a failure may be reported from inside it */
     mh_client_start(q);
+    if (q->stream) {
+        /* The caller sends the body (core.fetch_send), then waits for the head (core.fetch_head). */
+        r->waiter = NULL;
+        r->wait = WAIT_NONE;
+        luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
+        r->anchor = LUA_NOREF;
+        return 1;
+    }
     return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
+}
+
+/* ---- streamed request bodies ------------------------------------------------------ */
+
+static int resume_send(struct mh_task *t, lua_State *co)
+{
+    struct lresp *r = unwait(t, co);
+    lua_pushnil(co);
+    lua_setiuservalue(co, -2, 3); /* the piece is written: let it go */
+    lua_pop(co, 1);
+    if (r->req.err)
+        return push_err(co, r->req.err);
+    lua_pushboolean(co, 1);
+    return 1;
+}
+
+/*
+ * core.fetch_send(resp, bytes, last) → true, or nil, kind, detail. Waits
+ * until the piece (framed by the caller) is written to the socket: one piece
+ * in flight is the back-pressure.
+ */
+static int l_fetch_send(lua_State *L)
+{
+    struct lresp *r = check_open_resp(L);
+    size_t len;
+    const char *p = luaL_checklstring(L, 2, &len);
+    bool last = lua_toboolean(L, 3);
+    if (!r->req.stream)
+        return luaL_error(L, "fetch_send: not a streamed request");
+    lua_settop(L, 2);
+    lua_setiuservalue(L, 1, 3); /* keeps the piece alive while it is written */
+    if (!mh_client_send(&r->req, p, len, last)) {
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, 3);
+        if (r->req.err)
+            return push_err(L, r->req.err);
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    return wait_on(L, r, WAIT_READ, resume_send);
+}
+
+/* core.fetch_head(resp) → resp (its head there), or nil, kind, detail. */
+static int l_fetch_head(lua_State *L)
+{
+    struct lresp *r = check_open_resp(L);
+    lua_settop(L, 1);
+    if (!mh_client_head_want(&r->req)) {
+        if (r->req.err) {
+            const char *err = r->req.err;
+            resp_close(L, r);
+            return push_err(L, err);
+        }
+        store_headers(L, 1, r);
+        return 1;
+    }
+    return wait_on(L, r, WAIT_HEAD, resume_fetch);
 }
 
 /* ---- clients ----------------------------------------------------------------------- */
@@ -790,6 +875,8 @@ void mh_client_open(lua_State *L)
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {
         {"fetch", l_fetch},
+        {"fetch_send", l_fetch_send},
+        {"fetch_head", l_fetch_head},
         {"client", l_client},
         {"client_close", l_client_close},
         {"client_stats", l_client_stats},
