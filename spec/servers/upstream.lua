@@ -73,6 +73,17 @@ routes["/drip"] = function()
   for _ = 1, 20 do steps[#steps + 1] = 0.1; steps[#steps + 1] = "d" end
   return steps
 end
+-- two interim responses (RFC 9110 §15.2) before the final one, which is chunked with a trailer
+routes["/interim"] = function()
+  return { "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+    .. head("200 OK", { "Transfer-Encoding: chunked", "Trailer: X-Sum", "X-Case-Test: Mixed" })
+    .. "5\r\nhello\r\n", 0.05, "0\r\nX-Sum: 42\r\n\r\n" }
+end
+-- hop-by-hop headers in a response, one named by Connection
+routes["/hop"] = function()
+  return { head("200 OK", cl("ok", { "Connection: X-Hop", "X-Hop: 1", "Keep-Alive: timeout=5",
+    "X-Resp-Case: Yes", "Set-Cookie: a=1", "Set-Cookie: b=2" })) .. "ok" }
+end
 routes["/multi"] = function()
   return { head("200 OK", cl("m", { "Set-Cookie: a=1", "Set-Cookie: b=2", "X-Mixed-Case: Yes" })) .. "m" }
 end

@@ -97,6 +97,16 @@ static int on_headers_complete(llhttp_t *p)
     struct mh_client_req *r = c->req;
     if (!r)
         return 0;
+    if (p->status_code >= 100 && p->status_code < 200 && p->status_code != 101) {
+        /*
+         * An interim response (100 Continue, 103 Early Hints: RFC 9110
+         * §15.2) has no body and is followed by the final one on the same
+         * connection: forget its head and parse on.
+         */
+        c->interim = true;
+        c->head.len = 0;
+        return 0;
+    }
     r->status = p->status_code;
     r->http_major = p->http_major;
     r->http_minor = p->http_minor;
@@ -119,6 +129,10 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static int on_message_complete(llhttp_t *p)
 {
     struct mh_client_conn *c = p->data;
+    if (c->interim) {
+        c->interim = false;
+        return 0;
+    }
     c->msg_done = true;
     if (c->req)
         c->req->body_done = true;
@@ -338,7 +352,7 @@ static void start_exchange(struct mh_client_conn *c)
     c->head.len = c->body.len = 0;
     c->out_off = 0;
     c->drained = 0;
-    c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = false;
+    c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = c->interim = false;
     c->keep_alive = false;
     r->head_done = r->body_done = false;
     c->state = MH_CC_WRITING;

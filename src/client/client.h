@@ -197,6 +197,7 @@ struct mh_client_conn {
     size_t drained;
     bool reused, got_byte, keep_alive, msg_done, extra_bytes;
     bool head_overflow;
+    bool interim; /* parsing a 1xx response, which is absorbed */
     struct mh_dns_query dns;
     struct mh_dns_addrs addrs;
     int addr_i;

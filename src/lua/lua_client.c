@@ -314,6 +314,35 @@ static int l_resp_header(lua_State *L)
     return 1;
 }
 
+/*
+ * resp:header_list() → { name1, value1, name2, value2, ... }: the head in
+ * order, names as the server wrote them (for a proxy that keeps their case).
+ */
+static int l_resp_header_list(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    size_t len;
+    const char *p = r->closed ? "" : mh_client_head(&r->req, &len), *end;
+    if (r->closed)
+        len = 0;
+    end = p + len;
+    lua_newtable(L);
+    lua_Integer n = 0;
+    while (p < end) {
+        size_t nlen = strnlen(p, (size_t)(end - p));
+        const char *value = p + nlen + 1;
+        if (value >= end)
+            break;
+        size_t vlen = strnlen(value, (size_t)(end - value));
+        lua_pushlstring(L, p, nlen);
+        lua_rawseti(L, -2, ++n);
+        lua_pushlstring(L, value, vlen);
+        lua_rawseti(L, -2, ++n);
+        p = value + vlen + 1;
+    }
+    return 1;
+}
+
 static int l_resp_headers(lua_State *L)
 {
     luaL_checkudata(L, 1, RESP_MT);
@@ -329,6 +358,10 @@ static int l_resp_index(lua_State *L)
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "status") == 0) {
         lua_pushinteger(L, r->req.status);
+        return 1;
+    }
+    if (strcmp(k, "complete") == 0) { /* the whole body has arrived (it may be unread) */
+        lua_pushboolean(L, r->req.body_done && !r->req.err);
         return 1;
     }
     if (strcmp(k, "proto") == 0) {
@@ -854,7 +887,8 @@ void mh_client_open(lua_State *L)
 {
     static const luaL_Reg resp_methods[] = {
         {"read", l_resp_read},     {"body", l_resp_body},       {"close", l_resp_close},
-        {"header", l_resp_header}, {"headers", l_resp_headers}, {NULL, NULL},
+        {"header", l_resp_header}, {"headers", l_resp_headers}, {"header_list", l_resp_header_list},
+        {NULL, NULL},
     };
     if (luaL_newmetatable(L, RESP_MT)) {
         luaL_newlib(L, resp_methods);
