@@ -107,7 +107,7 @@ struct mh_client_req {
     const char *_chunk; /* the streamed piece being written, or NULL */
     size_t _chunk_len, _chunk_off;
     bool _chunk_last, _sent_last, _awaiting; /* awaiting: head written, no piece to write */
-    int _want; /* 0, MH_CLIENT_HEAD + 1, or MH_CLIENT_BODY + 1 */
+    int _want;                               /* 0, or the event asked for + 1 */
     bool _want_all;
 };
 

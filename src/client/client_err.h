@@ -31,7 +31,7 @@ extern const char mh_client_err_timeout_dns[];      /* "timeout resolving the ho
 extern const char mh_client_err_timeout_tls[];      /* "tls handshake timeout" */
 extern const char mh_client_err_timeout_response[]; /* "timeout waiting for the response" */
 extern const char mh_client_err_timeout_body[];     /* "timeout reading the body" */
-extern const char mh_client_err_timeout_send[];      /* "timeout sending the request" */
+extern const char mh_client_err_timeout_send[];     /* "timeout sending the request" */
 extern const char mh_client_err_dns_no_host[];      /* "dns: no such host" */
 extern const char mh_client_err_dns_nomem[];        /* "dns: out of memory" */
 extern const char mh_client_err_dns_thread[];       /* "dns: cannot start a lookup thread" */
@@ -49,7 +49,6 @@ extern const char
 extern const char mh_client_err_tls_hostname[]; /* "tls: certificate hostname mismatch" */
 extern const char mh_client_err_tls_not_yet_valid[]; /* "tls: certificate not yet valid" */
 extern const char mh_client_err_tls_expired[];       /* "tls: certificate expired" */
-
 
 /*
  * The kinds: "timeout", "refused", "reset", "closed", "malformed", "tls",

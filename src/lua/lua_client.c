@@ -629,10 +629,11 @@ static int l_fetch(lua_State *L)
     q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
     q->stream = stream != STREAM_NONE;
     q->idempotent =
-        !q->stream && (q->is_head ||
-        (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
-        (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
-        (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0));
+        !q->stream &&
+        (q->is_head ||
+         (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
+         (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
+         (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0));
     q->timeout = timeout;
     q->connect_timeout = connect_timeout;
     q->send_timeout = send_timeout;
@@ -650,7 +651,7 @@ static int l_fetch(lua_State *L)
     t->wait_data = r; /* set before start: a failure may be reported from inside it */
     mh_client_start(q);
     if (q->stream) {
-        /* The caller sends the body (core.fetch_send), then waits for the head (core.fetch_head). */
+        /* The caller sends the body (core.fetch_send), then waits for the head (fetch_head). */
         r->waiter = NULL;
         r->wait = WAIT_NONE;
         luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
@@ -886,8 +887,12 @@ static int l_client_stats(lua_State *L)
 void mh_client_open(lua_State *L)
 {
     static const luaL_Reg resp_methods[] = {
-        {"read", l_resp_read},     {"body", l_resp_body},       {"close", l_resp_close},
-        {"header", l_resp_header}, {"headers", l_resp_headers}, {"header_list", l_resp_header_list},
+        {"read", l_resp_read},
+        {"body", l_resp_body},
+        {"close", l_resp_close},
+        {"header", l_resp_header},
+        {"headers", l_resp_headers},
+        {"header_list", l_resp_header_list},
         {NULL, NULL},
     };
     if (luaL_newmetatable(L, RESP_MT)) {
@@ -908,12 +913,8 @@ void mh_client_open(lua_State *L)
     }
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {
-        {"fetch", l_fetch},
-        {"fetch_send", l_fetch_send},
-        {"fetch_head", l_fetch_head},
-        {"client", l_client},
-        {"client_close", l_client_close},
-        {"client_stats", l_client_stats},
+        {"fetch", l_fetch},   {"fetch_send", l_fetch_send},     {"fetch_head", l_fetch_head},
+        {"client", l_client}, {"client_close", l_client_close}, {"client_stats", l_client_stats},
         {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);
