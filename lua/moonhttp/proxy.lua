@@ -16,8 +16,10 @@ local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = t
   trailer = true, ["transfer-encoding"] = true, upgrade = true,
   ["proxy-authenticate"] = true, ["proxy-authorization"] = true }
 
--- The front server's own on the way down (as nginx does): its Date and Server, and its framing.
-local OWN_DOWN = { date = true, server = true, ["content-length"] = true }
+-- The front server's own on the way down (as nginx does): its Date and Server. Content-Length
+-- passes (a HEAD answer keeps the GET's length; a download its progress); if the body then
+-- falls short, relay() raises and the client's connection is cut.
+local OWN_DOWN = { date = true, server = true }
 
 -- Set by the proxy itself on the way up, whatever the client sent.
 local OWN_UP = { host = true, ["content-length"] = true, expect = true }
