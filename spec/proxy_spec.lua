@@ -145,6 +145,7 @@ describe("http.proxy", function()
     assert.equal("front.test", e.h["X-Forwarded-Host"])
     assert.equal('for=127.0.0.1;proto=http;host="front.test"', e.h["Forwarded"])
     assert.equal("1.1 mh", e.h["Via"])
+    assert.is_nil(e.h["User-Agent"]) -- the client sent none
     assert.equal("127.0.0.1:" .. echo.port, e.h["Host"] or e.h["host"])
   end)
 

@@ -105,6 +105,8 @@ local function upstream_request(req, opts, prefix)
   end
   if opts.via then add(headers, spelling, "Via", via_proto(req) .. " " .. opts.via) end
   if opts.preserve_host and req.host ~= "" then add(headers, spelling, "Host", req.host) end
+  -- no User-Agent from the client: none to the upstream either (an empty list stops fetch's own)
+  if not spelling["user-agent"] then headers["User-Agent"] = {} end
   local q = req.query
   return {
     method = req.method,
