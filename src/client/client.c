@@ -488,7 +488,7 @@ static bool next_out(struct mh_client_conn *c, const char **p, size_t *left, siz
         *off = &c->out_off;
         return true;
     }
-    while (r->_chunk && r->_chunk_off == r->_chunk_len) {
+    if (r->_chunk && r->_chunk_off == r->_chunk_len) {
         /* a piece is out: ask for the next one */
         r->_chunk = NULL;
         r->_sent_last = r->_chunk_last;
