@@ -90,7 +90,7 @@ for k, v in pairs(c:stats()) do print(k, v) end
 
   it("names the reason a certificate is refused", function()
     local s = run([[
-local function err(url, tls) return select(2, http.client{ tls = tls }:fetch(url)) end
+local function err(url, tls) return select(2, http.client{ tls = tls }:fetch(url)) end -- kind, detail
 print("system", err(arg[1], nil))
 print("other", err(arg[1], { ca = arg[3] }))
 print("mismatch", err(arg[4], { ca = arg[2] }))
@@ -99,12 +99,12 @@ print("noverify", assert(http.client{ tls = { verify = false } }:fetch(arg[1] ..
 print("badca", err(arg[1], { ca = "/nonexistent.pem" }))
 ]], "https://localhost:" .. good, dir .. "/ca.pem", dir .. "/other.pem",
       "https://127.0.0.1:" .. good, "https://localhost:" .. expired)
-    assert.equal("tls: certificate signed by unknown authority", s.system)
-    assert.equal("tls: certificate signed by unknown authority", s.other)
-    assert.equal("tls: certificate hostname mismatch", s.mismatch)
-    assert.equal("tls: certificate expired", s.expired)
+    assert.equal("tls\ttls: certificate signed by unknown authority", s.system)
+    assert.equal("tls\ttls: certificate signed by unknown authority", s.other)
+    assert.equal("tls\ttls: certificate hostname mismatch", s.mismatch)
+    assert.equal("tls\ttls: certificate expired", s.expired)
     assert.equal(200, s.noverify)
-    assert.equal("tls: cannot load the CA file", s.badca)
+    assert.equal("tls\ttls: cannot load the CA file", s.badca)
   end)
 
   it("resumes TLS sessions per host", function()

@@ -218,20 +218,83 @@ local function resolve_location(base, loc)
   return origin .. (path:match("^(.*/)") or "/") .. loc
 end
 
+-- A streamed request body: `body` is a function returning pieces (nil at the
+-- end; nil, err fails the fetch) or a `req`, whose body is passed on as it
+-- arrives, with its Content-Length when it declared one, else chunked. One
+-- piece is in flight at a time (fetch_send waits until it is written), so
+-- memory stays at one piece however large the body. Not replayed: neither
+-- retried nor sent again on a redirect.
+local READ_PIECE = 64 * 1024
+local Request_mt
+
+local function body_source(body)
+  if type(body) == "function" then return body, nil end
+  Request_mt = Request_mt or debug.getregistry()["moonhttp.Request"]
+  if type(body) == "userdata" and getmetatable(body) == Request_mt then
+    local te = body:header("transfer-encoding")
+    local length = not te and tonumber(body:header("content-length") or "") or nil
+    return function() return body:read(READ_PIECE) end, length
+  end
+end
+
+local function fetch_streamed(c, url, opts, src, length)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.body, o.redirects = nil, nil
+  local resp, err, detail = core.fetch(c, url, o, length or true)
+  if not resp then return nil, err, detail end
+  local sent = 0
+  while true do
+    local piece, perr = src()
+    if piece == nil then
+      if perr ~= nil then resp:close() return nil, "body", tostring(perr) end
+      break
+    end
+    if type(piece) ~= "string" then
+      resp:close()
+      error("http.fetch: a body function must return strings (or nil at the end)", 3)
+    end
+    if #piece > 0 then
+      sent = sent + #piece
+      if length and sent > length then
+        resp:close()
+        return nil, "body", "body longer than its Content-Length"
+      end
+      local ok
+      ok, err, detail = core.fetch_send(resp, length and piece or string.format("%x\r\n%s\r\n", #piece, piece))
+      if not ok then return nil, err, detail end
+    end
+  end
+  if length and sent < length then
+    resp:close()
+    return nil, "body", "body shorter than its Content-Length"
+  end
+  local ok
+  ok, err, detail = core.fetch_send(resp, length and "" or "0\r\n\r\n", true)
+  if not ok then return nil, err, detail end
+  return core.fetch_head(resp)
+end
+
 local function fetch(c, url, opts)
+  local body = opts and opts.body
+  if body ~= nil and type(body) ~= "string" then
+    local src, length = body_source(body)
+    if not src then error("http.fetch: opts.body must be a string, a function or a req", 3) end
+    return fetch_streamed(c, url, opts, src, length)
+  end
   local max = opts and opts.redirects or 0
   if max == true then max = MAX_REDIRECTS end
   if type(max) ~= "number" or max < 0 then
     error("http.fetch: opts.redirects must be a non-negative number", 3)
   end
   if max > MAX_REDIRECTS then max = MAX_REDIRECTS end
-  local resp, err = core.fetch(c, url, opts)
+  local resp, err, detail = core.fetch(c, url, opts)
   local followed = 0
   while resp and max > 0 and redirect_codes[resp.status] do
     local loc = resp:header("location")
     if not loc then break end
     resp:close()
-    if followed == max then return nil, "stopped after " .. max .. " redirects" end
+    if followed == max then return nil, "redirects", "stopped after " .. max .. " redirects" end
     followed = followed + 1
     url = resolve_location(url, loc)
     local method = (opts.method or "GET"):upper()
@@ -242,12 +305,17 @@ local function fetch(c, url, opts)
       o.method, o.body = "GET", nil
       opts = o
     end
-    resp, err = core.fetch(c, url, opts)
+    resp, err, detail = core.fetch(c, url, opts)
   end
-  return resp, err
+  return resp, err, detail
 end
 
 function M.fetch(url, opts) return fetch(nil, url, opts) end
+-- http.proxy (lua/moonhttp/proxy.lua, docs/proxy.md); not a tail call, so errors point at the caller
+function M.proxy(req, res, target, opts)
+  local ok, kind, detail = require("moonhttp.proxy").proxy(M, req, res, target, opts)
+  return ok, kind, detail
+end
 function M.client_stats() return core.client_stats() end
 
 local Client = {}

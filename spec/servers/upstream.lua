@@ -63,6 +63,27 @@ routes["/bighead"] = function()
   return { head("200 OK", { "X-Big: " .. string.rep("h", 100 * 1024), "Content-Length: 0" }), false }
 end
 routes["/reset"] = function() return { head("200 OK", cl(string.rep("r", 1000))) .. "rrrr", false } end
+-- "rst" aborts the connection (SO_LINGER 0: the peer sees ECONNRESET, not an end).
+routes["/rst"] = function() return { head("200 OK", cl(string.rep("r", 1000))) .. "rrrr", 0.05, "rst" } end
+routes["/rsthead"] = function() return { 0.05, "rst" } end
+routes["/drop"] = function() return { false } end
+-- 20 body bytes, one every 0.1 s: slow, never stalled.
+routes["/drip"] = function()
+  local steps = { head("200 OK", cl(string.rep("d", 20))) }
+  for _ = 1, 20 do steps[#steps + 1] = 0.1; steps[#steps + 1] = "d" end
+  return steps
+end
+-- two interim responses (RFC 9110 §15.2) before the final one, which is chunked with a trailer
+routes["/interim"] = function()
+  return { "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+    .. head("200 OK", { "Transfer-Encoding: chunked", "Trailer: X-Sum", "X-Case-Test: Mixed" })
+    .. "5\r\nhello\r\n", 0.05, "0\r\nX-Sum: 42\r\n\r\n" }
+end
+-- hop-by-hop headers in a response, one named by Connection
+routes["/hop"] = function()
+  return { head("200 OK", cl("ok", { "Connection: X-Hop", "X-Hop: 1", "Keep-Alive: timeout=5",
+    "X-Resp-Case: Yes", "Set-Cookie: a=1", "Set-Cookie: b=2" })) .. "ok" }
+end
 routes["/multi"] = function()
   return { head("200 OK", cl("m", { "Set-Cookie: a=1", "Set-Cookie: b=2", "X-Mixed-Case: Yes" })) .. "m" }
 end
@@ -138,6 +159,11 @@ local function pump(s, c)
   while #c.steps > 0 do
     local step = c.steps[1]
     if step == false then close(s) return nil end
+    if step == "rst" then
+      s:setoption("linger", { on = true, timeout = 0 })
+      close(s)
+      return nil
+    end
     if type(step) == "number" then
       if now() < c.at + step then return c.at + step - now() end
       table.remove(c.steps, 1)

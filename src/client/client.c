@@ -71,6 +71,16 @@ static int on_headers_complete(llhttp_t *p)
     struct mh_client_req *r = c->req;
     if (!r)
         return 0;
+    if (p->status_code >= 100 && p->status_code < 200 && p->status_code != 101) {
+        /*
+         * An interim response (100 Continue, 103 Early Hints: RFC 9110
+         * §15.2) has no body and is followed by the final one on the same
+         * connection: forget its head and parse on.
+         */
+        c->interim = true;
+        c->head.len = 0;
+        return 0;
+    }
     r->status = p->status_code;
     r->http_major = p->http_major;
     r->http_minor = p->http_minor;
@@ -93,6 +103,10 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static int on_message_complete(llhttp_t *p)
 {
     struct mh_client_conn *c = p->data;
+    if (c->interim) {
+        c->interim = false;
+        return 0;
+    }
     c->msg_done = true;
     if (c->req)
         c->req->body_done = true;
@@ -230,23 +244,33 @@ int mh_client_conn_pump(struct mh_client_conn *c)
     return 1;
 }
 
-/* What the reader side wants from the socket now. */
+/*
+ * What the reader side wants from the socket now. A pause (the body buffer
+ * is full until the caller consumes) stops the read clock, leaving only the
+ * total deadline: a slow consumer is not a stalled server. Reading again
+ * starts it afresh.
+ */
 static void update_read_interest(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
     bool want =
         !c->msg_done && (!r || !r->head_done || c->body.len < BODY_HIGH_WATER || r->_want_all);
-    mh_client_conn_set_io(c, want ? EV_READ : 0);
+    int events = want ? EV_READ : 0;
+    if (r && !c->msg_done && events != c->io_events)
+        arm_phase_timer(c, want ? r->read_timeout : 0);
+    mh_client_conn_set_io(c, events);
 }
 
 static void conn_on_input(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
-    if (mh_client_conn_pump(c) < 0)
+    int progress = mh_client_conn_pump(c);
+    if (progress < 0)
         return; /* conn_fail told the exchange */
+    if (progress > 0 && !c->msg_done)
+        arm_phase_timer(c, r->read_timeout); /* a read: the clock between two reads restarts */
     if (r->head_done && c->state == MH_CC_HEAD) {
         c->state = MH_CC_BODY;
-        arm_phase_timer(c, 0);
         notify(r, MH_CLIENT_HEAD);
     }
     if (c->state == MH_CC_BODY) {
@@ -302,11 +326,11 @@ static void start_exchange(struct mh_client_conn *c)
     c->head.len = c->body.len = 0;
     c->out_off = 0;
     c->drained = 0;
-    c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = false;
+    c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = c->interim = false;
     c->keep_alive = false;
     r->head_done = r->body_done = false;
     c->state = MH_CC_WRITING;
-    arm_phase_timer(c, 0);
+    arm_phase_timer(c, r->send_timeout);
     conn_write(c);
 }
 
@@ -394,7 +418,8 @@ static void conn_connect_next(struct mh_client_conn *c)
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->state = MH_CC_CONNECTING;
-    arm_phase_timer(c, c->pool->s.connect_timeout);
+    double ct = c->req->connect_timeout > 0 ? c->req->connect_timeout : c->pool->s.connect_timeout;
+    arm_phase_timer(c, ct);
     if (connect(c->fd, (const struct sockaddr *)sa, c->addrs.len[c->addr_i]) == 0) {
         on_connected(c);
         return;
@@ -428,12 +453,41 @@ static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* The next bytes of the request to write (the head, then a streamed piece), or false if none. */
+static bool next_out(struct mh_client_conn *c, const char **p, size_t *left, size_t **off)
+{
+    struct mh_client_req *r = c->req;
+    if (c->out_off < r->len) {
+        *p = r->data + c->out_off;
+        *left = r->len - c->out_off;
+        *off = &c->out_off;
+        return true;
+    }
+    if (r->_chunk && r->_chunk_off == r->_chunk_len) {
+        /* a piece is out: ask for the next one */
+        r->_chunk = NULL;
+        r->_sent_last = r->_chunk_last;
+        notify(r, MH_CLIENT_SEND);
+    }
+    if (!r->_chunk)
+        return false;
+    *p = r->_chunk + r->_chunk_off;
+    *left = r->_chunk_len - r->_chunk_off;
+    *off = &r->_chunk_off;
+    return true;
+}
+
+/*
+ * Writes what the request has to write. A streamed body that has no piece
+ * to write waits for the caller with no socket interest and no send clock
+ * (the caller is the slow one; the total deadline still runs).
+ */
 static void conn_write(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
-    while (c->out_off < r->len) {
-        const char *p = r->data + c->out_off;
-        size_t left = r->len - c->out_off;
+    const char *p;
+    size_t left, *off;
+    while (next_out(c, &p, &left, &off)) {
         ssize_t n = mh_transport_write(&c->tp, p, left);
         if (n < 0 && errno == EINTR)
             continue;
@@ -445,9 +499,18 @@ static void conn_write(struct mh_client_conn *c)
             conn_fail(c, mh_client_err_reset_sending);
             return;
         }
-        c->out_off += (size_t)n;
+        *off += (size_t)n;
+        if (r->send_timeout > 0)
+            arm_phase_timer(c, r->send_timeout); /* a write: the clock between two restarts */
+    }
+    if (r->stream && !r->_sent_last) {
+        r->_awaiting = true;
+        mh_client_conn_set_io(c, 0);
+        arm_phase_timer(c, 0);
+        return;
     }
     c->state = MH_CC_HEAD;
+    arm_phase_timer(c, r->read_timeout);
     mh_client_conn_set_io(c, EV_READ);
 }
 
@@ -515,8 +578,11 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
         conn_fail(c, mh_client_err_timeout_tls);
         break;
     case MH_CC_WRITING:
-    case MH_CC_HEAD:
         c->reused = false; /* a slow server is not a stale connection: no retry */
+        conn_fail(c, mh_client_err_timeout_send);
+        break;
+    case MH_CC_HEAD:
+        c->reused = false;
         conn_fail(c, mh_client_err_timeout_response);
         break;
     case MH_CC_BODY:
@@ -642,6 +708,34 @@ void mh_client_body_consume(struct mh_client_req *r, size_t n)
     mh_buf_consume(&c->body, n);
     if (c->state == MH_CC_BODY)
         update_read_interest(c);
+}
+
+bool mh_client_send(struct mh_client_req *r, const char *data, size_t len, bool last)
+{
+    if (r->err || r->_sent_last)
+        return false;
+    r->_chunk = data;
+    r->_chunk_len = len;
+    r->_chunk_off = 0;
+    r->_chunk_last = last;
+    r->_want = 0; /* written at once: no event */
+    struct mh_client_conn *c = r->conn;
+    if (c && c->state == MH_CC_WRITING && r->_awaiting) {
+        r->_awaiting = false;
+        conn_write(c);
+    }
+    if (r->err || !r->_chunk)
+        return false;
+    r->_want = MH_CLIENT_SEND + 1;
+    return true;
+}
+
+bool mh_client_head_want(struct mh_client_req *r)
+{
+    if (r->err || r->head_done)
+        return false;
+    r->_want = MH_CLIENT_HEAD + 1;
+    return true;
 }
 
 bool mh_client_body_want(struct mh_client_req *r, bool all)

@@ -35,6 +35,7 @@ struct mh_client_tls_cfg;
 enum mh_client_event {
     MH_CLIENT_HEAD, /* the response head arrived (or err is set) */
     MH_CLIENT_BODY, /* body bytes, the end of the body, or an error */
+    MH_CLIENT_SEND, /* a streamed body's piece is written (or err is set) */
 };
 typedef void (*mh_client_cb)(struct mh_client_req *r, enum mh_client_event ev);
 
@@ -76,9 +77,23 @@ struct mh_client_req {
     uint16_t port;
     const char *data; /* the whole request (head and body), valid until finish */
     size_t len;
+    /*
+     * A streamed body: data/len is the head only, and the body follows in
+     * pieces handed to mh_client_send (framed by the caller: chunked, or
+     * bytes of a declared length). Such a request is never retried.
+     */
+    bool stream;
     bool idempotent; /* may be retried once on a fresh connection */
     bool is_head;    /* HEAD: the response has no body */
     double timeout;  /* total seconds, 0 = none */
+    /*
+     * Phase limits as nginx splits them, 0 = none (connect: the pool's):
+     * connect_timeout bounds the TCP connect; send_timeout the wait between
+     * two writes of the request; read_timeout the wait between two reads of
+     * the response, so a body that keeps coming is never cut by it, a stall
+     * is. A reader that stops asking for body bytes stops the read clock.
+     */
+    double connect_timeout, send_timeout, read_timeout;
     mh_client_cb on_event;
     void *ud;
 
@@ -91,7 +106,10 @@ struct mh_client_req {
 
     double _deadline;
     bool _retried;
-    int _want; /* 0, MH_CLIENT_HEAD + 1, or MH_CLIENT_BODY + 1 */
+    const char *_chunk; /* the streamed piece being written, or NULL */
+    size_t _chunk_len, _chunk_off;
+    bool _chunk_last, _sent_last, _awaiting; /* awaiting: head written, no piece to write */
+    int _want;                               /* 0, or the event asked for + 1 */
     bool _want_all;
 };
 
@@ -103,6 +121,18 @@ void mh_client_start(struct mh_client_req *r);
  * Returns the bytes and their length through len.
  */
 const char *mh_client_head(const struct mh_client_req *r, size_t *len);
+
+/*
+ * Streaming: hands the next piece of the request body, which must stay valid
+ * until it is written; `last` ends the body. One piece at a time: that is
+ * the back-pressure, and the bound on memory. Returns true if the piece is
+ * being written (an MH_CLIENT_SEND event comes when it is, or on error),
+ * false if it was written at once or err is set.
+ */
+bool mh_client_send(struct mh_client_req *r, const char *data, size_t len, bool last);
+
+/* Asks for MH_CLIENT_HEAD (after a streamed body); false if head or error is already there. */
+bool mh_client_head_want(struct mh_client_req *r);
 
 /* Buffered body bytes not consumed yet. */
 const char *mh_client_body(const struct mh_client_req *r, size_t *len);
@@ -184,6 +214,7 @@ struct mh_client_conn {
     size_t drained;
     bool reused, got_byte, keep_alive, msg_done, extra_bytes;
     bool head_overflow;
+    bool interim; /* parsing a 1xx response, which is absorbed */
     struct mh_dns_query dns;
     struct mh_dns_addrs addrs;
     int addr_i;

@@ -1,5 +1,8 @@
 #include "client_err.h"
 
+#include <stddef.h>
+#include <string.h>
+
 const char mh_client_err_refused[] = "connection refused";
 const char mh_client_err_connect_timeout[] = "connect timeout";
 const char mh_client_err_connect_failed[] = "connect failed";
@@ -20,6 +23,7 @@ const char mh_client_err_timeout_dns[] = "timeout resolving the host";
 const char mh_client_err_timeout_tls[] = "tls handshake timeout";
 const char mh_client_err_timeout_response[] = "timeout waiting for the response";
 const char mh_client_err_timeout_body[] = "timeout reading the body";
+const char mh_client_err_timeout_send[] = "timeout sending the request";
 const char mh_client_err_dns_no_host[] = "dns: no such host";
 const char mh_client_err_dns_nomem[] = "dns: out of memory";
 const char mh_client_err_dns_thread[] = "dns: cannot start a lookup thread";
@@ -36,3 +40,51 @@ const char mh_client_err_tls_unknown_ca[] = "tls: certificate signed by unknown 
 const char mh_client_err_tls_hostname[] = "tls: certificate hostname mismatch";
 const char mh_client_err_tls_not_yet_valid[] = "tls: certificate not yet valid";
 const char mh_client_err_tls_expired[] = "tls: certificate expired";
+
+/*
+ * Kinds by identity; the "tls: " strings of client_tls.c (configuration
+ * errors: a CA file that does not load) are matched by their prefix, so a
+ * new one there needs no entry here.
+ */
+static const struct {
+    const char *err, *kind;
+} kinds[] = {
+    {mh_client_err_refused, "refused"},
+    {mh_client_err_connect_timeout, "timeout"},
+    {mh_client_err_connect_failed, "connect"},
+    {mh_client_err_socket, "connect"},
+    {mh_client_err_nomem, "nomem"},
+    {mh_client_err_reset_sending, "reset"},
+    {mh_client_err_reset_before, "reset"},
+    {mh_client_err_reset_middle, "reset"},
+    {mh_client_err_closed_before, "closed"},
+    {mh_client_err_closed_body, "closed"},
+    {mh_client_err_closed_head, "closed"},
+    {mh_client_err_bad_status, "malformed"},
+    {mh_client_err_bad_head, "malformed"},
+    {mh_client_err_bad_chunked, "malformed"},
+    {mh_client_err_bad_body, "malformed"},
+    {mh_client_err_head_too_large, "malformed"},
+    {mh_client_err_timeout_dns, "timeout"},
+    {mh_client_err_timeout_tls, "timeout"},
+    {mh_client_err_timeout_response, "timeout"},
+    {mh_client_err_timeout_body, "timeout"},
+    {mh_client_err_timeout_send, "timeout"},
+    {mh_client_err_dns_no_host, "dns"},
+    {mh_client_err_dns_nomem, "dns"},
+    {mh_client_err_dns_thread, "dns"},
+};
+
+const char *mh_client_err_kind(const char *err)
+{
+    if (!err)
+        return NULL;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i].err == err)
+            return kinds[i].kind;
+    if (strncmp(err, "tls:", 4) == 0)
+        return "tls";
+    if (strncmp(err, "dns:", 4) == 0)
+        return "dns";
+    return "error";
+}

@@ -2,9 +2,11 @@
 #define MH_CLIENT_ERR_H
 /*
  * The outbound client's errors: one constant each, so callers compare by
- * identity (req->err == mh_client_err_refused) and print them as they are;
- * Lua gets the same short strings as `nil, err`. Every error the client
- * reports is one of these.
+ * identity (req->err == mh_client_err_refused) and print them as they are.
+ * Every error the client reports is one of these (or a "tls: ..." string of
+ * client_tls.c about the configuration). Each belongs to a kind, a short
+ * fixed word a Lua caller compares (`err == "timeout"`): Lua gets
+ * `nil, kind, detail`, the detail being the constant itself.
  */
 
 extern const char mh_client_err_refused[];         /* "connection refused" */
@@ -29,6 +31,7 @@ extern const char mh_client_err_timeout_dns[];      /* "timeout resolving the ho
 extern const char mh_client_err_timeout_tls[];      /* "tls handshake timeout" */
 extern const char mh_client_err_timeout_response[]; /* "timeout waiting for the response" */
 extern const char mh_client_err_timeout_body[];     /* "timeout reading the body" */
+extern const char mh_client_err_timeout_send[];     /* "timeout sending the request" */
 extern const char mh_client_err_dns_no_host[];      /* "dns: no such host" */
 extern const char mh_client_err_dns_nomem[];        /* "dns: out of memory" */
 extern const char mh_client_err_dns_thread[];       /* "dns: cannot start a lookup thread" */
@@ -46,5 +49,13 @@ extern const char
 extern const char mh_client_err_tls_hostname[]; /* "tls: certificate hostname mismatch" */
 extern const char mh_client_err_tls_not_yet_valid[]; /* "tls: certificate not yet valid" */
 extern const char mh_client_err_tls_expired[];       /* "tls: certificate expired" */
+
+/*
+ * The kinds: "timeout", "refused", "reset", "closed", "malformed", "tls",
+ * "dns", "connect" (the connection could not be made: no route, no socket),
+ * "nomem". NULL for NULL; "error" for a string that is none of the above.
+ * The string is static; compare it with strcmp.
+ */
+const char *mh_client_err_kind(const char *err);
 
 #endif

@@ -45,6 +45,21 @@ struct lresp {
     bool closed;
 };
 
+/* The error of a response closed under a task that waits on it. */
+static const char ERR_RESP_CLOSED[] = "response closed";
+
+/*
+ * A failure as Lua sees it: nil, the kind callers compare ("timeout",
+ * "refused", ...: client_err.h), and the detail for logs.
+ */
+static int push_err(lua_State *L, const char *err)
+{
+    lua_pushnil(L);
+    lua_pushstring(L, err == ERR_RESP_CLOSED ? "closed" : mh_client_err_kind(err));
+    lua_pushstring(L, err);
+    return 3;
+}
+
 static struct ev_loop *loop_of_gen(lua_State *L)
 {
     struct mh_gen *g = mh_gen_of(L);
@@ -70,7 +85,7 @@ static void resp_close(lua_State *L, struct lresp *r)
          * resume takes the anchor back.
          */
         if (!r->req.err)
-            r->req.err = "response closed";
+            r->req.err = ERR_RESP_CLOSED;
         r->req.body_done = true;
         on_event(&r->req, MH_CLIENT_BODY);
     } else if (r->anchor != LUA_NOREF && L) {
@@ -135,11 +150,8 @@ static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
 {
     size_t len;
     const char *p = mh_client_body(&r->req, &len);
-    if (r->req.err) {
-        lua_pushnil(L);
-        lua_pushstring(L, r->req.err);
-        return 2;
-    }
+    if (r->req.err)
+        return push_err(L, r->req.err);
     if (all) {
         if (!r->req.body_done)
             return -1;
@@ -272,9 +284,7 @@ static int resume_fetch(struct mh_task *t, lua_State *co)
         const char *err = r->req.err;
         lua_pop(co, 1);
         resp_close(co, r);
-        lua_pushnil(co);
-        lua_pushstring(co, err);
-        return 2;
+        return push_err(co, err);
     }
     store_headers(co, -1, r);
     return 1;
@@ -304,6 +314,35 @@ static int l_resp_header(lua_State *L)
     return 1;
 }
 
+/*
+ * resp:header_list() → { name1, value1, name2, value2, ... }: the head in
+ * order, names as the server wrote them (for a proxy that keeps their case).
+ */
+static int l_resp_header_list(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    size_t len;
+    const char *p = r->closed ? "" : mh_client_head(&r->req, &len), *end;
+    if (r->closed)
+        len = 0;
+    end = p + len;
+    lua_newtable(L);
+    lua_Integer n = 0;
+    while (p < end) {
+        size_t nlen = strnlen(p, (size_t)(end - p));
+        const char *value = p + nlen + 1;
+        if (value >= end)
+            break;
+        size_t vlen = strnlen(value, (size_t)(end - value));
+        lua_pushlstring(L, p, nlen);
+        lua_rawseti(L, -2, ++n);
+        lua_pushlstring(L, value, vlen);
+        lua_rawseti(L, -2, ++n);
+        p = value + vlen + 1;
+    }
+    return 1;
+}
+
 static int l_resp_headers(lua_State *L)
 {
     luaL_checkudata(L, 1, RESP_MT);
@@ -319,6 +358,10 @@ static int l_resp_index(lua_State *L)
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "status") == 0) {
         lua_pushinteger(L, r->req.status);
+        return 1;
+    }
+    if (strcmp(k, "complete") == 0) { /* the whole body has arrived (it may be unread) */
+        lua_pushboolean(L, r->req.body_done && !r->req.err);
         return 1;
     }
     if (strcmp(k, "proto") == 0) {
@@ -419,9 +462,16 @@ static void collect_headers(lua_State *L, int opts, bool *has_host, bool *has_ua
     lua_pop(L, 1);
 }
 
-/* Serializes the request (head and body, one string) onto the stack. Raises for misuse. */
+/* How a streamed body is framed: none (a string body), chunked, or a declared length. */
+#define STREAM_NONE    (-1)
+#define STREAM_CHUNKED (-2)
+
+/*
+ * Serializes the request (head and body, one string) onto the stack; with a
+ * streamed body, the head only, announcing its framing. Raises for misuse.
+ */
 static void build_request(lua_State *L, int opts, const struct mh_url *u, const char *method,
-                          size_t mlen)
+                          size_t mlen, lua_Integer stream)
 {
     size_t blen = 0;
     const char *body = NULL;
@@ -462,9 +512,12 @@ static void build_request(lua_State *L, int opts, const struct mh_url *u, const 
         lua_rawgeti(L, parts, i);
         luaL_addvalue(&b);
     }
-    if (need_length) {
+    if (stream == STREAM_CHUNKED) {
+        luaL_addstring(&b, "Transfer-Encoding: chunked\r\n");
+    } else if (stream >= 0 || need_length) {
         char line[48];
-        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\n", blen);
+        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\n",
+                         stream >= 0 ? (size_t)stream : blen);
         luaL_addlstring(&b, line, (size_t)n);
     }
     luaL_addstring(&b, "\r\n");
@@ -476,6 +529,22 @@ static void build_request(lua_State *L, int opts, const struct mh_url *u, const 
 }
 
 static struct mh_client_pool *default_pool(lua_State *L);
+
+/* opts[k] as a non-negative number of seconds, or def. Raises for misuse. */
+static double opt_seconds(lua_State *L, int opts, const char *k, double def)
+{
+    if (!opts)
+        return def;
+    lua_getfield(L, opts, k);
+    double v = def;
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
+            luaL_error(L, "http.fetch: opts.%s must be a non-negative number", k);
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
 
 /* core.fetch(client|nil, url [, opts]) → resp | nil, err. Yields the task. */
 static int l_fetch(lua_State *L)
@@ -496,21 +565,35 @@ static int l_fetch(lua_State *L)
         luaL_typeerror(L, 3, "table");
     /* redirects is read by moonhttp's Lua fetch, which http.fetch and client:fetch tail-call: the
      * user is 2 up. */
-    static const char *const known[] = {"method", "headers", "body", "timeout", "redirects", NULL};
+    static const char *const known[] = {"method",       "headers",         "body",
+                                        "timeout",      "connect_timeout", "send_timeout",
+                                        "read_timeout", "redirects",       NULL};
     if (opts)
         mh_lua_check_opts(L, opts, "http.fetch", known, 2);
+    /* 4: a streamed body's length, true for chunked (moonhttp's Lua fetch streams it) */
+    lua_Integer stream = STREAM_NONE;
+    if (lua_isboolean(L, 4) && lua_toboolean(L, 4))
+        stream = STREAM_CHUNKED;
+    else if (lua_isinteger(L, 4) && lua_tointeger(L, 4) >= 0)
+        stream = lua_tointeger(L, 4);
+    else if (!lua_isnoneornil(L, 4))
+        return luaL_argerror(L, 4, "a length or true");
     lua_settop(L, 3);
     mh_task_check(L, "http.fetch");
     struct mh_url u;
     const char *err = mh_url_parse(url, ulen, &u);
     if (err) {
         lua_pushnil(L);
+        lua_pushliteral(L, "url");
         lua_pushstring(L, err);
-        return 2;
+        return 3;
     }
     const char *method = "GET";
     size_t mlen = 3;
-    double timeout = DEFAULT_TIMEOUT;
+    double timeout = opt_seconds(L, opts, "timeout", DEFAULT_TIMEOUT);
+    double connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
+    double send_timeout = opt_seconds(L, opts, "send_timeout", 0);
+    double read_timeout = opt_seconds(L, opts, "read_timeout", 0);
     if (opts) {
         lua_getfield(L, opts, "method");
         if (!lua_isnil(L, -1)) {
@@ -519,17 +602,11 @@ static int l_fetch(lua_State *L)
                 return luaL_error(L, "http.fetch: bad method");
         }
         lua_pop(L, 1);
-        lua_getfield(L, opts, "timeout");
-        if (!lua_isnil(L, -1)) {
-            if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
-                return luaL_error(L, "http.fetch: opts.timeout must be a non-negative number");
-            timeout = lua_tonumber(L, -1);
-        }
-        lua_pop(L, 1);
     }
-    build_request(L, opts, &u, method, mlen); /* the request string at 4 */
+    build_request(L, opts, &u, method, mlen, stream); /* the request string at 4 */
 
-    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 2); /* at 5 */
+    /* user values: 1 the request, 2 the headers table, 3 the streamed piece being written */
+    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 3); /* at 5 */
     memset(r, 0, sizeof *r);
     r->anchor = LUA_NOREF;
     r->closed = true; /* until the exchange is set up: __gc has nothing to do */
@@ -550,12 +627,17 @@ static int l_fetch(lua_State *L)
     q->data = lua_tolstring(L, -1, &q->len);
     lua_pop(L, 1);
     q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
+    q->stream = stream != STREAM_NONE;
     q->idempotent =
-        q->is_head ||
-        (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
-        (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
-        (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0);
+        !q->stream &&
+        (q->is_head ||
+         (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
+         (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
+         (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0));
     q->timeout = timeout;
+    q->connect_timeout = connect_timeout;
+    q->send_timeout = send_timeout;
+    q->read_timeout = read_timeout;
     q->on_event = on_event;
     q->ud = r;
     r->closed = false;
@@ -568,7 +650,72 @@ static int l_fetch(lua_State *L)
     r->wait = WAIT_HEAD;
     t->wait_data = r; /* set before start: a failure may be reported from inside it */
     mh_client_start(q);
+    if (q->stream) {
+        /* The caller sends the body (core.fetch_send), then waits for the head (fetch_head). */
+        r->waiter = NULL;
+        r->wait = WAIT_NONE;
+        luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
+        r->anchor = LUA_NOREF;
+        return 1;
+    }
     return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
+}
+
+/* ---- streamed request bodies ------------------------------------------------------ */
+
+static int resume_send(struct mh_task *t, lua_State *co)
+{
+    struct lresp *r = unwait(t, co);
+    lua_pushnil(co);
+    lua_setiuservalue(co, -2, 3); /* the piece is written: let it go */
+    lua_pop(co, 1);
+    if (r->req.err)
+        return push_err(co, r->req.err);
+    lua_pushboolean(co, 1);
+    return 1;
+}
+
+/*
+ * core.fetch_send(resp, bytes, last) → true, or nil, kind, detail. Waits
+ * until the piece (framed by the caller) is written to the socket: one piece
+ * in flight is the back-pressure.
+ */
+static int l_fetch_send(lua_State *L)
+{
+    struct lresp *r = check_open_resp(L);
+    size_t len;
+    const char *p = luaL_checklstring(L, 2, &len);
+    bool last = lua_toboolean(L, 3);
+    if (!r->req.stream)
+        return luaL_error(L, "fetch_send: not a streamed request");
+    lua_settop(L, 2);
+    lua_setiuservalue(L, 1, 3); /* keeps the piece alive while it is written */
+    if (!mh_client_send(&r->req, p, len, last)) {
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, 3);
+        if (r->req.err)
+            return push_err(L, r->req.err);
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    return wait_on(L, r, WAIT_READ, resume_send);
+}
+
+/* core.fetch_head(resp) → resp (its head there), or nil, kind, detail. */
+static int l_fetch_head(lua_State *L)
+{
+    struct lresp *r = check_open_resp(L);
+    lua_settop(L, 1);
+    if (!mh_client_head_want(&r->req)) {
+        if (r->req.err) {
+            const char *err = r->req.err;
+            resp_close(L, r);
+            return push_err(L, err);
+        }
+        store_headers(L, 1, r);
+        return 1;
+    }
+    return wait_on(L, r, WAIT_HEAD, resume_fetch);
 }
 
 /* ---- clients ----------------------------------------------------------------------- */
@@ -740,8 +887,13 @@ static int l_client_stats(lua_State *L)
 void mh_client_open(lua_State *L)
 {
     static const luaL_Reg resp_methods[] = {
-        {"read", l_resp_read},     {"body", l_resp_body},       {"close", l_resp_close},
-        {"header", l_resp_header}, {"headers", l_resp_headers}, {NULL, NULL},
+        {"read", l_resp_read},
+        {"body", l_resp_body},
+        {"close", l_resp_close},
+        {"header", l_resp_header},
+        {"headers", l_resp_headers},
+        {"header_list", l_resp_header_list},
+        {NULL, NULL},
     };
     if (luaL_newmetatable(L, RESP_MT)) {
         luaL_newlib(L, resp_methods);
@@ -761,10 +913,8 @@ void mh_client_open(lua_State *L)
     }
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {
-        {"fetch", l_fetch},
-        {"client", l_client},
-        {"client_close", l_client_close},
-        {"client_stats", l_client_stats},
+        {"fetch", l_fetch},   {"fetch_send", l_fetch_send},     {"fetch_head", l_fetch_head},
+        {"client", l_client}, {"client_close", l_client_close}, {"client_stats", l_client_stats},
         {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);

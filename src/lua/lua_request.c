@@ -99,6 +99,23 @@ static int push_path(lua_State *L, struct mh_req *c)
     return 1;
 }
 
+/*
+ * req.ctx: a table of the request's own for middleware and handlers to pass
+ * things along (ngx.ctx). Made on first use, so a request that never asks
+ * for it costs no table; kept as the userdata's user value, so it lives as
+ * long as the req object and is never seen by another request.
+ */
+static int push_ctx(lua_State *L)
+{
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 1);
+    return 1;
+}
+
 static int req_index(lua_State *L)
 {
     struct mh_req *c = check_req(L);
@@ -110,6 +127,10 @@ static int req_index(lua_State *L)
     const struct mh_request *r = &c->head;
     char buf[64];
     switch (len) {
+    case 3:
+        if (!memcmp(k, "ctx", 3))
+            return push_ctx(L);
+        break;
     case 4:
         if (!memcmp(k, "path", 4))
             return push_path(L, c);
@@ -297,6 +318,24 @@ static int req_headers(lua_State *L)
     return 1;
 }
 
+/*
+ * req:header_list() → { name1, value1, name2, value2, ... }: the headers in
+ * order, names as the client wrote them (http.proxy keeps their case).
+ */
+static int req_header_list(lua_State *L)
+{
+    struct mh_req *c = check_req(L);
+    const struct mh_request *r = &c->head;
+    lua_createtable(L, (int)r->nheaders * 2, 0);
+    for (uint32_t i = 0; i < r->nheaders; i++) {
+        push_slice(L, c, r->headers[i].name);
+        lua_rawseti(L, -2, 2 * (lua_Integer)i + 1);
+        push_slice(L, c, r->headers[i].value);
+        lua_rawseti(L, -2, 2 * (lua_Integer)i + 2);
+    }
+    return 1;
+}
+
 /* Pushes what a finished body wait produced: data, or nil and why not. */
 static int push_body_error(lua_State *L, struct mh_req *c)
 {
@@ -427,6 +466,7 @@ void mh_lua_request_open(lua_State *L)
         {"args", req_args},
         {"header", req_header},
         {"headers", req_headers},
+        {"header_list", req_header_list},
         {"body", req_body},
         {"read", req_read},
         {"set_read_timeout", req_set_read_timeout},

@@ -504,7 +504,7 @@ void mh_task_start_handler(struct mh_gen *g, struct mh_req *r, int ref, const ch
      * cannot see a later request; the copies just above the metatables keep
      * them alive until the task ends and invalidates them.
      */
-    t->req = lua_newuserdatauv(co, sizeof *t->req, 0);
+    t->req = lua_newuserdatauv(co, sizeof *t->req, 1); /* user value 1: req.ctx (lua_request.c) */
     lua_pushvalue(co, MT_REQ);
     lua_setmetatable(co, -2);
     t->res = lua_newuserdatauv(co, sizeof *t->res, 0);

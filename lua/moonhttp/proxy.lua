@@ -1,0 +1,201 @@
+-- http.proxy(req, res, target [, opts]): a reverse proxy for one request
+-- (docs/proxy.md). The upstream exchange is http.fetch with the request body
+-- streamed from `req`; the response is streamed back piece by piece. What is
+-- HTTP policy (hop-by-hop headers, forwarding headers, Via, error mapping) is
+-- here; the bytes move through the client and res:write.
+local core = require "moonhttp.core"
+
+local M = {}
+
+local KNOWN = { "client", "timeout", "connect_timeout", "send_timeout", "read_timeout",
+  "preserve_host", "x_forwarded", "forwarded", "trust_forwarded", "via", "request",
+  "response", "on_error" }
+
+-- RFC 9110 §7.6.1 and the older ones still seen (Keep-Alive, Proxy-Connection).
+local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true, te = true,
+  trailer = true, ["transfer-encoding"] = true, upgrade = true,
+  ["proxy-authenticate"] = true, ["proxy-authorization"] = true }
+
+-- The front server's own on the way down (as nginx does): its Date and Server. Content-Length
+-- passes (a HEAD answer keeps the GET's length; a download its progress); if the body then
+-- falls short, relay() raises and the client's connection is cut.
+local OWN_DOWN = { date = true, server = true }
+
+-- Set by the proxy itself on the way up, whatever the client sent.
+local OWN_UP = { host = true, ["content-length"] = true, expect = true }
+local FORWARDING = { ["x-forwarded-for"] = true, ["x-forwarded-proto"] = true,
+  ["x-forwarded-host"] = true, forwarded = true }
+
+local PIECE = 64 * 1024
+
+-- The names to drop from a header list: hop-by-hop ones and those its Connection names.
+local function dropped(list)
+  local drop = setmetatable({}, { __index = HOP })
+  for i = 1, #list, 2 do
+    if list[i]:lower() == "connection" then
+      for token in list[i + 1]:gmatch("[^,%s]+") do drop[token:lower()] = true end
+    end
+  end
+  return drop
+end
+
+-- Adds value under name, keeping the first spelling of a name seen in any case.
+local function add(headers, spelling, name, value)
+  local l = name:lower()
+  local key = spelling[l]
+  if not key then
+    key = name
+    spelling[l] = name
+    headers[key] = {}
+  end
+  local t = headers[key]
+  t[#t + 1] = value
+end
+
+local function client_ip(req)
+  local a = req.remote_addr or ""
+  return a:match("^%[(.*)%]:%d+$") or a:match("^(.*):%d+$") or a
+end
+
+local function via_proto(req)
+  local v = req.proto:match("HTTP/(.*)")
+  return v == "2.0" and "2" or v
+end
+
+-- Where upstream groups will plug in: a target resolved to one URL (base, path prefix).
+local function resolve_target(target)
+  if type(target) ~= "string" then error("http.proxy: target must be a URL string", 4) end
+  local base, prefix = target:match("^([hH][tT][tT][pP][sS]?://[^/?#]+)([^?#]*)$")
+  if not base then error("http.proxy: target must be http://host[:port][/prefix]", 4) end
+  return base, prefix:gsub("/$", "")
+end
+
+-- The upstream request: method, path, headers (name → list), per RFC 9110 §7.6.
+local function upstream_request(req, opts, prefix)
+  local list = req:header_list()
+  local drop = dropped(list)
+  local headers, spelling = {}, {}
+  local trust = opts.trust_forwarded
+  for i = 1, #list, 2 do
+    local name, value = list[i], list[i + 1]
+    local l = name:lower()
+    if not drop[l] and not OWN_UP[l] and (trust or not FORWARDING[l]) then
+      add(headers, spelling, name, value)
+    end
+  end
+  local ip = client_ip(req)
+  local proto = req:tls() and "https" or "http"
+  if opts.x_forwarded ~= false then
+    local xff = spelling["x-forwarded-for"]
+    if xff then
+      local t = headers[xff]
+      headers[xff] = { table.concat(t, ", ") .. ", " .. ip }
+    else
+      add(headers, spelling, "X-Forwarded-For", ip)
+    end
+    if not spelling["x-forwarded-proto"] then add(headers, spelling, "X-Forwarded-Proto", proto) end
+    if not spelling["x-forwarded-host"] and req.host ~= "" then
+      add(headers, spelling, "X-Forwarded-Host", req.host)
+    end
+  end
+  if opts.forwarded then
+    local node = ip:find(":", 1, true) and ('"[' .. ip .. ']"') or ip
+    local host = req.host ~= "" and (';host="' .. req.host:gsub('[\\"]', "") .. '"') or ""
+    add(headers, spelling, "Forwarded", "for=" .. node .. ";proto=" .. proto .. host)
+  end
+  if opts.via then add(headers, spelling, "Via", via_proto(req) .. " " .. opts.via) end
+  if opts.preserve_host and req.host ~= "" then add(headers, spelling, "Host", req.host) end
+  -- no User-Agent from the client: none to the upstream either (an empty list stops fetch's own)
+  if not spelling["user-agent"] then headers["User-Agent"] = {} end
+  local q = req.query
+  return {
+    method = req.method,
+    path = prefix .. req.raw_path .. ((q and q ~= "") and ("?" .. q) or ""),
+    headers = headers,
+  }
+end
+
+local function default_error(res, status)
+  res:header("Content-Type", "text/plain; charset=utf-8")
+  res:header("Cache-Control", "no-store")
+  res:status(status)
+  res:write(status == 504 and "gateway timeout\n" or "bad gateway\n")
+end
+
+local function fail(res, opts, kind, detail)
+  local status = kind == "timeout" and 504 or 502
+  if opts.on_error then
+    opts.on_error(res, status, kind, detail)
+  else
+    default_error(res, status)
+  end
+  return nil, kind, detail
+end
+
+-- Sends the response head: status and headers, hop-by-hop ones and the framing dropped.
+local function send_head(req, res, resp, opts)
+  local list = resp:header_list()
+  local drop = dropped(list)
+  local head = { status = resp.status, headers = {} }
+  local spelling = {}
+  for i = 1, #list, 2 do
+    local l = list[i]:lower()
+    if not drop[l] and not OWN_DOWN[l] then add(head.headers, spelling, list[i], list[i + 1]) end
+  end
+  if opts.via then add(head.headers, spelling, "Via", resp.proto:match("HTTP/(.*)") .. " " .. opts.via) end
+  if opts.response then opts.response(head, req) end
+  res:status(head.status)
+  for name, values in pairs(head.headers) do
+    for i, v in ipairs(values) do
+      if i == 1 then res:header(name, v) else res:add_header(name, v) end
+    end
+  end
+end
+
+-- Streams the response body. Where a 101 upgrade relay will plug in: the status is known here.
+local function relay(res, resp)
+  while true do
+    local piece, kind, detail = resp:read(PIECE)
+    if not piece then
+      if kind then
+        -- the head is out: cut the client's connection rather than end the body as if complete
+        error(string.format("http.proxy: upstream %s: %s", kind, detail), 0)
+      end
+      return true
+    end
+    if not res:write(piece) then return true end -- the client went away
+    if not resp.complete then res:flush() end -- more is coming: send what is here now (SSE)
+  end
+end
+
+function M.proxy(http, req, res, target, opts)
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then error("http.proxy: options must be a table", 3) end
+  core.check_opts(opts, "http.proxy", KNOWN, 3)
+  local base, prefix = resolve_target(target)
+  local up = upstream_request(req, opts, prefix)
+  if opts.request then opts.request(up, req) end
+  local has_body = req:header("content-length") or req:header("transfer-encoding")
+  local fopts = {
+    method = up.method, headers = up.headers,
+    body = has_body and req or nil,
+    timeout = opts.timeout or 0,
+    connect_timeout = opts.connect_timeout,
+    send_timeout = opts.send_timeout,
+    read_timeout = opts.read_timeout or 60,
+  }
+  local client = opts.client
+  local resp, kind, detail
+  if client then
+    resp, kind, detail = client:fetch(base .. up.path, fopts)
+  else
+    resp, kind, detail = http.fetch(base .. up.path, fopts)
+  end
+  if not resp then return fail(res, opts, kind, detail) end
+  send_head(req, res, resp, opts)
+  local ok = relay(res, resp)
+  resp:close()
+  return ok
+end
+
+return M
