@@ -192,7 +192,7 @@ struct mh_gen *mh_gen_alloc(struct mh_config *config, const struct mh_gen_ops *o
     }
     lua_pushlightuserdata(g->L, g);
     lua_rawsetp(g->L, LUA_REGISTRYINDEX, &GEN_KEY);
-    *(struct mh_task **)lua_getextraspace(g->L) = NULL; /* no task runs on the main thread */
+    *(struct mh_task **)lua_getextraspace(g->L) = NULL; /* the running task (lua_sched.c): none */
     return g;
 }
 

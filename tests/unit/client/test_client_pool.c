@@ -432,6 +432,42 @@ static void test_idle_expiry(struct ev_loop *loop)
     peer_stop();
 }
 
+/*
+ * An idle connection the server closed, or wrote to (HTTP/1.1 allows
+ * neither reading nor reuse then), is not taken: the next request dials, and
+ * succeeds, without a loop iteration in between for the idle watcher.
+ */
+static void test_no_reuse_after_server_spoke(struct ev_loop *loop, bool close_it)
+{
+    peer_start(loop);
+    peer.reply = hello;
+    struct mh_client_pool *p = pool_new(loop, NULL);
+    struct exchange x;
+    fetch(loop, p, &x);
+    CHECK(read_all(loop, &x, "hello"));
+    mh_client_req_finish(&x.r);
+    ev_io *conn = &peer.rw[peer.last];
+    if (close_it) {
+        ev_io_stop(loop, conn);
+        close(conn->fd);
+    } else {
+        peer_write(conn->fd, "HTTP/1.1 408 Request Timeout\r\n\r\n");
+    }
+    usleep(20000); /* the bytes or the FIN reach our socket */
+    start(p, &x);
+    run_until(loop, &x.head, 2);
+    CHECK(x.head && !x.r.err && x.r.status == 200);
+    CHECK(read_all(loop, &x, "hello"));
+    mh_client_req_finish(&x.r);
+    size_t idle, open;
+    const struct mh_client_stats *st = stats(p, &idle, &open);
+    CHECKF(st->dials == 2 && st->reuses == 0 && st->retries == 0,
+           "dials %lu reuses %lu retries %lu", st->dials, st->reuses, st->retries);
+    CHECK(peer.accepted == 2);
+    mh_client_pool_unref(p);
+    peer_stop();
+}
+
 static void one_idle_per_host(struct mh_client_settings *s)
 {
     s->max_idle_per_host = 1;
@@ -469,6 +505,8 @@ int main(void)
     test_drain_off(loop);
     test_no_reuse_after_connection_close(loop);
     test_idle_expiry(loop);
+    test_no_reuse_after_server_spoke(loop, true);
+    test_no_reuse_after_server_spoke(loop, false);
     test_max_idle_per_host(loop);
     ev_loop_destroy(loop);
     return unit_report();

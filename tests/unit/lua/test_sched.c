@@ -350,5 +350,6 @@ int main(void)
     test_wait_outside_a_task();
     test_retire_background();
     mh_gen_unref(gen);
+    mh_config_free(&config);
     return unit_report();
 }
