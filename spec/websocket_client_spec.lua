@@ -154,3 +154,52 @@ describe("http.websocket against python3-websockets", function()
     assert.same({ "true\t200", "" }, lines(out))
   end)
 end)
+
+describe("http.websocket over TLS (wss://), against moonhttp's HTTPS listener", function()
+  local dir, srv
+  setup(function()
+    dir = H.tmpname("-wss")
+    local function sh(cmd)
+      assert(os.execute("cd " .. dir .. " && " .. cmd .. " >/dev/null 2>&1"), cmd)
+    end
+    assert(os.execute("mkdir -p " .. dir))
+    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+    sh("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj /CN=mh-wss-ca")
+    H.write_file(dir .. "/ext.cnf", "subjectAltName=DNS:localhost\n")
+    sh("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
+    sh("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
+      .. "-days 2 -extfile ext.cnf")
+    local app = H.script([[
+local http = require "moonhttp"
+http.handle("GET /echo", function(req, res)
+  local ws = assert(req:websocket())
+  while true do
+    local data, kind = ws:receive()
+    if not data then return end
+    ws:send(data, kind)
+  end
+end)
+]])
+    srv = H.start(app, { no_listen = true, flags = { "--listen", "https://127.0.0.1:0",
+      "--tls-cert", dir .. "/srv.pem", "--tls-key", dir .. "/srv.key" } })
+  end)
+  teardown(function()
+    srv:stop()
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("verifies the server and echoes through TLS; an unknown authority is refused", function()
+    local out = run(string.format([[
+      local url, ca = "wss://localhost:%d/echo", %q
+      print(http.websocket(url)) -- first: a saved TLS session would skip the check
+      local ws = assert(http.websocket(url, { tls = { ca = ca } }))
+      local big = string.rep("w", 100000)
+      assert(ws:send(big, "binary"))
+      local got, kind = ws:receive()
+      print(got == big, kind)
+      print(ws:close())
+    ]], srv.port, dir .. "/ca.pem"))
+    assert.same({ "nil\ttls: certificate signed by unknown authority", "true\tbinary", "true", "" },
+      lines(out))
+  end)
+end)
