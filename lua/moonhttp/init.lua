@@ -20,6 +20,7 @@ local M = {
   files = core.files,
   shared = core.shared,
   channel = core.channel,
+  websocket = require("moonhttp.websocket").connect,
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
   -- when empty; '/' is not escaped); decode answers nil, err on malformed

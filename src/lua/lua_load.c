@@ -265,6 +265,7 @@ static int open_core(lua_State *L)
     mh_client_open(L);
     mh_lua_files_open(L);
     mh_socket_open(L);
+    mh_lua_ws_core_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
     mh_signal_open(L);

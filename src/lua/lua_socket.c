@@ -76,15 +76,15 @@ static void on_sock_done(struct mh_socket *s, const char *err);
  * The pending operation has its answer: wake the waiting task to push it,
  * or, when the answer came before the call could wait, let it answer now.
  */
-static void wake(struct lsock *k)
+static void wake(struct lside *d)
 {
-    k->done = true;
-    if (k->waiter)
-        mh_task_wake(k->waiter);
+    d->done = true;
+    if (d->waiter)
+        mh_task_wake(d->waiter);
 }
 
-/* Stops what is in progress on the C side (the waiting task, if any, stays). */
-static void stop_op(struct lsock *k)
+/* Stops what is in progress on the read side in C (the waiting task, if any, stays). */
+static void stop_read(struct lsock *k)
 {
     if (k->queued)
         mh_sock_leave_queue(k);
@@ -93,7 +93,7 @@ static void stop_op(struct lsock *k)
         k->resolving = false;
     }
     if (k->s) {
-        mh_socket_cancel(k->s);
+        mh_socket_cancel_read(k->s);
         if (k->s->tls) { /* a handshake cut short cannot go on */
             mh_client_tls_free(k->s->tls);
             k->s->tls = NULL;
@@ -101,20 +101,42 @@ static void stop_op(struct lsock *k)
     }
 }
 
+/* Stops the pending send in C (the waiting task, if any, stays). */
+static void stop_write(struct lsock *k)
+{
+    if (k->s)
+        mh_socket_cancel_write(k->s);
+}
+
+static void stop_side(struct lside *d)
+{
+    if (d == &d->k->rd)
+        stop_read(d->k);
+    else
+        stop_write(d->k);
+}
+
+/*
+ * Closing wakes every task still waiting on the socket with "closed": a
+ * receive in one task and a send in another (full duplex), or a task
+ * waiting while the socket's owner ended.
+ */
 static void sock_close(struct lsock *k)
 {
     mh_task_unlink(&k->owner);
-    stop_op(k);
+    stop_read(k);
+    stop_write(k);
     if (k->s) {
         mh_socket_free(k->s);
         k->s = NULL;
     }
     release_slot(k);
-    if (k->waiter && k->op != OP_NONE) {
-        /* Another task waits on it (its owner ended): wake that one with "closed". */
-        k->err = MH_SOCK_CLOSED;
-        wake(k);
-    }
+    struct lside *sides[] = {&k->rd, &k->wr};
+    for (int i = 0; i < 2; i++)
+        if (sides[i]->waiter && sides[i]->op != OP_NONE && !sides[i]->done) {
+            sides[i]->err = MH_SOCK_CLOSED;
+            wake(sides[i]);
+        }
 }
 
 static void on_owner_end(struct mh_task_link *l)
@@ -134,12 +156,12 @@ static int l_close(lua_State *L)
 /* The waiting task ended first (killed): undo the wait without resuming it. */
 static void cancel_wait(struct mh_task *t)
 {
-    struct lsock *k = t->wait_data;
-    stop_op(k);
-    k->op = OP_NONE;
-    k->waiter = NULL;
-    luaL_unref(t->co, LUA_REGISTRYINDEX, k->anchor);
-    k->anchor = LUA_NOREF;
+    struct lside *d = t->wait_data;
+    stop_side(d);
+    d->op = OP_NONE;
+    d->waiter = NULL;
+    luaL_unref(t->co, LUA_REGISTRYINDEX, d->anchor);
+    d->anchor = LUA_NOREF;
 }
 
 /* ---- receive ------------------------------------------------------------------------ */
@@ -177,7 +199,7 @@ static size_t recv_end(const struct lsock *k, size_t *skip)
 static bool recv_ready(const struct lsock *k)
 {
     size_t skip;
-    return k->err || !k->s || k->s->eof || recv_end(k, &skip) > 0;
+    return k->rd.err || !k->s || k->s->eof || recv_end(k, &skip) > 0;
 }
 
 /* Reads until the pending receive can be answered (true) or must wait (false). */
@@ -189,7 +211,7 @@ static bool recv_progress(struct lsock *k)
         if (rc == 0)
             return false;
         if (rc < 0)
-            k->err = err;
+            k->rd.err = err;
     }
     return true;
 }
@@ -197,9 +219,9 @@ static bool recv_progress(struct lsock *k)
 /* Pushes the answer of a ready receive: data, or nil, err, partial. */
 static int push_recv(lua_State *L, struct lsock *k)
 {
-    const char *err = k->err;
-    k->err = NULL;
-    k->op = OP_NONE;
+    const char *err = k->rd.err;
+    k->rd.err = NULL;
+    k->rd.op = OP_NONE;
     if (!k->s) {
         lua_pushnil(L);
         lua_pushstring(L, MH_SOCK_CLOSED);
@@ -264,7 +286,7 @@ static void handshake_failed(struct lsock *k, const char *err)
         mh_client_tls_free(k->s->tls);
         k->s->tls = NULL;
     }
-    k->err = err;
+    k->rd.err = err;
 }
 
 /* Connected (or failed) at the socket level: try the next address, or go on with TLS. */
@@ -275,15 +297,15 @@ static void connected(struct lsock *k, const char *err)
             connect_next(k);
             return;
         }
-        k->err = err;
-        wake(k);
+        k->rd.err = err;
+        wake(&k->rd);
         return;
     }
     if (k->tls_next) {
         handshake_start(k);
         return;
     }
-    wake(k);
+    wake(&k->rd);
 }
 
 static void connect_next(struct lsock *k)
@@ -298,15 +320,15 @@ static void connect_next(struct lsock *k)
 static void handshake_start(struct lsock *k)
 {
     const char *err = NULL;
-    k->op = OP_HANDSHAKE;
+    k->rd.op = OP_HANDSHAKE;
     struct mh_client_tls_cfg *cfg = mh_sock_tls_cfg(k->st, k, &err);
     struct tls_session *x = mh_sock_session(k->st, k->key, false);
     if (cfg)
         k->s->tls =
             mh_client_tls_new(cfg, k->s->tr.fd, k->server_name, x ? x->session : NULL, &err);
     if (!cfg || !k->s->tls) {
-        k->err = err;
-        wake(k);
+        k->rd.err = err;
+        wake(&k->rd);
         return;
     }
     int rc = mh_socket_step(k->s, tls_step, k->tmo_connect, on_sock_done, &err);
@@ -316,7 +338,7 @@ static void handshake_start(struct lsock *k)
         handshake_done(k);
     else
         handshake_failed(k, err);
-    wake(k);
+    wake(&k->rd);
 }
 
 static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
@@ -324,8 +346,8 @@ static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh
     struct lsock *k = (struct lsock *)((char *)q - offsetof(struct lsock, dns));
     k->resolving = false;
     if (err) {
-        k->err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
-        wake(k);
+        k->rd.err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        wake(&k->rd);
         return;
     }
     k->addrs = *a;
@@ -337,7 +359,7 @@ static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh
 static void on_sock_done(struct mh_socket *s, const char *err)
 {
     struct lsock *k = s->ud;
-    switch (k->op) {
+    switch (k->rd.op) {
     case OP_CONNECT:
         connected(k, err);
         return;
@@ -346,33 +368,40 @@ static void on_sock_done(struct mh_socket *s, const char *err)
             handshake_failed(k, err);
         else
             handshake_done(k);
-        wake(k);
+        wake(&k->rd);
         return;
-    case OP_SEND:
-        k->err = err;
-        wake(k);
+    case OP_SEND: /* sends report to on_send_done */
         return;
     case OP_RECV:
         if (err)
-            k->err = err;
+            k->rd.err = err;
         if (recv_progress(k))
-            wake(k);
+            wake(&k->rd);
         return;
     case OP_NONE:
         return;
     }
 }
 
+/* The write side's completion. */
+static void on_send_done(struct mh_socket *s, const char *err)
+{
+    struct lsock *k = s->ud;
+    k->wr.err = err;
+    wake(&k->wr);
+}
+
 /* ---- the waiting template -------------------------------------------------------------- */
 
-static int push_result(lua_State *L, struct lsock *k)
+static int push_result(lua_State *L, struct lside *d)
 {
-    enum op op = k->op;
+    struct lsock *k = d->k;
+    enum op op = d->op;
     if (op == OP_RECV)
         return push_recv(L, k);
-    const char *err = k->err;
-    k->err = NULL;
-    k->op = OP_NONE;
+    const char *err = d->err;
+    d->err = NULL;
+    d->op = OP_NONE;
     if (err) {
         if (op == OP_CONNECT || op == OP_HANDSHAKE)
             sock_close(k); /* a half-made connection is of no use */
@@ -381,7 +410,7 @@ static int push_result(lua_State *L, struct lsock *k)
         return 2;
     }
     if (op == OP_SEND) {
-        lua_pushinteger(L, (lua_Integer)k->want);
+        lua_pushinteger(L, (lua_Integer)k->send_len);
         return 1;
     }
     lua_pushboolean(L, 1);
@@ -390,19 +419,19 @@ static int push_result(lua_State *L, struct lsock *k)
 
 static int resume_op(struct mh_task *t, lua_State *co)
 {
-    struct lsock *k = t->wait_data;
-    k->waiter = NULL;
-    luaL_unref(co, LUA_REGISTRYINDEX, k->anchor);
-    k->anchor = LUA_NOREF;
-    if (!k->done) {
+    struct lside *d = t->wait_data;
+    d->waiter = NULL;
+    luaL_unref(co, LUA_REGISTRYINDEX, d->anchor);
+    d->anchor = LUA_NOREF;
+    if (!d->done) {
         /*
          * The task's timer came first: the call's total bound (connect) or
          * the socket's deadline passed while the operation was still going.
          */
-        stop_op(k);
-        k->err = MH_SOCK_TIMEOUT;
+        stop_side(d);
+        d->err = MH_SOCK_TIMEOUT;
     }
-    return push_result(co, k);
+    return push_result(co, d);
 }
 
 /*
@@ -412,14 +441,15 @@ static int resume_op(struct mh_task *t, lua_State *co)
  * answers "timeout". The per-wait timeouts of net/socket.c still apply
  * inside; these bound the whole call.
  */
-static int wait_op(lua_State *L, struct lsock *k, struct mh_task *t, double limit)
+static int wait_op(lua_State *L, struct lside *d, struct mh_task *t, double limit)
 {
+    struct lsock *k = d->k;
     if (k->deadline > 0) {
         double left = k->deadline - ev_now(k->st->loop);
         if (left <= 0) {
-            stop_op(k);
-            k->err = MH_SOCK_TIMEOUT;
-            return push_result(L, k);
+            stop_side(d);
+            d->err = MH_SOCK_TIMEOUT;
+            return push_result(L, d);
         }
         if (limit <= 0 || left < limit)
             limit = left;
@@ -427,18 +457,29 @@ static int wait_op(lua_State *L, struct lsock *k, struct mh_task *t, double limi
     if (limit > 0)
         mh_task_wake_in(t, limit);
     lua_pushvalue(L, 1);
-    k->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
-    k->waiter = t;
-    return mh_task_wait(L, t, resume_op, cancel_wait, k);
+    d->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    d->waiter = t;
+    return mh_task_wait(L, t, resume_op, cancel_wait, d);
 }
 
-/* Checks self and that no other operation is pending; raises for misuse. */
-static struct lsock *check_idle(lua_State *L, const char *what, struct mh_task **t)
+enum use { USE_READ, USE_WRITE, USE_BOTH };
+
+/*
+ * Checks self and that the side(s) the call needs are free; raises for
+ * misuse. Full duplex: a receive and a send may wait at once (in two
+ * tasks); two receives, two sends, or anything beside a connect or a
+ * handshake may not.
+ */
+static struct lsock *check_idle(lua_State *L, const char *what, struct mh_task **t, enum use use)
 {
     struct lsock *k = luaL_checkudata(L, 1, SOCK_MT);
     *t = mh_task_check(L, what);
-    if (k->op != OP_NONE)
-        luaL_error(L, "%s: %s (another operation is waiting on it)", what, BUSY);
+    if (k->rd.op == OP_CONNECT || k->rd.op == OP_HANDSHAKE)
+        luaL_error(L, "%s: %s (a connect or handshake is waiting on it)", what, BUSY);
+    if (use != USE_WRITE && k->rd.op != OP_NONE)
+        luaL_error(L, "%s: %s (another task is receiving on it)", what, BUSY);
+    if (use != USE_READ && k->wr.op != OP_NONE)
+        luaL_error(L, "%s: %s (another task is sending on it)", what, BUSY);
     return k;
 }
 
@@ -495,12 +536,12 @@ static void connect_start(struct lsock *k)
     if (s) {
         s->ud = k;
         k->s = s;
-        wake(k);
+        wake(&k->rd);
         return;
     }
     if (!(k->s = mh_socket_new(k->st->loop))) {
-        k->err = MH_SOCK_NOMEM;
-        wake(k);
+        k->rd.err = MH_SOCK_NOMEM;
+        wake(&k->rd);
         return;
     }
     k->s->ud = k;
@@ -524,8 +565,8 @@ static void connect_start(struct lsock *k)
     } else if (rc == 0) {
         k->resolving = true;
     } else {
-        k->err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
-        wake(k);
+        k->rd.err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        wake(&k->rd);
     }
 }
 
@@ -533,7 +574,7 @@ static void connect_start(struct lsock *k)
 static int l_connect(lua_State *L)
 {
     struct mh_task *t;
-    struct lsock *k = check_idle(L, "sock:connect", &t);
+    struct lsock *k = check_idle(L, "sock:connect", &t, USE_BOTH);
     size_t hlen;
     const char *host = luaL_checklstring(L, 2, &hlen);
     bool unix_path = hlen > 5 && memcmp(host, "unix:", 5) == 0;
@@ -578,9 +619,9 @@ static int l_connect(lua_State *L)
     k->port = (uint16_t)port;
     k->owner.release = on_owner_end;
     mh_task_adopt(t, &k->owner);
-    k->op = OP_CONNECT;
-    k->err = NULL;
-    k->done = false;
+    k->rd.op = OP_CONNECT;
+    k->rd.err = NULL;
+    k->rd.done = false;
     lua_Integer limit = 0;
     if (opts && lua_getfield(L, opts, "pool_size") != LUA_TNIL) {
         limit = lua_tointeger(L, -1);
@@ -593,18 +634,18 @@ static int l_connect(lua_State *L)
      * resolution, every address tried and the TLS handshake together.
      */
     if (limit && !mh_sock_take_slot(k, (size_t)limit))
-        return wait_op(L, k, t, k->tmo_connect); /* waiting for a slot */
+        return wait_op(L, &k->rd, t, k->tmo_connect); /* waiting for a slot */
     connect_start(k);
-    if (k->done)
-        return push_result(L, k); /* answered without waiting */
-    return wait_op(L, k, t, k->tmo_connect);
+    if (k->rd.done)
+        return push_result(L, &k->rd); /* answered without waiting */
+    return wait_op(L, &k->rd, t, k->tmo_connect);
 }
 
 /* sock:tls_handshake([opts]) → true | nil, err */
 static int l_tls_handshake(lua_State *L)
 {
     struct mh_task *t;
-    struct lsock *k = check_idle(L, "sock:tls_handshake", &t);
+    struct lsock *k = check_idle(L, "sock:tls_handshake", &t, USE_BOTH);
     if (!k->s || k->s->tr.fd < 0) {
         lua_pushnil(L);
         lua_pushstring(L, MH_SOCK_CLOSED);
@@ -617,19 +658,19 @@ static int l_tls_handshake(lua_State *L)
     if (colon && (size_t)(colon - k->key) < sizeof host)
         memcpy(host, k->key, (size_t)(colon - k->key));
     read_tls_opts(L, k, 2, host, "sock:tls_handshake");
-    k->err = NULL;
-    k->done = false;
+    k->rd.err = NULL;
+    k->rd.done = false;
     handshake_start(k);
-    if (!k->done)
-        return wait_op(L, k, t, 0); /* the handshake's own timer: tmo_connect for all of it */
-    return push_result(L, k);
+    if (!k->rd.done)
+        return wait_op(L, &k->rd, t, 0); /* the handshake's own timer: tmo_connect for all of it */
+    return push_result(L, &k->rd);
 }
 
 /* sock:send(data) → bytes | nil, err. Waits while the peer applies back-pressure. */
 static int l_send(lua_State *L)
 {
     struct mh_task *t;
-    struct lsock *k = check_idle(L, "sock:send", &t);
+    struct lsock *k = check_idle(L, "sock:send", &t, USE_WRITE);
     if (lua_istable(L, 2)) {
         lua_getglobal(L, "table");
         lua_getfield(L, -1, "concat");
@@ -649,34 +690,34 @@ static int l_send(lua_State *L)
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, 1);
     const char *err = NULL;
-    k->op = OP_SEND;
-    k->err = NULL;
-    k->done = false;
-    k->want = len;
-    int rc = mh_socket_write(k->s, data, len, k->tmo_send, on_sock_done, &err);
+    k->wr.op = OP_SEND;
+    k->wr.err = NULL;
+    k->wr.done = false;
+    k->send_len = len;
+    int rc = mh_socket_write(k->s, data, len, k->tmo_send, on_send_done, &err);
     if (rc == 0)
-        return wait_op(L, k, t, 0); /* tmo_send, armed once, bounds the whole send */
-    k->err = rc < 0 ? err : NULL;
-    return push_result(L, k);
+        return wait_op(L, &k->wr, t, 0); /* tmo_send, armed once, bounds the whole send */
+    k->wr.err = rc < 0 ? err : NULL;
+    return push_result(L, &k->wr);
 }
 
 /* Starts a receive in `mode` and answers it now or waits. */
 static int do_receive(lua_State *L, struct lsock *k, struct mh_task *t, enum recv_mode mode)
 {
     k->mode = mode;
-    k->op = OP_RECV;
-    k->err = NULL;
-    k->done = false;
+    k->rd.op = OP_RECV;
+    k->rd.err = NULL;
+    k->rd.done = false;
     if (!k->s || recv_progress(k))
         return push_recv(L, k);
-    return wait_op(L, k, t, 0); /* tmo_read is per wait for data, re-armed as bytes come */
+    return wait_op(L, &k->rd, t, 0); /* tmo_read is per wait for data, re-armed as bytes come */
 }
 
 /* sock:receive(n | "l" | "a") → data | nil, err, partial (default "l") */
 static int l_receive(lua_State *L)
 {
     struct mh_task *t;
-    struct lsock *k = check_idle(L, "sock:receive", &t);
+    struct lsock *k = check_idle(L, "sock:receive", &t, USE_READ);
     enum recv_mode mode = R_LINE;
     if (lua_type(L, 2) == LUA_TNUMBER) {
         lua_Integer n = luaL_checkinteger(L, 2);
@@ -721,7 +762,7 @@ static int l_until_iter(lua_State *L)
     lua_settop(L, 0);
     lua_pushvalue(L, lua_upvalueindex(1));
     struct mh_task *t;
-    struct lsock *k = check_idle(L, "sock:receive_until", &t);
+    struct lsock *k = check_idle(L, "sock:receive_until", &t, USE_READ);
     k->delim = lua_tolstring(L, lua_upvalueindex(2), &k->delim_len);
     return do_receive(L, k, t, R_UNTIL);
 }
@@ -779,7 +820,7 @@ static int l_keepalive(lua_State *L)
     double idle = check_timeout(L, 2, DEFAULT_IDLE);
     lua_Integer size = luaL_optinteger(L, 3, DEFAULT_POOL);
     luaL_argcheck(L, size >= 0, 3, "pool size must be >= 0");
-    if (k->op != OP_NONE)
+    if (k->rd.op != OP_NONE || k->wr.op != OP_NONE)
         return luaL_error(L, "sock:keepalive: %s (another operation is waiting on it)", BUSY);
     if (!k->s) {
         lua_pushnil(L);
@@ -834,7 +875,8 @@ static int l_tcp(lua_State *L)
     struct lsock *k = lua_newuserdatauv(L, sizeof *k, 1);
     memset(k, 0, sizeof *k);
     k->st = st;
-    k->anchor = LUA_NOREF;
+    k->rd.k = k->wr.k = k;
+    k->rd.anchor = k->wr.anchor = LUA_NOREF;
     k->tmo_connect = k->tmo_send = k->tmo_read = DEFAULT_TIMEOUT;
     luaL_setmetatable(L, SOCK_MT);
     return 1;

@@ -59,19 +59,31 @@ struct sock_state {
 enum op { OP_NONE, OP_CONNECT, OP_HANDSHAKE, OP_SEND, OP_RECV };
 enum recv_mode { R_BYTES, R_LINE, R_ALL, R_UNTIL, R_ANY };
 
+/*
+ * One direction of a socket and the task waiting on it. The read side runs
+ * connect, tls_handshake and receive; the write side runs send. A task may
+ * wait on each at once (full duplex: one task reads while another writes);
+ * connect and tls_handshake need both idle.
+ */
+struct lside {
+    struct lsock *k;
+    struct mh_task *waiter;
+    int anchor; /* registry reference to the userdata while a task waits */
+    enum op op;
+    bool done;       /* the pending operation has its answer (set by wake) */
+    const char *err; /* the pending operation's failure */
+};
+
 struct lsock {
     struct mh_socket *s; /* NULL: not connected, or closed */
     struct sock_state *st;
     struct mh_task_link owner;
-    struct mh_task *waiter;
-    int anchor; /* registry reference to the userdata while a task waits */
+    struct lside rd, wr;
     double tmo_connect, tmo_send, tmo_read;
     double deadline; /* ev_now() time past which every wait ends in "timeout"; 0: none */
-    enum op op;
-    bool done;       /* the pending operation has its answer (set by wake) */
-    const char *err; /* the pending operation's failure */
     enum recv_mode mode;
-    size_t want;
+    size_t want;     /* receive(n)'s count */
+    size_t send_len; /* the pending send's length */
     const char *delim;
     size_t delim_len;
     /* connect */

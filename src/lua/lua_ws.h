@@ -17,4 +17,7 @@ void mh_lua_ws_open(lua_State *L);
 /* req:websocket([opts]) for the request r (req at 1, opts at 2). */
 int mh_lua_ws_start(lua_State *L, struct mh_req *r);
 
+/* Adds the client's helpers to the core table at the top of L: ws_accept, ws_mask. */
+void mh_lua_ws_core_open(lua_State *L);
+
 #endif

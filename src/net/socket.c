@@ -50,6 +50,8 @@ const char *mh_socket_errno_err(int e)
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents);
 static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents);
+static void on_wio(struct ev_loop *loop, ev_io *w, int revents);
+static void on_wtimeout(struct ev_loop *loop, ev_timer *w, int revents);
 
 struct mh_socket *mh_socket_new(struct ev_loop *loop)
 {
@@ -62,6 +64,10 @@ struct mh_socket *mh_socket_new(struct ev_loop *loop)
     s->_io.data = s;
     ev_init(&s->_timer, on_timeout);
     s->_timer.data = s;
+    ev_init(&s->_wio, on_wio);
+    s->_wio.data = s;
+    ev_init(&s->_wtimer, on_wtimeout);
+    s->_wtimer.data = s;
     return s;
 }
 
@@ -70,13 +76,35 @@ static void stop_watchers(struct mh_socket *s)
 {
     ev_io_stop(s->loop, &s->_io);
     ev_timer_stop(s->loop, &s->_timer);
+    ev_io_stop(s->loop, &s->_wio);
+    ev_timer_stop(s->loop, &s->_wtimer);
+}
+
+void mh_socket_cancel_read(struct mh_socket *s)
+{
+    ev_io_stop(s->loop, &s->_io);
+    ev_timer_stop(s->loop, &s->_timer);
+    s->_op = MH_SOCK_OP_NONE;
+    s->_cb = NULL;
+}
+
+void mh_socket_cancel_write(struct mh_socket *s)
+{
+    ev_io_stop(s->loop, &s->_wio);
+    ev_timer_stop(s->loop, &s->_wtimer);
+    s->_wcb = NULL;
+    s->_wlen = 0;
 }
 
 void mh_socket_cancel(struct mh_socket *s)
 {
-    stop_watchers(s);
-    s->_op = MH_SOCK_OP_NONE;
-    s->_cb = NULL;
+    mh_socket_cancel_read(s);
+    mh_socket_cancel_write(s);
+}
+
+bool mh_socket_writing(const struct mh_socket *s)
+{
+    return s->_wcb != NULL;
 }
 
 void mh_socket_free(struct mh_socket *s)
@@ -90,27 +118,42 @@ void mh_socket_free(struct mh_socket *s)
     free(s);
 }
 
-/* Waits for `events` on the fd, at most `timeout` seconds (0: no limit). */
+/* Arms one side's watcher for `events` on the fd and its timer for `timeout` s (0: none). */
+static void arm(struct mh_socket *s, ev_io *io, ev_timer *timer, int events, double timeout)
+{
+    ev_io_stop(s->loop, io);
+    ev_io_set(io, s->tr.fd, events);
+    ev_io_start(s->loop, io);
+    ev_timer_stop(s->loop, timer);
+    if (timeout > 0) {
+        ev_timer_set(timer, timeout, 0.);
+        ev_timer_start(s->loop, timer);
+    }
+}
+
+/* The read side waits for `events`, at most `timeout` seconds (0: no limit). */
 static void wait_for(struct mh_socket *s, enum mh_socket_op op, int events, double timeout,
                      mh_socket_cb cb)
 {
     s->_op = op;
     s->_cb = cb;
-    ev_io_stop(s->loop, &s->_io);
-    ev_io_set(&s->_io, s->tr.fd, events);
-    ev_io_start(s->loop, &s->_io);
-    ev_timer_stop(s->loop, &s->_timer);
-    if (timeout > 0) {
-        ev_timer_set(&s->_timer, timeout, 0.);
-        ev_timer_start(s->loop, &s->_timer);
-    }
+    arm(s, &s->_io, &s->_timer, events, timeout);
 }
 
-/* Ends the pending operation and reports it. */
+/* Ends the read side's pending operation and reports it. */
 static void finish(struct mh_socket *s, const char *err)
 {
     mh_socket_cb cb = s->_cb;
-    mh_socket_cancel(s);
+    mh_socket_cancel_read(s);
+    if (cb)
+        cb(s, err);
+}
+
+/* Ends the pending write and reports it. */
+static void finish_write(struct mh_socket *s, const char *err)
+{
+    mh_socket_cb cb = s->_wcb;
+    mh_socket_cancel_write(s);
     if (cb)
         cb(s, err);
 }
@@ -209,10 +252,13 @@ int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double ti
     s->_wdata = data;
     s->_wlen = len;
     int rc = write_some(s, err);
-    if (rc != 0)
+    if (rc != 0) {
+        s->_wlen = 0;
         return rc;
-    wait_for(s, MH_SOCK_OP_WRITE,
-             (s->tr.wants & MH_TRANSPORT_WRITE_WANTS_READ) ? EV_READ : EV_WRITE, timeout, cb);
+    }
+    s->_wcb = cb;
+    arm(s, &s->_wio, &s->_wtimer,
+        (s->tr.wants & MH_TRANSPORT_WRITE_WANTS_READ) ? EV_READ : EV_WRITE, timeout);
     return 0;
 }
 
@@ -238,6 +284,33 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     finish(w->data, MH_SOCK_TIMEOUT);
 }
 
+static void on_wtimeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    finish_write(w->data, MH_SOCK_TIMEOUT);
+}
+
+static void on_wio(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct mh_socket *s = w->data;
+    const char *err = NULL;
+    (void)loop;
+    (void)revents;
+    int rc = write_some(s, &err);
+    if (rc != 0) {
+        finish_write(s, rc < 0 ? err : NULL);
+        return;
+    }
+    /* TLS may want the other readiness for the rest. */
+    int events = (s->tr.wants & MH_TRANSPORT_WRITE_WANTS_READ) ? EV_READ : EV_WRITE;
+    if (events != (w->events & (EV_READ | EV_WRITE))) {
+        ev_io_stop(s->loop, w);
+        ev_io_set(w, s->tr.fd, events);
+        ev_io_start(s->loop, w);
+    }
+}
+
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct mh_socket *s = w->data;
@@ -256,9 +329,6 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
     }
     case MH_SOCK_OP_FILL:
         rc = read_some(s, &err);
-        break;
-    case MH_SOCK_OP_WRITE:
-        rc = write_some(s, &err);
         break;
     case MH_SOCK_OP_STEP:
         rc = s->_step(s, &err);

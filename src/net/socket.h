@@ -7,8 +7,13 @@
  *
  * Each operation (connect, fill, write, handshake) is tried at once; when it
  * cannot finish now it returns 0 and reports later through its callback,
- * called from the loop (never from inside the call that started it). One
- * operation at a time; mh_socket_cancel stops it without a callback.
+ * called from the loop (never from inside the call that started it).
+ * Full duplex: a socket has a read side (connect, fill, step) and a write
+ * side (write), each with its own watcher, timer and callback, so a write
+ * may wait for the peer to drain while a fill waits for its bytes. One
+ * operation per side at a time; connect and step (a TLS handshake) need the
+ * write side idle, since they drive both directions themselves.
+ * mh_socket_cancel stops both sides without a callback; _read / _write one.
  * Nothing here calls into Lua.
  *
  * Errors are the static strings below, compared by identity; the Lua face
@@ -50,13 +55,7 @@ typedef void (*mh_socket_cb)(struct mh_socket *s, const char *err);
 enum { MH_SOCK_WANT_READ = 1, MH_SOCK_WANT_WRITE = 2 };
 typedef int (*mh_socket_step_fn)(struct mh_socket *s, const char **err);
 
-enum mh_socket_op {
-    MH_SOCK_OP_NONE,
-    MH_SOCK_OP_CONNECT,
-    MH_SOCK_OP_FILL,
-    MH_SOCK_OP_WRITE,
-    MH_SOCK_OP_STEP
-};
+enum mh_socket_op { MH_SOCK_OP_NONE, MH_SOCK_OP_CONNECT, MH_SOCK_OP_FILL, MH_SOCK_OP_STEP };
 
 struct mh_socket {
     struct mh_transport tr; /* fd -1 until connect */
@@ -67,11 +66,16 @@ struct mh_socket {
     void *tls;        /* the owner's TLS session under tr, or NULL (freed by tr's close) */
     void *ud;         /* the owner's pointer (the Lua socket) */
 
+    /* the read side: connect, fill, step */
     ev_io _io;
     ev_timer _timer;
     enum mh_socket_op _op;
     mh_socket_cb _cb;
     mh_socket_step_fn _step;
+    /* the write side */
+    ev_io _wio;
+    ev_timer _wtimer;
+    mh_socket_cb _wcb;
     const char *_wdata;
     size_t _wlen;
     /* while idle in a pool */
@@ -95,16 +99,23 @@ int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_
  */
 int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const char **err);
 /*
- * Writes all of data (which must stay valid until cb runs). 1: written now;
- * 0: cb reports, waiting while the peer applies back-pressure; -1: *err.
+ * Writes all of data (which must stay valid until cb runs), on the write
+ * side: a fill may wait meanwhile. 1: written now; 0: cb reports, waiting
+ * while the peer applies back-pressure; -1: *err.
  */
 int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double timeout,
                     mh_socket_cb cb, const char **err);
 /* Runs step until it returns 0 or -1, waiting for the readiness it asks for. 1/0/-1 as above. */
 int mh_socket_step(struct mh_socket *s, mh_socket_step_fn step, double timeout, mh_socket_cb cb,
                    const char **err);
-/* Stops the pending operation (its callback will not run). */
+/* Stops the pending operations of both sides (their callbacks will not run). */
 void mh_socket_cancel(struct mh_socket *s);
+/* Stops the read side's pending connect, fill or step; a write goes on. */
+void mh_socket_cancel_read(struct mh_socket *s);
+/* Stops the pending write; a fill goes on. */
+void mh_socket_cancel_write(struct mh_socket *s);
+/* Whether a write is pending (its callback has not run yet). */
+bool mh_socket_writing(const struct mh_socket *s);
 
 /* Idle connections of one loop, by key (host:port or a caller's pool name). */
 struct mh_socket_pool *mh_socket_pool_new(struct ev_loop *loop);
