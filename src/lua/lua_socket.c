@@ -748,7 +748,7 @@ static int l_receive(lua_State *L)
 static int l_receiveany(lua_State *L)
 {
     struct mh_task *t;
-    struct lsock *k = check_idle(L, "sock:receiveany", &t);
+    struct lsock *k = check_idle(L, "sock:receiveany", &t, USE_READ);
     lua_Integer n = luaL_checkinteger(L, 2);
     luaL_argcheck(L, n > 0, 2, "must be a positive count");
     k->want = (size_t)n;
