@@ -20,6 +20,11 @@ local M = {
   files = core.files,
   shared = core.shared,
   channel = core.channel,
+  metrics = {
+    counter = core.metric_counter,
+    gauge = core.metric_gauge,
+    histogram = core.metric_histogram,
+  },
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
   -- when empty; '/' is not escaped); decode answers nil, err on malformed
