@@ -21,6 +21,11 @@ local M = {
   shared = core.shared,
   channel = core.channel,
   websocket = require("moonhttp.websocket").connect,
+  metrics = {
+    counter = core.metric_counter,
+    gauge = core.metric_gauge,
+    histogram = core.metric_histogram,
+  },
   clock = core.clock,
   -- encode is moonhttp's own (arrays marked with json.array encode as [] even
   -- when empty; '/' is not escaped); decode answers nil, err on malformed

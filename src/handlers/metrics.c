@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include "app_metrics.h"
 #include "conn.h"
 #include "log.h"
 #include "req.h"
@@ -42,6 +43,7 @@ struct worker_slot {
 };
 
 struct mh_metrics {
+    struct mh_app_metrics *app; /* a mapping of its own, made with this one */
     struct mh_reload_stats reload;
     unsigned long task_errors[MH_METRICS_TASK_KINDS];
     uint64_t guards[MH_METRICS_NGUARDS];
@@ -62,6 +64,10 @@ struct mh_metrics *mh_metrics_new(void)
     if (p == MAP_FAILED)
         return NULL;
     struct mh_metrics *m = p; /* zero-filled by the kernel */
+    if (!(m->app = mh_app_metrics_new())) {
+        munmap(p, sizeof(struct mh_metrics));
+        return NULL;
+    }
     strcpy(m->other.pattern, "(other)");
     strcpy(m->unmatched.pattern, "(unmatched)");
     return m;
@@ -69,8 +75,15 @@ struct mh_metrics *mh_metrics_new(void)
 
 void mh_metrics_free(struct mh_metrics *m)
 {
-    if (m)
+    if (m) {
+        mh_app_metrics_free(m->app);
         munmap(m, sizeof *m);
+    }
+}
+
+struct mh_app_metrics *mh_metrics_app(struct mh_metrics *m)
+{
+    return m->app;
 }
 
 void mh_metrics_count_task_error(struct mh_metrics *m, enum mh_metrics_task kind)
@@ -347,6 +360,7 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
     counter_family(out, "moonhttp_requests_by_protocol_total",
                    "Finished requests by protocol version.", "protocol", proto_names, m->protos,
                    MH_METRICS_NPROTOS);
+    mh_app_metrics_render(m->app, out);
     /* mh_buf_append fails only for lack of memory; then the text is cut short. */
     return out->len > start ? 0 : -1;
 }

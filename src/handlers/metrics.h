@@ -3,7 +3,8 @@
 /*
  * Metrics in the Prometheus text format: requests by route pattern and
  * status class, a latency histogram per pattern, open and idle connections,
- * workers, reloads and the last reload error.
+ * workers, reloads and the last reload error; then the app's own
+ * (app_metrics.h).
  *
  * The counters live in one shared anonymous mapping created before any fork,
  * so every worker adds to the same table with relaxed atomics and any worker
@@ -40,6 +41,9 @@ struct mh_metrics;
 /* Maps the shared table; NULL on failure. Call before forking workers. */
 struct mh_metrics *mh_metrics_new(void);
 void mh_metrics_free(struct mh_metrics *m);
+
+/* The app's own metrics (app_metrics.h), mapped with these and rendered after them. */
+struct mh_app_metrics *mh_metrics_app(struct mh_metrics *m);
 
 /* Reload counters, kept in the shared mapping so workers forked later see the master's. */
 struct mh_reload_stats *mh_metrics_reload_stats(struct mh_metrics *m);

@@ -3,6 +3,7 @@
 #include "log.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
+#include "lua_metrics.h"
 #include "lua_pgauth.h"
 #include "lua_signal.h"
 #include "lua_channel.h"
@@ -245,6 +246,18 @@ static int l_metrics_handler(lua_State *L)
     return 1;
 }
 
+/* What http.metrics needs of this state's generation (a function, so lua_metrics.c stays
+ * outside the lua/ include knot). */
+static struct mh_lua_metrics_env metrics_env(lua_State *L)
+{
+    const struct mh_gen *g = mh_gen_of(L);
+    return (struct mh_lua_metrics_env){
+        .loading = !g->started,
+        .serving = g->host != NULL,
+        .table = g->host ? g->host->metrics_table : NULL,
+    };
+}
+
 static int open_core(lua_State *L)
 {
     static const luaL_Reg fns[] = {
@@ -275,6 +288,7 @@ static int open_core(lua_State *L)
     mh_lua_opts_open(L);
     mh_lua_shared_open(L);
     mh_channel_open(L);
+    mh_lua_metrics_open(L, metrics_env);
     return 1;
 }
 
