@@ -10,6 +10,7 @@
 #include "config.h"
 #include "listener.h"
 #include "log.h"
+#include "lua_settings.h"
 
 #include <lauxlib.h>
 #include <lua.h>

@@ -1,6 +1,6 @@
 #include "lua_ws.h"
 
-#include "config.h"
+#include "settings.h"
 #include "lua_sched.h"
 #include "lua_opts.h"
 #include "lua_vm.h"
