@@ -355,8 +355,11 @@ static int apply_lua_value(struct mh_config *c, const struct mh_setting *s, lua_
     }
     if (t == LUA_TNUMBER && s->type != MH_SETTING_STRING)
         return mh_setting_set_number(c, s, lua_tonumber(L, vidx), err, errlen);
+    /* A choice is checked now, not at the merge, so the error names the script's line. */
     if (t == LUA_TSTRING || (t == LUA_TNUMBER && s->type == MH_SETTING_STRING))
-        return mh_setting_parse(c, s, lua_tostring(L, vidx), err, errlen);
+        return mh_setting_parse(c, s, lua_tostring(L, vidx), err, errlen) < 0
+                   ? -1
+                   : mh_setting_check(c, s, err, errlen);
     snprintf(err, errlen, "%s: unexpected %s", s->name, lua_typename(L, t));
     return -1;
 }

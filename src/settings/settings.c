@@ -426,10 +426,11 @@ static void join_choices(const char *const *choices, char *out, size_t outlen)
     }
 }
 
-/* A string setting against its choices or its check: 0, or -1 with err. */
-static int check_string(const struct mh_config *c, const struct mh_setting *s, char *err,
-                        size_t errlen)
+int mh_setting_check(const struct mh_config *c, const struct mh_setting *s, char *err,
+                     size_t errlen)
 {
+    if (s->type != MH_SETTING_STRING)
+        return 0;
     const char *v = *(char *const *)((const char *)c + s->offset);
     if (!v)
         return 0;
@@ -459,8 +460,7 @@ static int check_string(const struct mh_config *c, const struct mh_setting *s, c
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
 {
     for (size_t i = 0; i < mh_settings_count; i++)
-        if (mh_settings[i].type == MH_SETTING_STRING &&
-            check_string(c, &mh_settings[i], err, errlen) < 0)
+        if (mh_setting_check(c, &mh_settings[i], err, errlen) < 0)
             return -1;
     const struct mh_setting *listen = mh_setting_find("listen", 6, false);
     if (c->nlisten == 0 && c->mode != MH_MODE_RUN &&

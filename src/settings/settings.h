@@ -151,6 +151,13 @@ const char *mh_setting_suggest(const char *name, size_t len, bool flag_form);
  */
 int mh_setting_parse(struct mh_config *c, const struct mh_setting *s, const char *v, char *err,
                      size_t errlen);
+/*
+ * A string setting against its choices (naming the closest one) or its
+ * check; other types pass. mh_config_validate runs it on every setting; a
+ * reader may run it early to name where the value came from. 0, or -1 with err.
+ */
+int mh_setting_check(const struct mh_config *c, const struct mh_setting *s, char *err,
+                     size_t errlen);
 /* Sets a number-valued setting (duration in seconds, bytes, int). 0, or -1 with err. */
 int mh_setting_set_number(struct mh_config *c, const struct mh_setting *s, double v, char *err,
                           size_t errlen);
