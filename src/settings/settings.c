@@ -219,7 +219,8 @@ static int shared_from_flag(struct mh_config *c, const char *v, char *err, size_
 int mh_setting_set_number(struct mh_config *c, const struct mh_setting *s, double v, char *err,
                           size_t errlen)
 {
-    if (v < s->min || v > s->max || (s->type != MH_SETTING_DURATION && v != floor(v))) {
+    /* written so that NaN (0/0 in a script) is out of range too */
+    if (!(v >= s->min && v <= s->max) || (s->type != MH_SETTING_DURATION && v != floor(v))) {
         snprintf(err, errlen, "%s: %g is out of range (%g..%g%s)", s->name, v, s->min, s->max,
                  s->type == MH_SETTING_DURATION ? " seconds" : ", whole numbers");
         return -1;
