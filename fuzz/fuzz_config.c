@@ -4,12 +4,17 @@
  * that goes through mh_config_parse_args and mh_config_validate, and every
  * piece is also parsed as a listen address. The same pieces, taken as
  * key/value pairs, also go through mh_config_apply_lua as an http.server{}
- * table (a value that reads as a number is passed as one). Nothing is
- * opened or bound.
+ * table (a value that reads as a number is passed as one). Then each piece
+ * is a value for the schema row its first byte picks (settings/settings.h),
+ * through both readers, so every setting is reached without guessing names.
+ * Whatever a reader accepts must keep the schema's promises (check_schema):
+ * numbers in their range, strings among their choices. Nothing is opened
+ * or bound.
  */
 #include "config.h"
 #include "listener.h"
 #include "log.h"
+#include "lua_settings.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -20,6 +25,68 @@
 #include <sys/socket.h>
 
 #define MAX_ARGS 64
+
+/* A merged, validated config that breaks a promise of mh_settings[] is a bug: abort. */
+static void check_schema(const struct mh_config *c)
+{
+    char err[256];
+    for (size_t i = 0; i < mh_settings_count; i++) {
+        const struct mh_setting *s = &mh_settings[i];
+        const char *field = (const char *)c + s->offset;
+        double v = s->type == MH_SETTING_DURATION ? *(const double *)field
+                   : s->type == MH_SETTING_BYTES || s->type == MH_SETTING_INT
+                       ? (double)*(const long *)field
+                       : s->min;
+        if (!(v >= s->min && v <= s->max) || mh_setting_check(c, s, err, sizeof err) < 0)
+            abort();
+    }
+    if (c->nlisten > MH_MAX_LISTEN || c->nshared > MH_MAX_SHARED)
+        abort();
+    for (size_t i = 0; i < c->nshared; i++)
+        if (c->shared[i].size < MH_SHARED_MIN_SIZE ||
+            (i > 0 && strcmp(c->shared[i - 1].name, c->shared[i].name) >= 0))
+            abort();
+}
+
+/* Each piece as the value of the row its first byte picks, as a flag would give it and in Lua. */
+static void by_schema(lua_State *L, char **pieces, int n)
+{
+    struct mh_config c;
+    char err[256];
+    mh_config_init(&c);
+    for (int i = 0; i < n; i++) {
+        const struct mh_setting *s = &mh_settings[(unsigned char)pieces[i][0] % mh_settings_count];
+        const char *v = pieces[i][0] ? pieces[i] + 1 : pieces[i];
+        mh_setting_parse(&c, s, v, err, sizeof err);
+    }
+    c.script = "app.lua";
+    if (mh_config_validate(&c, err, sizeof err) == 0)
+        check_schema(&c);
+    mh_config_free(&c);
+
+    mh_config_init(&c);
+    lua_newtable(L);
+    for (int i = 0; i < n; i++) {
+        const struct mh_setting *s = &mh_settings[(unsigned char)pieces[i][0] % mh_settings_count];
+        const char *v = pieces[i][0] ? pieces[i] + 1 : pieces[i];
+        char *end;
+        double d = strtod(v, &end);
+        if (*v && !*end)
+            lua_pushnumber(L, d);
+        else if (!strcmp(v, "true") || !strcmp(v, "false"))
+            lua_pushboolean(L, v[0] == 't');
+        else
+            lua_pushstring(L, v);
+        lua_setfield(L, -2, s->name);
+    }
+    if (mh_config_apply_lua(&c, L, -1, err, sizeof err) == 0) {
+        c.script = "app.lua";
+        if (mh_config_validate(&c, err, sizeof err) == 0)
+            check_schema(&c);
+    }
+    lua_settop(L, 0);
+    mh_config_free(&c);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -50,7 +117,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         if (!c.script)
             c.script = "app.lua";
-        mh_config_validate(&c, err, sizeof err);
+        if (mh_config_validate(&c, err, sizeof err) == 0)
+            check_schema(&c);
         mh_config_workers(&c);
         for (size_t i = 0; i < c.nlisten; i++)
             mh_config_listen_tls(&c, i);
@@ -74,10 +142,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (mh_config_apply_lua(&c, L, -1, err, sizeof err) == 0) {
         c.script = "app.lua";
-        mh_config_validate(&c, err, sizeof err);
+        if (mh_config_validate(&c, err, sizeof err) == 0)
+            check_schema(&c);
     }
     lua_settop(L, 0);
     mh_config_free(&c);
+    by_schema(L, argv + 1, argc - 1);
     free(copy);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "lua_request.h"
 #include "lua_response.h"
 #include "lua_sched.h"
+#include "lua_settings.h"
 #include "lua_shared.h"
 #include "lua_web.h"
 #include "lua_vm.h"

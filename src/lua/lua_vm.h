@@ -18,7 +18,7 @@
 #include <stdbool.h>
 
 #include "compress_filter.h"
-#include "config.h"
+#include "settings.h"
 #include "dispatch.h"
 #include "handler.h"
 #include "router.h"

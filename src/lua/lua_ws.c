@@ -1,7 +1,7 @@
 #include "lua_ws.h"
 
 #include "codec.h"
-#include "config.h"
+#include "settings.h"
 #include "lua_sched.h"
 #include "lua_opts.h"
 #include "lua_vm.h"

@@ -1,6 +1,7 @@
 #include "shared_zones.h"
 
 #include "log.h"
+#include "lua_settings.h"
 #include "lua_vm.h"
 
 #include <errno.h>

@@ -1,0 +1,346 @@
+/*
+ * mh_settings[]: every setting of the server, declared once. The readers
+ * (command line, http.server{}), --help, docs/settings.md and the config
+ * fuzz target all walk this table; declaring a setting is one row here, its
+ * field in struct mh_config, and its use where it acts.
+ */
+#include "settings.h"
+
+#include "listener.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define OFF(field) offsetof(struct mh_config, field)
+#define DAY        86400
+
+static const char *const clean_path_choices[] = {"redirect", "rewrite", NULL};
+static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
+static const char *const log_format_choices[] = {"text", "json", NULL};
+static const char *const access_log_format_choices[] = {"common", "combined", "json", NULL};
+
+static const char *check_workers(const char *v)
+{
+    if (!strcmp(v, "auto"))
+        return NULL;
+    char *end;
+    long n = strtol(v, &end, 10);
+    return end == v || *end || n < 1 || n > 1024 ? "" : NULL;
+}
+
+static const char *check_header_name(const char *v)
+{
+    static const char token[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+    if (!strcmp(v, "off"))
+        return NULL;
+    return v[0] && strspn(v, token) == strlen(v) ? NULL : "";
+}
+
+static const char *check_address(const char *v)
+{
+    if (!strcmp(v, "off"))
+        return NULL;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    return mh_listen_addr_parse(v, &ss, &len);
+}
+
+/* Rows in the order --help and docs/settings.md list them. */
+const struct mh_setting mh_settings[] = {
+    {.name = "listen",
+     .type = MH_SETTING_LISTEN,
+     .offset = OFF(listen),
+     .def = ":8080",
+     .doc = "address to listen on, host:port or :port; https://host:port for TLS (repeatable)",
+     .more = "`\":8080\"` is all addresses, IPv6 and IPv4; `\"127.0.0.1:9000\"`, `\"[::1]:8080\"`; "
+             "in the script a list for several, each a string or `{ addr = ..., tls = true | "
+             "false | { cert = ..., key = ... } }`"},
+    {.name = "tls",
+     .type = MH_SETTING_TLS,
+     .offset = OFF(tls),
+     .doc = "TLS certificates: { cert = ..., key = ... } or a list of them (script only)",
+     .more = "beside them `min_version = \"1.2\"` (default) or `\"1.3\"`, `client_ca = "
+             "\"ca.pem\"` and `client_auth = \"require\"` (default) or `\"optional\"`; the first "
+             "certificate is the default, the others are chosen by SNI"},
+    {.name = "tls_cert",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(tls_cert),
+     .doc = "TLS certificate chain, PEM (with --tls-key)",
+     .more = "replaces `tls` with one certificate"},
+    {.name = "tls_key",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(tls_key),
+     .doc = "TLS private key, PEM (with --tls-cert)"},
+    {.name = "workers",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(workers),
+     .def = "auto",
+     .check = check_workers,
+     .expect = "auto or a number 1..1024",
+     .doc = "worker processes: N or auto (one per core)",
+     .more = "`--dev` forces 1"},
+    {.name = "read_header_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(read_header_timeout),
+     .def = "5s",
+     .max = DAY,
+     .doc = "seconds to read a request head, from its first byte",
+     .more = "also for a new connection's first request; a client trickling the head slowly "
+             "(\"slowloris\") is cut when it passes"},
+    {.name = "read_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(read_timeout),
+     .def = "0s",
+     .max = DAY,
+     .doc = "seconds to read a whole request incl. body (0 = off)",
+     .more = "from its first byte; off so uploads are not killed"},
+    {.name = "body_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(body_timeout),
+     .def = "60s",
+     .max = DAY,
+     .doc = "seconds a request body still owed may bring no bytes while the server waits for "
+            "them; then 408, or the connection (HTTP/2: the stream) is cut when the response "
+            "has begun (0 = off)",
+     .more = "as nginx's `client_body_timeout`: the handler's body read gets `nil, \"timeout\"` "
+             "and the answer has `Connection: close`. A slow but steady upload is never cut, and "
+             "time the server itself does not read (the handler has not asked yet; HTTP/2: the "
+             "client's flow-control window is shut) does not count"},
+    {.name = "write_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(write_timeout),
+     .def = "0s",
+     .max = DAY,
+     .doc = "seconds from end of request head to end of response, a total deadline (0 = off)",
+     .more = "opt-in; the connection is closed when it passes"},
+    {.name = "idle_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(idle_timeout),
+     .def = "60s",
+     .max = DAY,
+     .doc = "seconds a keep-alive connection may wait for its next request"},
+    {.name = "shutdown_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(shutdown_timeout),
+     .def = "10s",
+     .max = DAY,
+     .doc = "seconds in-flight requests get on graceful stop"},
+    {.name = "max_header_bytes",
+     .type = MH_SETTING_BYTES,
+     .offset = OFF(max_header_bytes),
+     .def = "64k",
+     .min = 256,
+     .max = 16 << 20,
+     .doc = "request line + headers limit (431, or 414 for a long target)",
+     .more = "on HTTP/2 it bounds the header list"},
+    {.name = "max_body_bytes",
+     .type = MH_SETTING_BYTES,
+     .offset = OFF(max_body_bytes),
+     .def = "1m",
+     .max = 1L << 40,
+     .doc = "request body limit (413)",
+     .more = "and the connection is closed; a route's `max_body` option replaces it there"},
+    {.name = "max_connections",
+     .type = MH_SETTING_INT,
+     .offset = OFF(max_connections),
+     .def = "10000",
+     .min = 1,
+     .max = 1 << 24,
+     .doc = "open connections per worker; accept pauses above it",
+     .more = "until one closes"},
+    {.name = "keepalive_requests",
+     .type = MH_SETTING_INT,
+     .offset = OFF(keepalive_requests),
+     .def = "0",
+     .max = 1L << 40,
+     .doc = "requests per connection before it is closed (0 = no limit)"},
+    {.name = "backlog",
+     .type = MH_SETTING_INT,
+     .offset = OFF(backlog),
+     .def = "4096",
+     .min = 1,
+     .max = 1 << 20,
+     .doc = "listen(2) backlog"},
+    {.name = "tcp_nodelay",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(tcp_nodelay),
+     .def = "on",
+     .doc = "set TCP_NODELAY on accepted sockets",
+     .more = "small responses leave at once"},
+    {.name = "redirect_code",
+     .type = MH_SETTING_INT,
+     .offset = OFF(redirect_code),
+     .def = "307",
+     .min = 300,
+     .max = 399,
+     .doc = "status of path-cleaning redirects (307, or 301 as Go 1.22)",
+     .more = "the router's path-cleaning and trailing-slash redirects"},
+    {.name = "clean_path",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(clean_path),
+     .def = "redirect",
+     .choices = clean_path_choices,
+     .doc = "non-canonical paths: redirect (as Go) or rewrite (route the clean path)"},
+    {.name = "log_level",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(log_level),
+     .def = "info",
+     .choices = log_level_choices,
+     .doc = "error, warn, info or debug"},
+    {.name = "log_format",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(log_format),
+     .def = "text",
+     .choices = log_format_choices,
+     .doc = "error log lines on stderr: text, or json (one object per line: time, level, pid, msg)",
+     .more = "the access log has its own `access_log_format`"},
+    {.name = "shutdown_delay",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(shutdown_delay),
+     .def = "0s",
+     .max = 3600,
+     .doc = "seconds to keep serving after SIGTERM with http.stopping() true (health checks fail "
+            "first), before the graceful stop"},
+    {.name = "access_log",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(access_log),
+     .def = "off",
+     .doc = "access log file, - for stdout, or off"},
+    {.name = "access_log_format",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(access_log_format),
+     .def = "common",
+     .choices = access_log_format_choices,
+     .doc = "access log format: common, combined or json",
+     .more = "`json` adds `request_id`: `common` and `combined` stay the formats log tools parse"},
+    {.name = "request_id_header",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(request_id_header),
+     .def = "off",
+     .check = check_header_name,
+     .expect = "a header name or off",
+     .doc = "request header whose value req:id() and the json access log use (e.g. X-Request-Id; "
+            "only behind a proxy that sets it), or off: ids are always generated",
+     .more = "the value is used when it is a clean token; set it only behind a proxy that sets "
+             "or strips that header, since clients can send anything"},
+    {.name = "pid_file",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(pid_file),
+     .def = "off",
+     .doc = "file to write the server's pid to, or off",
+     .more = "the master's pid"},
+    {.name = "metrics",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(metrics),
+     .def = "off",
+     .check = check_address,
+     .expect = "host:port or off",
+     .doc = "address of a Prometheus metrics listener (host:port), or off"},
+    {.name = "thread_pool",
+     .type = MH_SETTING_INT,
+     .offset = OFF(thread_pool),
+     .def = "2",
+     .min = 1,
+     .max = 64,
+     .doc = "threads per worker for C work kept off the event loop (password hashing)",
+     .more = "started with the first job"},
+    {.name = "max_pending_timers",
+     .type = MH_SETTING_INT,
+     .offset = OFF(max_pending_timers),
+     .def = "1024",
+     .min = 1,
+     .max = 1 << 24,
+     .doc = "pending http.timer/http.every timers per worker; past it they return nil, err"},
+    {.name = "send_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(send_timeout),
+     .def = "30s",
+     .max = DAY,
+     .doc = "seconds a response may make no progress (client reads nothing) before it is cut "
+            "(0 = off)",
+     .more = "the time between two successful writes while output waits for the client (as "
+             "nginx's `send_timeout`); a slow but steady client is never cut"},
+    {.name = "handler_cpu_limit",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(handler_cpu_limit),
+     .def = "2s",
+     .max = DAY,
+     .doc = "seconds of CPU a handler, timer or thread may use without yielding before it gets "
+            "\"cpu limit exceeded\"; time blocked in a system call does not count (0 = off)",
+     .more = "raised inside the task: 500 if the response has not started (see "
+             "`worker_stall_timeout` for time blocked)"},
+    {.name = "lua_memory_limit",
+     .type = MH_SETTING_BYTES,
+     .offset = OFF(lua_memory_limit),
+     .def = "1g",
+     .max = 1L << 40,
+     .doc = "bytes of Lua memory per worker; the allocation past it fails with Lua's memory error "
+            "(0 = off)",
+     .more = "500 if not caught"},
+    {.name = "worker_stall_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(worker_stall_timeout),
+     .def = "10s",
+     .max = DAY,
+     .doc = "seconds (wall time) a worker's event loop may go without a turn before the master "
+            "kills and replaces it (0 = off)",
+     .more = "blocked in C code or a system call, or a spin with `handler_cpu_limit = 0`; with "
+             "several workers only"},
+    {.name = "http2",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(http2),
+     .def = "on",
+     .doc = "offer HTTP/2 (ALPN h2, then http/1.1) on TLS listeners"},
+    {.name = "h2c",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(h2c),
+     .def = "on",
+     .doc = "serve cleartext HTTP/2 with prior knowledge (detected from the connection preface)"},
+    {.name = "h2_max_concurrent_streams",
+     .type = MH_SETTING_INT,
+     .offset = OFF(h2_max_concurrent_streams),
+     .def = "100",
+     .min = 1,
+     .max = 1 << 20,
+     .doc = "HTTP/2 streams a client may have open at once per connection (past it: RST_STREAM "
+            "REFUSED_STREAM, the connection goes on)"},
+    {.name = "h2_header_table_size",
+     .type = MH_SETTING_BYTES,
+     .offset = OFF(h2_header_table_size),
+     .def = "4096",
+     .max = 1 << 20,
+     .doc = "HTTP/2 HPACK dynamic table size, each way: clients may use this much for request "
+            "headers (SETTINGS_HEADER_TABLE_SIZE), the server uses at most this much for response "
+            "headers"},
+    {.name = "h2_flood_budget",
+     .type = MH_SETTING_INT,
+     .offset = OFF(h2_flood_budget),
+     .def = "1000",
+     .min = 10,
+     .max = 1 << 24,
+     .doc = "HTTP/2 frames that do no work (PING, SETTINGS, PRIORITY, empty DATA, client "
+            "RST_STREAM, streams refused or reset for a protocol error) a connection may send in a "
+            "burst (refilled over 10 s); past it: GOAWAY ENHANCE_YOUR_CALM"},
+    {.name = "shared",
+     .type = MH_SETTING_SHARED,
+     .offset = OFF(shared),
+     .min = MH_SHARED_MIN_SIZE,
+     .max = 32.0 * (1L << 30),
+     .doc = "shared dicts across workers: { name = size } in the script, name=size,... as a flag "
+            "(e.g. cache=16m,limits=1m)",
+     .more = "names are 1 to 63 letters, digits or `_`; at most 16 dicts"},
+    {.name = "compress",
+     .type = MH_SETTING_COMPRESS,
+     .offset = OFF(compress),
+     .def = "off",
+     .doc = "gzip responses: on, off, a level 1..9, or (script) { types, min_bytes, level }",
+     .more = "in the script `true`, or `{ types = {...}, min_bytes = 1024, level = 1 }` "
+             "(defaults shown; `types` defaults to `text/*`, `application/json`, "
+             "`application/javascript`, `image/svg+xml`); a route's `compress` option replaces "
+             "it there"},
+};
+const size_t mh_settings_count = sizeof mh_settings / sizeof mh_settings[0];
+_Static_assert(sizeof mh_settings / sizeof mh_settings[0] <=
+                   sizeof((struct mh_config *)0)->_from_cli,
+               "mh_config._from_cli needs a slot per setting");
