@@ -95,6 +95,7 @@ void mh_worker_shutdown(struct mh_worker *w)
     /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
     mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
     mh_channel_stopping(&w->channels, NULL);
+    mh_task_stop_background(w->gen);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -195,6 +196,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     mh_http_each_request(&w->http, mh_lua_request_retired, old);
     mh_channel_stopping(&w->channels, old);
     mh_timer_gen_retired(old);
+    mh_task_stop_background(old);
     mh_task_retire_background(old, w->config->shutdown_timeout);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
