@@ -702,17 +702,19 @@ static int resume_slept(struct mh_task *t, lua_State *co)
 
 /*
  * http.sleep(s): true after s seconds; nil, "stopping" in a streaming
- * handler or a background task once a stop began. That answer too comes
- * from the next loop turn, so a loop that ignores it still lets the loop run
- * (and is ended by shutdown_timeout) instead of spinning in place.
+ * handler or a background task once a stop began. A sleep begun after that
+ * answers within STOPPING_NAP, not at once: a loop that ignores the answer
+ * then turns at most 100 times a second until shutdown_timeout ends it,
+ * instead of spinning a core.
  */
+#define STOPPING_NAP 0.01
 static int l_sleep(lua_State *L)
 {
     double s = luaL_checknumber(L, 1);
     luaL_argcheck(L, s >= 0, 1, "negative duration");
     struct mh_task *t = mh_task_check(L, "http.sleep");
     bool stopping = mh_task_stream_stopping(t);
-    mh_task_wake_in(t, stopping ? 0. : s);
+    mh_task_wake_in(t, stopping && s > STOPPING_NAP ? STOPPING_NAP : s);
     return mh_task_yield(L, t, MH_WAIT_SLEEP, stopping ? resume_stopping : resume_slept);
 }
 
