@@ -146,8 +146,7 @@ enum mh_once_claim mh_shm_once_claim(struct mh_shm_once *o, const char *key, siz
     return r;
 }
 
-void mh_shm_once_done(struct mh_shm_once *o, const char *key, size_t len, uint32_t epoch,
-                      pid_t pid)
+void mh_shm_once_done(struct mh_shm_once *o, const char *key, size_t len, uint32_t epoch, pid_t pid)
 {
     if (len > MH_SHM_ONCE_KEY_MAX)
         len = MH_SHM_ONCE_KEY_MAX;

@@ -298,8 +298,8 @@ static int l_once_claim(lua_State *L)
     const char *key = luaL_checklstring(L, 1, &len);
     const struct mh_gen *g = mh_gen_of(L);
     static const char *const names[] = {"mine", "busy", "done", "full"};
-    enum mh_once_claim c = mh_shm_once_claim(g->host->once, key, len, *g->host->once_epoch,
-                                             getpid());
+    enum mh_once_claim c =
+        mh_shm_once_claim(g->host->once, key, len, *g->host->once_epoch, getpid());
     if (c == MH_ONCE_FULL)
         mh_log(MH_LOG_ERROR, "http.on_start: no lease for %s (too many once jobs); skipped", key);
     lua_pushstring(L, names[c]);
