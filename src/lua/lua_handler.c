@@ -89,12 +89,24 @@ static const struct mh_handler_ops route_ops = {
 void mh_lua_request_stopping(struct mh_req *r, void *ud)
 {
     (void)ud;
-    if (mh_ws_of(r)) {
-        mh_ws_request_stopping(r); /* close 1001: the handler's receive then ends */
-        return;
+    const struct mh_handler *h = r->handler;
+    struct mh_task *t = r->handler_data;
+    struct mh_ws *ws = mh_ws_of(r);
+    if (ws) {
+        h = ws->inner; /* the route's handler, behind the WebSocket's */
+        /*
+         * Close 1001: a handler waiting on this WebSocket (lua_ws.c waits
+         * with its session as the wait's data) ends with the closing
+         * handshake, "closed" as before.
+         */
+        bool on_ws = t && t->wait == MH_WAIT_CALL && t->wait_data == ws->ud;
+        mh_ws_request_stopping(r);
+        if (on_ws)
+            return;
     }
-    if (r->handler && r->handler->ops == &route_ops && r->handler_data)
-        mh_task_on_stopping(r->handler_data);
+    /* A handler waiting elsewhere (a channel, a Redis read, a sleep) hears "stopping". */
+    if (h && h->ops == &route_ops && t)
+        mh_task_on_stopping(t);
 }
 
 void mh_lua_request_retired(struct mh_req *r, void *gen)

@@ -158,9 +158,21 @@ int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_ta
     return lua_yield(L, 1);
 }
 
+static int resume_stopping(struct mh_task *t, lua_State *co);
+
 int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
                  mh_task_cancel_fn cancel, void *data)
 {
+    if (mh_task_stream_stopping(t)) {
+        /* The call armed its wait already: undo it, and answer from a fresh loop turn. */
+        t->wait_data = data;
+        if (cancel)
+            cancel(t);
+        t->wait_data = NULL;
+        t->on_cancel = NULL;
+        mh_task_wake(t);
+        return mh_task_yield(L, t, MH_WAIT_SLEEP, resume_stopping);
+    }
     t->wait_data = data;
     t->on_cancel = cancel;
     return mh_task_yield(L, t, MH_WAIT_CALL, resume);
@@ -330,6 +342,13 @@ static void on_retire_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     for (; n > 0 && g->_background; n--)
         mh_task_kill(g->_background);
     mh_gen_unref(g);
+}
+
+void mh_task_stop_background(struct mh_gen *g)
+{
+    /* Wakes are deferred to the next loop turn: the list does not change under us. */
+    for (struct mh_task *t = g->_background; t; t = t->_bg_next)
+        mh_task_on_stopping(t);
 }
 
 void mh_task_retire_background(struct mh_gen *g, double grace)
@@ -612,10 +631,16 @@ void mh_task_on_abort(struct mh_task *t)
         mh_task_wake(t);
 }
 
+/*
+ * A streaming handler (head sent: an SSE stream, a WebSocket) and a
+ * background task (timer callback, light thread, on_start) have nothing to
+ * finish that a stop should wait for: their waits end with "stopping". A
+ * handler still answering finishes its response as usual.
+ */
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
     const struct mh_gen *g = t->gen;
-    return t->request && t->request->res.head_sent &&
+    return ((t->request && t->request->res.head_sent) || is_background(t)) &&
            (g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down));
 }
 
@@ -637,10 +662,23 @@ static int resume_stopping(struct mh_task *t, lua_State *co)
  * cannot resume it twice. A body read is left alone: the client still
  * sends it.
  */
+/* The wait was answered and its resume is due next turn (mh_task_wake): that answer stands. */
+static bool wake_due(struct mh_task *t)
+{
+    struct ev_loop *loop = loop_of(t);
+    return ev_is_pending(&t->timer) ||
+           (ev_is_active(&t->timer) && ev_timer_remaining(loop, &t->timer) <= 0.);
+}
+
 void mh_task_on_stopping(struct mh_task *t)
 {
+    /*
+     * Left alone: a task not started yet (it starts with its arguments and
+     * hears "stopping" at its first wait), and one already woken (a
+     * WebSocket's receive ended by the close 1001 says "closed").
+     */
     if ((t->wait != MH_WAIT_SLEEP && t->wait != MH_WAIT_WRITABLE && t->wait != MH_WAIT_CALL) ||
-        !mh_task_stream_stopping(t))
+        t->on_resume == push_start_args || wake_due(t) || !mh_task_stream_stopping(t))
         return;
     if (t->wait == MH_WAIT_CALL && t->on_cancel)
         t->on_cancel(t);
@@ -660,16 +698,22 @@ static int resume_slept(struct mh_task *t, lua_State *co)
     return 1;
 }
 
-/* http.sleep(s): true after s seconds; nil, "stopping" in a streaming handler once a stop began. */
+/*
+ * http.sleep(s): true after s seconds; nil, "stopping" in a streaming
+ * handler or a background task once a stop began. A sleep begun after that
+ * answers within STOPPING_NAP, not at once: a loop that ignores the answer
+ * then turns at most 100 times a second until shutdown_timeout ends it,
+ * instead of spinning a core.
+ */
+#define STOPPING_NAP 0.01
 static int l_sleep(lua_State *L)
 {
     double s = luaL_checknumber(L, 1);
     luaL_argcheck(L, s >= 0, 1, "negative duration");
     struct mh_task *t = mh_task_check(L, "http.sleep");
-    if (mh_task_stream_stopping(t))
-        return resume_stopping(t, L);
-    mh_task_wake_in(t, s);
-    return mh_task_yield(L, t, MH_WAIT_SLEEP, resume_slept);
+    bool stopping = mh_task_stream_stopping(t);
+    mh_task_wake_in(t, stopping && s > STOPPING_NAP ? STOPPING_NAP : s);
+    return mh_task_yield(L, t, MH_WAIT_SLEEP, stopping ? resume_stopping : resume_slept);
 }
 
 static int l_now(lua_State *L)

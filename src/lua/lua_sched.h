@@ -173,8 +173,8 @@ void mh_task_on_abort(struct mh_task *t);
 
 /*
  * Streams and a graceful stop: once the worker stops serving (after
- * shutdown_delay), a handler whose response is streaming (head sent) gets
- * nil, "stopping" from http.sleep and res:write, so its loop ends instead of
+ * shutdown_delay), a handler whose response is streaming (head sent), and
+ * any background task, gets nil, "stopping" from http.sleep and res:write, so its loop ends instead of
  * holding the stop for the whole shutdown_timeout. mh_task_on_stopping wakes
  * one already waiting there or in any waiting call (mh_task_wait: a socket
  * read, a fetch, a thread join) with the same nil, "stopping";
@@ -193,6 +193,15 @@ bool mh_task_stream_stopping(const struct mh_task *t);
  * tasks this does nothing. Requests in flight end on their own.
  */
 void mh_task_retire_background(struct mh_gen *g, double grace);
+
+/*
+ * A stop began or a reload retired g: its background tasks waiting in
+ * http.sleep or any waiting call (a socket read, a Redis or PostgreSQL call,
+ * a thread join) hear nil, "stopping" from the next loop turn, as streaming
+ * handlers do (mh_task_on_stopping), so a subscriber loop does not hold the
+ * stop for its read timeout.
+ */
+void mh_task_stop_background(struct mh_gen *g);
 
 /* Frees the pooled coroutines of a generation (before lua_close). */
 void mh_task_pool_free(struct mh_gen *g);

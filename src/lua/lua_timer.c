@@ -1,17 +1,22 @@
 #include "lua_timer.h"
 
 #include "log.h"
+#include "lua_opts.h"
 #include "lua_sched.h"
 #include "lua_vm.h"
+#include "shm_once.h"
 
 #include <lauxlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TIMER_MT "moonhttp.Timer"
 #define STATE_MT "moonhttp.TimerState"
 
 static const char STATE_KEY = 't';    /* registry: struct timer_state */
 static const char ON_START_KEY = 'o'; /* registry: list of on_start functions */
+static const char JOBS_KEY = 'j';     /* registry: job key -> how many jobs were made there */
+static const char RUNNER_KEY = 'r';   /* registry: once.lua's runner of on_start once jobs */
 static const char TOO_MANY[] = "too many pending timers";
 static const char RETIRED[] = "retired";
 
@@ -22,6 +27,7 @@ struct timer_state {
     struct ltimer *pending; /* doubly linked */
     long npending, max;
     bool retired;
+    struct mh_shm_once *once; /* the generation's lease table, if any */
 };
 
 struct ltimer {
@@ -31,7 +37,16 @@ struct ltimer {
     struct ltimer *prev, *next;
     int anchor; /* registry: the userdata while pending (it holds fn and args) */
     bool pending;
+    bool once;      /* { once = true }: runs where it holds the lease of key */
+    size_t key_len; /* of key */
+    char key[MH_SHM_ONCE_KEY_MAX];
 };
+
+/* The lease table of { once = true } jobs, or NULL (one process serves: each job is its own). */
+static struct mh_shm_once *once_zone(const struct mh_gen *g)
+{
+    return g->host ? g->host->once : NULL;
+}
 
 static void unlink_pending(struct ltimer *tm)
 {
@@ -50,6 +65,9 @@ static void unlink_pending(struct ltimer *tm)
     st->npending--;
     luaL_unref(tm->L, LUA_REGISTRYINDEX, tm->anchor);
     tm->anchor = LUA_NOREF;
+    struct mh_shm_once *z = tm->once ? st->once : NULL;
+    if (z) /* cancelled or retired: another worker's next tick takes the job */
+        mh_shm_once_release(z, tm->key, tm->key_len, getpid());
 }
 
 static int state_gc(lua_State *L)
@@ -73,6 +91,7 @@ static struct timer_state *state_of(lua_State *L)
     memset(st, 0, sizeof *st);
     st->loop = mh_gen_loop(g);
     st->max = g->config->max_pending_timers;
+    st->once = once_zone(g);
     luaL_setmetatable(L, STATE_MT);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
     return st;
@@ -99,6 +118,14 @@ static void on_fire(struct ev_loop *loop, ev_timer *w, int revents)
     (void)revents;
     if (!lua_checkstack(L, 8))
         return;
+    if (tm->once && tm->st->once) {
+        enum mh_once_claim c = mh_shm_once_claim(tm->st->once, tm->key, tm->key_len, 0, getpid());
+        if (c == MH_ONCE_FULL)
+            mh_log(MH_LOG_ERROR, "http.every: no lease for %.*s (too many once jobs); skipped",
+                   (int)tm->key_len, tm->key);
+        if (c != MH_ONCE_MINE)
+            return; /* another worker runs it */
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, tm->anchor);
     int ud = lua_gettop(L);
     int n = push_call(L, ud);
@@ -112,6 +139,50 @@ static void on_fire(struct ev_loop *loop, ev_timer *w, int revents)
     lua_settop(L, ud - 1);
 }
 
+/*
+ * Pushes the key of a { once = true } job whose function is at fn: where the
+ * function was written and how many jobs were made there before in this
+ * Lua state ("every:app.lua:12#1"). Every worker loads the same script, so
+ * the same job has the same key in each, without the user naming it.
+ */
+static void push_job_key(lua_State *L, int fn, const char *kind)
+{
+    lua_Debug ar;
+    lua_pushvalue(L, fn);
+    lua_getinfo(L, ">S", &ar);
+    lua_pushfstring(L, "%s:%s:%d", kind, ar.short_src, ar.linedefined);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &JOBS_KEY) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &JOBS_KEY);
+    }
+    lua_pushvalue(L, -2);
+    lua_rawget(L, -2);
+    lua_Integer n = lua_tointeger(L, -1) + 1;
+    lua_pop(L, 1);
+    lua_pushvalue(L, -2);
+    lua_pushinteger(L, n);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    lua_pushfstring(L, "#%I", n);
+    lua_concat(L, 2);
+}
+
+/* Reads { once = } at idx (nil: none); raises for unknown keys. */
+static bool opt_once(lua_State *L, int idx, const char *what)
+{
+    static const char *const known[] = {"once", NULL};
+    if (lua_isnoneornil(L, idx))
+        return false;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    mh_lua_check_opts(L, idx, what, known, 2);
+    lua_getfield(L, idx, "once");
+    bool once = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return once;
+}
+
 static int new_timer(lua_State *L, const char *what, bool every)
 {
     double delay = luaL_checknumber(L, 1);
@@ -121,6 +192,10 @@ static int new_timer(lua_State *L, const char *what, bool every)
     struct mh_gen *g = mh_gen_of(L);
     if (!g->started)
         return luaL_error(L, "%s: not while the script loads (use http.on_start)", what);
+    /* http.every(interval, fn [, opts], ...): a table right after fn is its options. */
+    bool once = every && lua_type(L, 3) == LUA_TTABLE && opt_once(L, 3, what);
+    if (every && lua_type(L, 3) == LUA_TTABLE)
+        lua_remove(L, 3);
     struct timer_state *st = state_of(L);
     if (st->retired || st->npending >= st->max) {
         lua_pushnil(L);
@@ -142,6 +217,15 @@ static int new_timer(lua_State *L, const char *what, bool every)
     lua_setiuservalue(L, -2, 1);
     tm->L = g->L;
     tm->st = st;
+    if (once) {
+        push_job_key(L, 2, "every");
+        const char *k = lua_tolstring(L, -1, &tm->key_len);
+        if (tm->key_len > sizeof tm->key)
+            tm->key_len = sizeof tm->key;
+        memcpy(tm->key, k, tm->key_len);
+        tm->once = true;
+        lua_pop(L, 1);
+    }
     ev_timer_init(&tm->w, on_fire, delay, every ? delay : 0.);
     lua_pushvalue(L, -1);
     tm->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -177,10 +261,15 @@ static int l_cancel(lua_State *L)
     return 1;
 }
 
-/* core.on_start(fn): while the script loads; fn runs in each worker once it serves. */
+/*
+ * core.on_start(fn [, opts]): while the script loads; fn runs in each worker
+ * once it serves, or with { once = true } in one worker per start and per
+ * reload (an entry { fn, key } in the list instead of fn).
+ */
 static int l_on_start(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TFUNCTION);
+    bool once = opt_once(L, 2, "http.on_start");
     if (mh_gen_of(L)->started)
         return luaL_error(L, "http.on_start: only while the script loads");
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ON_START_KEY) != LUA_TTABLE) {
@@ -189,9 +278,65 @@ static int l_on_start(lua_State *L)
         lua_pushvalue(L, -1);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &ON_START_KEY);
     }
-    lua_pushvalue(L, 1);
+    if (once) {
+        lua_createtable(L, 2, 0);
+        lua_pushvalue(L, 1);
+        lua_rawseti(L, -2, 1);
+        push_job_key(L, 1, "start");
+        lua_rawseti(L, -2, 2);
+    } else {
+        lua_pushvalue(L, 1);
+    }
     lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
     return 0;
+}
+
+/* once.lua's claim(key) for the running worker's epoch -> "mine" | "busy" | "done" | "full" */
+static int l_once_claim(lua_State *L)
+{
+    size_t len;
+    const char *key = luaL_checklstring(L, 1, &len);
+    const struct mh_gen *g = mh_gen_of(L);
+    static const char *const names[] = {"mine", "busy", "done", "full"};
+    enum mh_once_claim c =
+        mh_shm_once_claim(g->host->once, key, len, *g->host->once_epoch, getpid());
+    if (c == MH_ONCE_FULL)
+        mh_log(MH_LOG_ERROR, "http.on_start: no lease for %s (too many once jobs); skipped", key);
+    lua_pushstring(L, names[c]);
+    return 1;
+}
+
+/* once.lua's done(key): the job ran in this epoch. */
+static int l_once_done(lua_State *L)
+{
+    size_t len;
+    const char *key = luaL_checklstring(L, 1, &len);
+    const struct mh_gen *g = mh_gen_of(L);
+    if (g->host && g->host->once)
+        mh_shm_once_done(g->host->once, key, len, *g->host->once_epoch, getpid());
+    return 0;
+}
+
+/* Pushes once.lua's runner, made on first use with claim, done, http.sleep and http.stopping. */
+static void push_runner(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &RUNNER_KEY) == LUA_TFUNCTION)
+        return;
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "moonhttp.once");
+    lua_call(L, 1, 1);
+    lua_pushcfunction(L, l_once_claim);
+    lua_pushcfunction(L, l_once_done);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "moonhttp.core");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "sleep");
+    lua_getfield(L, -2, "stopping");
+    lua_remove(L, -3);
+    lua_call(L, 4, 1);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &RUNNER_KEY);
 }
 
 void mh_timer_gen_started(struct mh_gen *g)
@@ -203,9 +348,21 @@ void mh_timer_gen_started(struct mh_gen *g)
     }
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, i);
-        if (!mh_task_new(g, L, 0, MH_TASK_ON_START)) {
-            lua_pop(L, 1);
+        int nargs = 0;
+        if (lua_rawgeti(L, -1, i) == LUA_TTABLE) { /* { fn, key }: once */
+            int entry = lua_gettop(L);
+            if (once_zone(g)) {
+                push_runner(L);
+                lua_rawgeti(L, entry, 1);
+                lua_rawgeti(L, entry, 2);
+                nargs = 2;
+            } else {
+                lua_rawgeti(L, entry, 1);
+            }
+            lua_remove(L, entry);
+        }
+        if (!mh_task_new(g, L, nargs, MH_TASK_ON_START)) {
+            lua_pop(L, nargs + 1);
             mh_log(MH_LOG_ERROR, "on_start: out of memory starting a function");
         }
     }

@@ -16,6 +16,7 @@
 #include <ev.h>
 #include <lua.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "compress_filter.h"
 #include "settings.h"
@@ -36,6 +37,7 @@ struct mh_gen;
 struct mh_metrics;
 struct mh_workpool;
 struct mh_chan_endpoint;
+struct mh_shm_once;
 struct mh_gen_host {
     struct ev_loop *loop;
     const bool *stopping;                        /* http.stopping() */
@@ -46,6 +48,8 @@ struct mh_gen_host {
     unsigned *background_tasks;       /* timers, threads, on_start running: stop waits for them */
     struct mh_workpool *workpool;     /* threads for C work off the loop (thread_pool); NULL: none */
     struct mh_chan_endpoint *channels; /* http.channel(); NULL: none */
+    struct mh_shm_once *once;          /* leases of { once = true } jobs; NULL: each worker runs them */
+    const uint32_t *once_epoch;        /* the start or reload this worker serves (shm_once.h) */
 };
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */

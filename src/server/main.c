@@ -10,6 +10,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "shared_zones.h"
+#include "shm_once.h"
 
 #include <errno.h>
 #include <lua.h>
@@ -68,6 +69,10 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
         return -1;
     if (!(ops->channels = mh_shared_zones_channels(err, errlen)))
         return -1;
+    if (!(ops->once = mh_shm_once_new())) {
+        snprintf(err, errlen, "cannot map the once jobs' zone: %s", strerror(errno));
+        return -1;
+    }
     if (strcmp(config->metrics, "off")) {
         if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
             return -1;
@@ -84,6 +89,7 @@ static void teardown_ops(struct mh_ops *ops, struct mh_listener *metrics_listene
     if (ops->shared)
         mh_shared_zones_close(ops->shared);
     mh_shm_chan_free(ops->channels);
+    mh_shm_once_free(ops->once);
     if (ops->access_log_fd > STDERR_FILENO)
         close(ops->access_log_fd);
     if (metrics_listener->fd >= 0 || metrics_listener->addr)

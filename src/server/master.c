@@ -8,6 +8,7 @@
 #include "metrics.h"
 #include "notify.h"
 #include "shared_zones.h"
+#include "shm_once.h"
 #include "worker.h"
 
 #include <errno.h>
@@ -361,6 +362,7 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
     mh_metrics_forget_worker(m->ops->metrics, dead.pid);
     if (m->ops->channels) /* a worker killed with subscribers: nobody wakes its slot any more */
         mh_shm_chan_forget(m->ops->channels, dead.pid);
+    mh_shm_once_forget(m->ops->once, dead.pid); /* its once jobs go to the next claimer */
     char how[64];
     describe_exit(w->rstatus, how, sizeof how);
     if (m->stopping) {
@@ -480,6 +482,8 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     for (size_t i = 0; i < m->nchildren; i++)
         m->children[i].retiring = true;
     m->owes_ready = m->reloading = true;
+    if (m->ops->once) /* before the fork: the new workers run the once jobs of the new code */
+        mh_shm_once_next_epoch(m->ops->once);
     mh_log(MH_LOG_INFO,
            "reload (SIGHUP): new code checked in %.1f ms (%zu routes); starting %d "
            "new workers",

@@ -13,6 +13,7 @@
 #include "lua_timer.h"
 #include "protocols.h"
 #include "req.h"
+#include "shm_once.h"
 #include "tls.h"
 #include "workpool.h"
 
@@ -95,6 +96,7 @@ void mh_worker_shutdown(struct mh_worker *w)
     /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
     mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
     mh_channel_stopping(&w->channels, NULL);
+    mh_task_stop_background(w->gen);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -195,7 +197,10 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     mh_http_each_request(&w->http, mh_lua_request_retired, old);
     mh_channel_stopping(&w->channels, old);
     mh_timer_gen_retired(old);
+    mh_task_stop_background(old);
     mh_task_retire_background(old, w->config->shutdown_timeout);
+    if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
+        w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
     /* old keeps its host: requests in flight on it still need the loop. */
     mh_gen_unref(old);
@@ -273,6 +278,11 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
     if (cerr)
         mh_log(MH_LOG_WARN, "channels: %s: this worker can publish but not subscribe", cerr);
     w->host.channels = &w->channels;
+    if (ops->once) {
+        w->once_epoch = mh_shm_once_epoch(ops->once);
+        w->host.once_epoch = &w->once_epoch;
+        w->host.once = ops->once;
+    }
     if (!w->metrics)
         return;
     w->reload_stats = mh_metrics_reload_stats(w->metrics);

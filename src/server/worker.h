@@ -77,6 +77,7 @@ struct mh_worker {
     ev_timer metrics_timer;         /* publishes this worker's connection gauges */
     struct mh_heartbeat *heartbeat; /* slot in the master's table, or NULL (no master) */
     struct mh_chan_endpoint channels; /* this process's side of http.channel() */
+    uint32_t once_epoch;              /* the start or reload it serves, for { once = true } jobs */
     struct mh_notify *notify;       /* systemd's socket, when this is the whole server */
     ev_timer watchdog_timer;        /* WATCHDOG=1 while the loop turns (no master) */
 };
@@ -90,6 +91,7 @@ struct mh_ops {
     bool metrics_on;             /* record per-request metrics */
     struct mh_shm_dicts *shared; /* http.server{ shared = ... } zones, mapped before any fork */
     struct mh_shm_chan *channels; /* http.channel()'s zone, mapped before any fork; NULL: none */
+    struct mh_shm_once *once;     /* leases of { once = true } jobs, mapped before any fork */
     struct mh_notify *notify;    /* systemd notify socket (the master's, or a lone worker's) */
 };
 

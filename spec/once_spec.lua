@@ -1,0 +1,151 @@
+-- Run-once work across workers: http.on_start(fn, { once = true }) runs in
+-- one worker per start and per reload, and is taken over when that worker
+-- dies before it is done; http.every(interval, fn, { once = true }) ticks
+-- in one worker at a time and moves when that worker dies. The jobs append
+-- "<what> <pid>" lines to a file the spec reads.
+local H = require "helper"
+local O = require "ops_helper"
+
+local APP = [[
+local http = require "moonhttp"
+local path = os.getenv("ONCE_LOG")
+local function pid() return io.open("/proc/self/stat"):read("n") end
+local function mark(what)
+  local f = assert(io.open(path, "a"))
+  f:write(what, " ", pid(), "\n")
+  f:close()
+end
+http.on_start(function()
+  mark("begin")
+  http.sleep(tonumber(os.getenv("ONCE_SLEEP") or "0.2"))
+  mark("end")
+end, { once = true })
+http.on_start(function()
+  mark("each")
+  http.every(0.1, function() mark("tick") end, { once = true })
+end)
+http.handle("GET /pid", function(req, res) res:write(pid()) end)
+]]
+
+-- { what = { pid = count } } from the log file
+local function marks(path)
+  local out = {}
+  for what, pid in (H.read_file(path) or ""):gmatch("(%a+) (%d+)\n") do
+    out[what] = out[what] or {}
+    out[what][pid] = (out[what][pid] or 0) + 1
+  end
+  return out
+end
+
+local function count(t)
+  local n, total = 0, 0
+  for _, c in pairs(t or {}) do n, total = n + 1, total + c end
+  return n, total
+end
+
+local function start(extra_env)
+  local log = H.tmpname(".once")
+  local srv = H.start(APP, { flags = { "--workers", "2" },
+                            env = "ONCE_LOG=" .. log .. " " .. (extra_env or "") })
+  assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
+  return srv, log
+end
+
+describe("{ once = true } with 2 workers", function()
+  local srv, log
+  after_each(function()
+    if srv and not srv.stopped then assert.equal(0, srv:stop()) end
+    if log then os.remove(log) end
+  end)
+
+  it("runs on_start once, every in one worker, both again after a worker dies or a reload", function()
+    srv, log = start()
+    assert.truthy(O.wait_for(function()
+      local m = marks(log)
+      return count(m.each) == 2 and count(m["end"]) == 1 and select(2, count(m.tick)) >= 5
+    end, 5), H.read_file(log))
+    H.sleep(0.3) -- a second run would have begun by now
+    local m = marks(log)
+    assert.same({ 1, 1 }, { count(m.begin) }, H.read_file(log))
+    assert.equal(1, (count(m.tick)), "ticks from one worker only: " .. H.read_file(log))
+
+    -- the worker that ticks dies: the other one (or its replacement) takes over
+    local holder = tonumber((next(m.tick)))
+    os.execute("kill -9 " .. holder)
+    assert.truthy(O.wait_for(function()
+      local t = marks(log).tick
+      for p in pairs(t) do if tonumber(p) ~= holder then return t[p] >= 3 end end
+    end, 5), H.read_file(log))
+    -- the replacement worker did not run the once on_start of this start again
+    m = marks(log)
+    assert.same({ 1, 1 }, { count(m.begin) }, H.read_file(log))
+    assert.equal(3, (count(m.each)))
+
+    -- a reload is a new start: the once on_start runs once more, in one worker
+    os.remove(log)
+    srv:signal("HUP")
+    assert.truthy(O.wait_for(function()
+      m = marks(log)
+      return count(m.each) == 2 and count(m["end"]) == 1
+    end, 5), H.read_file(log) or "")
+    H.sleep(0.5)
+    m = marks(log)
+    assert.same({ 1, 1 }, { count(m.begin) }, H.read_file(log))
+    -- the old workers gave the tick back when they stopped: one ticker again
+    local _, ticks = count(m.tick)
+    assert.truthy(ticks >= 3, H.read_file(log))
+    local recent = {}
+    for p in (H.read_file(log)):gmatch("tick (%d+)\n") do recent[#recent + 1] = p end
+    for i = #recent - 2, #recent do assert.equal(recent[#recent], recent[i]) end
+  end)
+
+  it("hands a once on_start to another worker when its worker dies before it is done", function()
+    srv, log = start("ONCE_SLEEP=30")
+    local first = O.wait_for(function() return next(marks(log).begin or {}) end, 5)
+    assert.truthy(first, H.read_file(log) or "")
+    H.sleep(0.3) -- the other worker waits for it meanwhile
+    assert.same({ 1, 1 }, { count(marks(log).begin) }, H.read_file(log))
+    os.execute("kill -9 " .. first)
+    -- another worker begins it at once: not the 30 s the dead one would have slept
+    assert.truthy(O.wait_for(function()
+      local b = marks(log).begin or {}
+      for p in pairs(b) do if p ~= first then return true end end
+    end, 3), H.read_file(log))
+    local m = marks(log)
+    assert.same({ 2, 2 }, { count(m.begin) }, H.read_file(log))
+    assert.is_nil(m["end"])
+  end)
+end)
+
+describe("{ once = true }", function()
+  it("runs in the only worker of a lone process", function()
+    local log = H.tmpname(".once")
+    local srv = H.start(APP, { env = "ONCE_LOG=" .. log })
+    assert.truthy(O.wait_for(function()
+      local m = marks(log)
+      return count(m["end"]) == 1 and select(2, count(m.tick)) >= 2
+    end, 5), H.read_file(log) or "")
+    assert.equal(0, srv:stop())
+    os.remove(log)
+  end)
+
+  it("checks its options", function()
+    local code, out = H.run({ "--check", H.script([[
+      local http = require "moonhttp"
+      http.on_start(function() end, { onse = true })
+    ]]) })
+    assert.are_not.equal(0, code)
+    assert.truthy(out:find('http.on_start: unknown option "onse" (did you mean "once"?)', 1, true), out)
+    local srv = H.start([[
+      local http = require "moonhttp"
+      http.handle("GET /", function(req, res)
+        local ok, err = pcall(http.every, 1, function() end, { once = true, interval = 2 })
+        res:write(tostring(ok), " ", tostring(err):gsub("^.-:%d+: ", ""))
+      end)
+    ]])
+    local r = H.request(srv.port, "GET", "/")
+    assert.equal(200, r.status)
+    assert.truthy(r.body:find('false http.every: unknown option "interval"', 1, true), r.body)
+    assert.equal(0, srv:stop())
+  end)
+end)
