@@ -171,8 +171,7 @@ static void put_header(struct line *l, const struct mh_req *c, const char *name,
 }
 
 /* Closes the string before it and adds ,"name":"slice of head" (escaped). */
-static void put_json_field(struct line *l, const char *name, const char *head,
-                           struct mh_slice v)
+static void put_json_field(struct line *l, const char *name, const char *head, struct mh_slice v)
 {
     putf(l, "\",\"%s\":\"", name);
     put_escaped(l, head + v.off, v.len, true);
