@@ -4,6 +4,49 @@
 local H = require "helper"
 local O = require "ops_helper"
 
+-- The example's systemd unit: Type=notify like the packaged one, accepted by
+-- systemd-analyze, and its ExecStart's flags accepted by moonhttp.
+describe("deploy example's systemd unit", function()
+  local UNIT = "examples/deploy/moonhttp@.service"
+
+  it("is Type=notify with the watchdog, as debian/'s unit", function()
+    local text = assert(H.read_file(UNIT))
+    assert.truthy(text:find("\nType=notify\n", 1, true), "Type=notify")
+    assert.truthy(text:find("\nNotifyAccess=main\n", 1, true), "NotifyAccess=main")
+    assert.truthy(text:find("\nWatchdogSec=%d+s?\n"), "WatchdogSec")
+    assert.truthy(text:find("\nExecReload=/bin/kill %-HUP %$MAINPID\n"), "ExecReload")
+  end)
+
+  it("passes systemd-analyze verify, and moonhttp --check with its ExecStart", function()
+    if not O.has("systemd-analyze") then
+      pending("systemd-analyze not installed")
+      return
+    end
+    local dir = H.tmpname(".unit")
+    assert(os.execute("mkdir -p " .. dir))
+    finally(function() os.execute("rm -rf " .. dir) end)
+    local bin = H.bin:sub(1, 1) == "/" and H.bin or (os.getenv("PWD") .. "/" .. H.bin)
+    local app = os.getenv("PWD") .. "/examples/deploy/app.lua"
+    -- the unit names the installed binary and /srv/app: point them at this tree
+    local text = assert(H.read_file(UNIT)):gsub("/usr/local/bin/moonhttp", bin)
+      :gsub("/srv/app/app%.lua", app):gsub("WorkingDirectory=/srv/app", "WorkingDirectory=" .. dir)
+    local unit = H.write_file(dir .. "/moonhttp@8001.service", text)
+    local p = assert(io.popen("systemd-analyze verify --man=no " .. unit .. " 2>&1; echo rc=$?"))
+    local out = p:read("a")
+    p:close()
+    assert.truthy(out:find("rc=0\n$"), out)
+    assert.equal("rc=0\n", out)
+    -- ExecStart with --check: every flag the unit passes is one moonhttp knows
+    local exec = text:match("\nExecStart=(.-[^\\])\n"):gsub("\\\n%s*", " "):gsub("%%i", "8001")
+    local args = {}
+    for a in exec:gmatch("%S+") do args[#args + 1] = a end
+    table.remove(args, 1)
+    table.insert(args, 1, "--check")
+    local code, check = H.run(args)
+    assert.equal(0, code, check)
+  end)
+end)
+
 local missing = {}
 for _, cmd in ipairs({ "haproxy", "wrk" }) do
   if not O.has(cmd) then missing[#missing + 1] = cmd end

@@ -1,12 +1,12 @@
 -- The documentation keeps up with the code: README.md's quick start answers
 -- what it says it answers, every complete Lua example in README.md and
 -- docs/*.md loads (`moonhttp --check`), and every link between the pages
--- leads to a file that exists.
+-- leads to a file that exists (bench/RESULTS.md's too).
 local H = require "helper"
 local cjson = require "cjson"
 
 local function pages()
-  local list = { "README.md" }
+  local list = { "README.md", "bench/RESULTS.md" }
   local p = assert(io.popen("ls docs/*.md"))
   for f in p:lines() do list[#list + 1] = f end
   p:close()

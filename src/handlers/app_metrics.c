@@ -34,9 +34,9 @@ struct mh_app_metrics {
     struct series series[MH_APP_METRICS_SERIES];
 };
 
-#define LOAD(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ADD(p, v)   __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
-#define SPIN_LIMIT  (1 << 16)
+#define LOAD(p)    __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ADD(p, v)  __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+#define SPIN_LIMIT (1 << 16)
 
 struct mh_app_metrics *mh_app_metrics_new(void)
 {
@@ -80,8 +80,7 @@ const char *mh_app_metrics_check_name(const char *name, size_t len)
     return NULL;
 }
 
-const char *mh_app_metrics_check_label(const char *name, size_t len,
-                                       enum mh_app_metric_type type)
+const char *mh_app_metrics_check_label(const char *name, size_t len, enum mh_app_metric_type type)
 {
     const char *e = check_ident(name, len);
     if (e)
@@ -154,8 +153,8 @@ static uint32_t hash_series(int fam, const char *values, size_t len)
 
 /* Claims the empty slot s for a new series of f, within f's bound. 1: claimed; 0: another
  * worker took the slot first (look at it again); -1: the family is at its bound. */
-static int claim_series(struct family *f, struct series *s, int fam, uint32_t h,
-                        const char *values, size_t len)
+static int claim_series(struct family *f, struct series *s, int fam, uint32_t h, const char *values,
+                        size_t len)
 {
     if (ADD(&f->nseries, 1) >= f->spec.max_series) {
         __atomic_fetch_sub(&f->nseries, 1, __ATOMIC_RELAXED);
@@ -210,8 +209,7 @@ static void add_double(uint64_t *p, double v)
         memcpy(&d, &old, sizeof d);
         d += v;
         memcpy(&next, &d, sizeof next);
-    } while (!__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED));
+    } while (!__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 static double load_double(const uint64_t *p)

@@ -30,9 +30,9 @@
 #define MH_APP_METRICS_SERIES     4096
 #define MH_APP_METRICS_NAME_MAX   128 /* bytes of a family or label name, with its NUL */
 #define MH_APP_METRICS_HELP_MAX   256
-#define MH_APP_METRICS_LABELS     8  /* label names per family */
+#define MH_APP_METRICS_LABELS     8   /* label names per family */
 #define MH_APP_METRICS_VALUES_MAX 256 /* one series' label values, each with its NUL */
-#define MH_APP_METRICS_BUCKETS    24 /* histogram bounds, +Inf not counted */
+#define MH_APP_METRICS_BUCKETS    24  /* histogram bounds, +Inf not counted */
 
 enum mh_app_metric_type { MH_APP_COUNTER, MH_APP_GAUGE, MH_APP_HISTOGRAM };
 
@@ -49,9 +49,9 @@ struct mh_app_family_spec {
 };
 
 /* Errors (static strings, compared by identity). */
-extern const char MH_APP_METRICS_ERR_SERIES[];   /* "too many series" */
-extern const char MH_APP_METRICS_ERR_FULL[];     /* "metrics table full" */
-extern const char MH_APP_METRICS_ERR_CHANGED[];  /* "declared differently before" */
+extern const char MH_APP_METRICS_ERR_SERIES[];  /* "too many series" */
+extern const char MH_APP_METRICS_ERR_FULL[];    /* "metrics table full" */
+extern const char MH_APP_METRICS_ERR_CHANGED[]; /* "declared differently before" */
 
 struct mh_app_metrics;
 
@@ -68,8 +68,7 @@ void mh_app_metrics_free(struct mh_app_metrics *a);
 const char *mh_app_metrics_check_name(const char *name, size_t len);
 
 /* The same for a label name: no leading "__" (reserved), and "le" only outside histograms. */
-const char *mh_app_metrics_check_label(const char *name, size_t len,
-                                       enum mh_app_metric_type type);
+const char *mh_app_metrics_check_label(const char *name, size_t len, enum mh_app_metric_type type);
 
 /*
  * Finds or claims the family spec->name. Returns its index (>= 0), or -1
@@ -91,8 +90,8 @@ int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values,
                           const char **err);
 
 /* Updates of one series; the caller has checked the value (finite, >= 0 where it must be). */
-void mh_app_metrics_add(struct mh_app_metrics *a, int series, double v); /* counter, gauge */
-void mh_app_metrics_set(struct mh_app_metrics *a, int series, double v); /* gauge */
+void mh_app_metrics_add(struct mh_app_metrics *a, int series, double v);     /* counter, gauge */
+void mh_app_metrics_set(struct mh_app_metrics *a, int series, double v);     /* gauge */
 void mh_app_metrics_observe(struct mh_app_metrics *a, int series, double v); /* histogram */
 
 /* Appends every family with its series in the Prometheus text format (cut short on OOM, as

@@ -10,9 +10,9 @@
 #include <math.h>
 #include <string.h>
 
-#define COUNTER_MT   "moonhttp.Counter"
-#define GAUGE_MT     "moonhttp.Gauge"
-#define HISTOGRAM_MT "moonhttp.Histogram"
+#define COUNTER_MT         "moonhttp.Counter"
+#define GAUGE_MT           "moonhttp.Gauge"
+#define HISTOGRAM_MT       "moonhttp.Histogram"
 #define MAX_SERIES_DEFAULT 100
 
 static const char LIST_KEY = 'm'; /* registry: this state's metrics, registered once serving */
@@ -37,8 +37,7 @@ struct metric {
     bool warned_series;
 };
 
-static const double default_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                         0.5,   1,    2.5,   5,    10};
+static const double default_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
 static const char *type_name(enum mh_app_metric_type t)
 {
@@ -209,8 +208,9 @@ static const char *resolve(lua_State *L, struct metric *m)
         return m->broken;
     struct mh_lua_metrics_env env = env_of(L, 1);
     if (!env.serving)
-        luaL_error(L, "%s: metrics can be updated once the server has started (not while the "
-                      "script loads)",
+        luaL_error(L,
+                   "%s: metrics can be updated once the server has started (not while the "
+                   "script loads)",
                    m->spec.name);
     if (!env.table)
         return ERR_NONE; /* not logged: a process without metrics */
@@ -219,8 +219,7 @@ static const char *resolve(lua_State *L, struct metric *m)
     int fam = mh_app_metrics_family(a, &m->spec, &err);
     if (fam < 0) {
         m->broken = err;
-        mh_log(MH_LOG_WARN,
-               "http.metrics: %s: %s%s; its updates are dropped", m->spec.name, err,
+        mh_log(MH_LOG_WARN, "http.metrics: %s: %s%s; its updates are dropped", m->spec.name, err,
                err == MH_APP_METRICS_ERR_CHANGED
                    ? " (another type, labels or buckets: a restart applies the change)"
                    : "");
@@ -232,8 +231,7 @@ static const char *resolve(lua_State *L, struct metric *m)
         m->single = mh_app_metrics_series(a, fam, "", 0, &err);
         if (m->single < 0) {
             m->broken = err;
-            mh_log(MH_LOG_WARN, "http.metrics: %s: %s; its updates are dropped", m->spec.name,
-                   err);
+            mh_log(MH_LOG_WARN, "http.metrics: %s: %s; its updates are dropped", m->spec.name, err);
             return err;
         }
     }
@@ -259,8 +257,8 @@ static const char *pack_values(lua_State *L, struct metric *m, int idx)
 {
     int n = m->spec.nlabels;
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "%s: label values expected (a table: { %s = ... } or a list)",
-                   m->spec.name, m->spec.labels[0]);
+        luaL_error(L, "%s: label values expected (a table: { %s = ... } or a list)", m->spec.name,
+                   m->spec.labels[0]);
     bool positional = lua_geti(L, idx, 1) != LUA_TNIL;
     lua_pop(L, 1);
     int keys = 0;

@@ -15,6 +15,13 @@
 #define FLUSH_AT       (32 * 1024)
 #define FLUSH_AFTER    0.2
 #define LINE_MAX_BYTES 8192 /* longer fields are cut */
+/*
+ * Room an escaped field leaves for the rest of the line: the keys, numbers,
+ * address, method, request id and closing bytes (under 600 bytes), so a
+ * line whose fields were cut still ends as it should (a JSON line stays
+ * valid JSON).
+ */
+#define LINE_TAIL_BYTES 1024
 
 struct mh_access_log {
     struct ev_loop *loop;
@@ -124,11 +131,12 @@ static void putf(struct line *l, const char *fmt, ...)
 /*
  * Client-controlled bytes: quotes, backslashes, control and non-ASCII bytes
  * escaped, so a line cannot be forged or broken (\xHH as nginx; JSON \u00HH).
+ * Cut where LINE_TAIL_BYTES would be left, never inside an escape.
  */
 static void put_escaped(struct line *l, const char *s, size_t n, bool json)
 {
     static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < n && l->end - l->p > 6; i++) {
+    for (size_t i = 0; i < n && l->end - l->p > LINE_TAIL_BYTES + 6; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\') {
             *l->p++ = '\\';
@@ -160,6 +168,13 @@ static void put_header(struct line *l, const struct mh_req *c, const char *name,
     puts_(l, "\"");
     put_escaped(l, v, vlen, json);
     puts_(l, "\"");
+}
+
+/* Closes the string before it and adds ,"name":"slice of head" (escaped). */
+static void put_json_field(struct line *l, const char *name, const char *head, struct mh_slice v)
+{
+    putf(l, "\",\"%s\":\"", name);
+    put_escaped(l, head + v.off, v.len, true);
 }
 
 static const char *clf_time(struct mh_access_log *a, bool iso)
@@ -197,9 +212,14 @@ void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, doub
         gmtime_r(&ts.tv_sec, &tm);
         char when[40];
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-        putf(&l, "{\"time\":\"%s.%03ldZ\",\"remote_addr\":\"%s\",\"method\":\"%s\",\"target\":\"",
-             when, ts.tv_nsec / 1000000, host, method);
+        putf(&l,
+             "{\"time\":\"%s.%03ldZ\",\"pid\":%ld,\"remote_addr\":\"%s\",\"method\":\"%s\","
+             "\"target\":\"",
+             when, ts.tv_nsec / 1000000, (long)getpid(), host, method);
         put_escaped(&l, target, c->head.target.len, true);
+        put_json_field(&l, "path", mh_req_head(c), c->head.path);
+        put_json_field(&l, "query", mh_req_head(c), c->head.query);
+        put_json_field(&l, "host", mh_req_head(c), c->head.host);
         putf(&l,
              "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
              "\"pattern\":",
