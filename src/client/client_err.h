@@ -4,7 +4,7 @@
  * The outbound client's errors: one constant each, so callers compare by
  * identity (req->err == mh_client_err_refused) and print them as they are;
  * Lua gets the same short strings as `nil, err`. Every error the client
- * reports is one of these.
+ * reports is one of these or, from the TLS handshake, one of net/client_tls.h's.
  */
 
 extern const char mh_client_err_refused[];         /* "connection refused" */
@@ -32,19 +32,5 @@ extern const char mh_client_err_timeout_body[];     /* "timeout reading the body
 extern const char mh_client_err_dns_no_host[];      /* "dns: no such host" */
 extern const char mh_client_err_dns_nomem[];        /* "dns: out of memory" */
 extern const char mh_client_err_dns_thread[];       /* "dns: cannot start a lookup thread" */
-extern const char mh_client_err_tls_nomem[];        /* "tls: out of memory" */
-extern const char mh_client_err_tls_seed[];         /* "tls: cannot seed the random generator" */
-extern const char mh_client_err_tls_config[];       /* "tls: cannot set up a configuration" */
-extern const char mh_client_err_tls_session[];      /* "tls: cannot set up a session" */
-extern const char mh_client_err_tls_handshake[];    /* "tls: handshake failed" */
-extern const char mh_client_err_tls_alert[];        /* "tls: the server sent a fatal alert" */
-extern const char mh_client_err_tls_closed[];  /* "tls: connection closed during the handshake" */
-extern const char mh_client_err_tls_verify[];  /* "tls: certificate verification failed" */
-extern const char mh_client_err_tls_revoked[]; /* "tls: certificate revoked" */
-extern const char
-    mh_client_err_tls_unknown_ca[];             /* "tls: certificate signed by unknown authority" */
-extern const char mh_client_err_tls_hostname[]; /* "tls: certificate hostname mismatch" */
-extern const char mh_client_err_tls_not_yet_valid[]; /* "tls: certificate not yet valid" */
-extern const char mh_client_err_tls_expired[];       /* "tls: certificate expired" */
 
 #endif
