@@ -110,8 +110,9 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts 
         goto fail;
     }
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
-    /* TLS 1.3 preferred (offered first), 1.2 still accepted. */
-    mbedtls_ssl_conf_min_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_2);
+    /* TLS 1.3 preferred (offered first), 1.2 still accepted unless min_version is "1.3". */
+    mbedtls_ssl_conf_min_tls_version(&c->conf, o->tls13_only ? MBEDTLS_SSL_VERSION_TLS1_3
+                                                             : MBEDTLS_SSL_VERSION_TLS1_2);
     mbedtls_ssl_conf_max_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_3);
     /* Without this a TLS 1.3 client drops the server's tickets: no resumption. */
     mbedtls_ssl_conf_tls13_enable_signal_new_session_tickets(

@@ -47,6 +47,7 @@ struct mh_client_tls_opts {
     bool verify;      /* check the server's certificate and name */
     const char *cert; /* PEM certificate (and chain) to present; NULL: none (then key is NULL) */
     const char *key;  /* its PEM private key */
+    bool tls13_only;  /* min_version = "1.3": refuse a server that offers only TLS 1.2 */
 };
 
 /*
