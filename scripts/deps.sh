@@ -45,11 +45,29 @@ fi
 # one (otherwise a present .deps/mbedtls is kept, so builds stay offline).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MBEDTLS_DIR="$ROOT/.deps/mbedtls"
-if [ "$(cut -d. -f1 /etc/debian_version 2>/dev/null)" -ge 13 ] 2>/dev/null; then
+# Which release: /etc/os-release, not /etc/debian_version, which reads
+# "trixie/sid" (not a number) on testing and unstable. Debian 12 says
+# VERSION_ID="12", VERSION_CODENAME=bookworm; Debian 13 "13"/trixie;
+# testing and sid have no VERSION_ID and the next release's codename (sid
+# may say "sid"). Only bookworm lacks 3.6: every other release takes the
+# system's libmbedtls-dev. MH_OS_RELEASE names another file (scripts' test).
+is_bookworm() (
+    f=${MH_OS_RELEASE:-/etc/os-release}
+    [ -r "$f" ] || exit 1
+    VERSION_ID="" VERSION_CODENAME=""
+    . "$f"
+    [ "$VERSION_ID" = 12 ] || [ "$VERSION_CODENAME" = bookworm ]
+)
+if is_bookworm; then
+    BOOKWORM=1
+else
     PKGS="$PKGS libmbedtls-dev"
     BOOKWORM=""
-else
-    BOOKWORM=1
+fi
+# --mbedtls-source: says where Mbed TLS 3.6 would come from here, and stops.
+if [ "$1" = "--mbedtls-source" ]; then
+    [ -n "$BOOKWORM" ] && echo "unpack Debian 13's libmbedtls-dev into .deps/mbedtls" || echo "system libmbedtls-dev"
+    exit 0
 fi
 
 mbedtls_from_trixie() {

@@ -4,7 +4,9 @@
 # CPU 1 for $DURATION seconds; the server's CPU time (utime + stime from
 # /proc) is read before and after, so a machine shared with other work
 # still gives a fair figure (handshakes / server CPU second).
-# Usage: bench/tls/handshake.sh NEW_BIN [OLD_BIN]   (env: DURATION RUNS PAR)
+# Usage: bench/tls/handshake.sh NEW_BIN [OLD_BIN]   (env: DURATION RUNS PAR MODE)
+#   MODE=-reuse: resumed handshakes instead (s_time offers the first
+#   connection's session on every later one)
 #   NEW_BIN: moonhttp with Mbed TLS 3.6 (TLS 1.3 and 1.2 measured)
 #   OLD_BIN: optionally a moonhttp built with 2.28 (TLS 1.2 only)
 set -e
@@ -14,6 +16,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 DURATION=${DURATION:-8}
 RUNS=${RUNS:-3}
 PAR=${PAR:-4}
+MODE=${MODE:--new}
+KIND=full
+[ "$MODE" = -reuse ] && KIND=resumed
 DIR=$(mktemp -d /tmp/mh-bench-hs-XXXXXX)
 mkdir -p "$DIR/body" "$DIR/proxy"
 PIDS=""
@@ -43,7 +48,7 @@ measure() { # port version-flag → "handshakes/cpu-second handshakes/wall-secon
     pid=$(server_pid "$1")
     c0=$(cpu_ticks "$pid")
     for i in $(seq "$PAR"); do
-        taskset -c 1 openssl s_time -connect "127.0.0.1:$1" -new "$2" -time "$DURATION" 2>/dev/null |
+        taskset -c 1 openssl s_time -connect "127.0.0.1:$1" "$MODE" "$2" -time "$DURATION" 2>/dev/null |
             awk '/connections in .* real seconds/ { print $1 }' >"$DIR/st.$i" &
     done
     wait_st=0
@@ -68,7 +73,7 @@ for r in $(seq "$RUNS"); do
     done
 done
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-echo "| server | version | full handshakes / CPU-s (median) | per wall-s (median) |"
+echo "| server | version | $KIND handshakes / CPU-s (median) | per wall-s (median) |"
 echo "|---|---|---:|---:|"
 for row in $ROWS; do
     name=${row%%:*}; flag=${row##*:}

@@ -201,6 +201,7 @@ function Conn:start_tls()
     server_name = tls.server_name or pool.host,
     verify = tls.verify ~= false,
     ca = tls.ca,
+    min_version = tls.min_version,
   })
   if not ok then return self:fail(err) end
   return true
@@ -550,12 +551,18 @@ Pool.__index = Pool
 local POOL_KEYS = { "host", "port", "path", "user", "password", "database", "tls", "size",
   "idle_timeout", "connect_timeout", "acquire_timeout", "query_timeout", "statement_cache",
   "on_notice", "application_name" }
-local TLS_KEYS = { "verify", "ca", "server_name" }
+local TLS_KEYS = { "verify", "ca", "server_name", "min_version" }
 
 local function check_opts(o)
   if type(o) ~= "table" then error("pg.pool: expects a table of options", 3) end
   core.check_opts(o, "pg.pool", POOL_KEYS, 3)
-  if type(o.tls) == "table" then core.check_opts(o.tls, "pg.pool: tls", TLS_KEYS, 3) end
+  if type(o.tls) == "table" then
+    core.check_opts(o.tls, "pg.pool: tls", TLS_KEYS, 3)
+    local v = o.tls.min_version
+    if v ~= nil and v ~= "1.2" and v ~= "1.3" then
+      error('pg.pool: tls.min_version: expected "1.2" or "1.3"', 3)
+    end
+  end
   local function num(k, default, min)
     local v = o[k]
     if v == nil then return default end
@@ -567,7 +574,7 @@ local function check_opts(o)
   local tls = o.tls
   if tls == true then tls = {} end
   if tls ~= nil and tls ~= false and type(tls) ~= "table" then
-    error("pg.pool: tls must be false, true or { verify =, ca =, server_name = }", 3)
+    error("pg.pool: tls must be false, true or { verify =, ca =, server_name =, min_version = }", 3)
   end
   if tls and o.path then error("pg.pool: tls does not apply to a unix socket (path)", 3) end
   local user = o.user or "postgres"

@@ -235,13 +235,25 @@ function methods:reused() return self.sock and self.sock:reused() or 0 end
 Client.__close = function(self) methods.keepalive(self) end
 Client.__tostring = function(self) return "moonhttp.redis (" .. self.key .. ")" end
 
-local CONNECT_KEYS = { "host", "port", "path", "password", "db", "timeout", "pool_size", "idle_timeout" }
+local CONNECT_KEYS = { "host", "port", "path", "password", "db", "timeout", "pool_size", "idle_timeout",
+  "tls" }
 
--- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout = }
+-- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout =,
+--   tls = true | { ca =, verify =, server_name =, cert =, key =, min_version = } }
+-- tls is http.tcp()'s: the pool key carries its options, so TLS and plain connections (or two
+-- client certificates) never share one.
 function M.connect(opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("redis.connect: options must be a table", 2) end
   core.check_opts(opts, "redis.connect", CONNECT_KEYS)
+  local tls = opts.tls
+  if tls ~= nil and type(tls) ~= "boolean" and type(tls) ~= "table" then
+    error("redis.connect: tls must be true or a table", 2)
+  end
+  if type(tls) == "table" and tls.min_version ~= nil and tls.min_version ~= "1.2"
+      and tls.min_version ~= "1.3" then
+    error('redis.connect: tls.min_version: expected "1.2" or "1.3"', 2)
+  end
   local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
   local db = opts.db or 0
   if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 2) end
@@ -253,7 +265,7 @@ function M.connect(opts)
   sock:setdeadline(timeout) -- one clock for the connect, AUTH and SELECT together
   -- pool_size caps the connections too: past it, connects wait for one to come back.
   local pool_size = opts.pool_size or 30
-  local copts = { pool = key, pool_size = pool_size }
+  local copts = { pool = key, pool_size = pool_size, tls = opts.tls }
   local ok, err
   if path then
     ok, err = sock:connect("unix:" .. path, copts)

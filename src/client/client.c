@@ -359,11 +359,11 @@ static void start_tls(struct mh_client_conn *c)
     struct mh_client_pool *p = c->pool;
     const char *err = NULL;
     if (!p->tls_cfg && !p->tls_cfg_err)
-        p->tls_cfg = mh_client_tls_cfg_new(&(struct mh_client_tls_opts){.ca = p->s.tls_ca,
-                                                                        .verify = p->s.tls_verify,
-                                                                        .cert = p->s.tls_cert,
-                                                                        .key = p->s.tls_key},
-                                           &p->tls_cfg_err);
+        p->tls_cfg = mh_client_tls_cfg_new(
+            &(struct mh_client_tls_opts){.ca = p->s.tls_ca, .verify = p->s.tls_verify,
+                                         .cert = p->s.tls_cert, .key = p->s.tls_key,
+                                         .tls13_only = p->s.tls13_only},
+            &p->tls_cfg_err);
     if (!p->tls_cfg) {
         conn_fail(c, p->tls_cfg_err);
         return;

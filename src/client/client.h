@@ -51,6 +51,7 @@ struct mh_client_settings {
     double drain_wait;        /* 2 ms: how long a request waits for a draining connection */
     bool tls_verify;          /* true */
     bool tls_resume;          /* true: offer the host's last session again */
+    bool tls13_only;          /* false; tls.min_version = "1.3": no TLS 1.2 */
     char *tls_ca;             /* PEM file (owned, malloc'd) or NULL: the system bundle */
     char *tls_cert, *tls_key; /* client certificate and key files (owned) or NULL: none */
 };

@@ -27,24 +27,11 @@ const char mh_client_err_timeout_send[] = "timeout sending the request";
 const char mh_client_err_dns_no_host[] = "dns: no such host";
 const char mh_client_err_dns_nomem[] = "dns: out of memory";
 const char mh_client_err_dns_thread[] = "dns: cannot start a lookup thread";
-const char mh_client_err_tls_nomem[] = "tls: out of memory";
-const char mh_client_err_tls_seed[] = "tls: cannot seed the random generator";
-const char mh_client_err_tls_config[] = "tls: cannot set up a configuration";
-const char mh_client_err_tls_session[] = "tls: cannot set up a session";
-const char mh_client_err_tls_handshake[] = "tls: handshake failed";
-const char mh_client_err_tls_alert[] = "tls: the server sent a fatal alert";
-const char mh_client_err_tls_closed[] = "tls: connection closed during the handshake";
-const char mh_client_err_tls_verify[] = "tls: certificate verification failed";
-const char mh_client_err_tls_revoked[] = "tls: certificate revoked";
-const char mh_client_err_tls_unknown_ca[] = "tls: certificate signed by unknown authority";
-const char mh_client_err_tls_hostname[] = "tls: certificate hostname mismatch";
-const char mh_client_err_tls_not_yet_valid[] = "tls: certificate not yet valid";
-const char mh_client_err_tls_expired[] = "tls: certificate expired";
 
 /*
- * Kinds by identity; the "tls: " strings of client_tls.c (configuration
- * errors: a CA file that does not load) are matched by their prefix, so a
- * new one there needs no entry here.
+ * Kinds by identity; the "tls: " strings of net/client_tls.h (the handshake,
+ * verification, a CA file that does not load) are matched by their prefix,
+ * so a new one there needs no entry here.
  */
 static const struct {
     const char *err, *kind;

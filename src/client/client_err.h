@@ -3,8 +3,8 @@
 /*
  * The outbound client's errors: one constant each, so callers compare by
  * identity (req->err == mh_client_err_refused) and print them as they are.
- * Every error the client reports is one of these (or a "tls: ..." string of
- * client_tls.c about the configuration). Each belongs to a kind, a short
+ * Every error the client reports is one of these (or one of net/client_tls.h's
+ * "tls: ..." strings, from the TLS handshake). Each belongs to a kind, a short
  * fixed word a Lua caller compares (`err == "timeout"`): Lua gets
  * `nil, kind, detail`, the detail being the constant itself.
  */
@@ -35,20 +35,6 @@ extern const char mh_client_err_timeout_send[];     /* "timeout sending the requ
 extern const char mh_client_err_dns_no_host[];      /* "dns: no such host" */
 extern const char mh_client_err_dns_nomem[];        /* "dns: out of memory" */
 extern const char mh_client_err_dns_thread[];       /* "dns: cannot start a lookup thread" */
-extern const char mh_client_err_tls_nomem[];        /* "tls: out of memory" */
-extern const char mh_client_err_tls_seed[];         /* "tls: cannot seed the random generator" */
-extern const char mh_client_err_tls_config[];       /* "tls: cannot set up a configuration" */
-extern const char mh_client_err_tls_session[];      /* "tls: cannot set up a session" */
-extern const char mh_client_err_tls_handshake[];    /* "tls: handshake failed" */
-extern const char mh_client_err_tls_alert[];        /* "tls: the server sent a fatal alert" */
-extern const char mh_client_err_tls_closed[];  /* "tls: connection closed during the handshake" */
-extern const char mh_client_err_tls_verify[];  /* "tls: certificate verification failed" */
-extern const char mh_client_err_tls_revoked[]; /* "tls: certificate revoked" */
-extern const char
-    mh_client_err_tls_unknown_ca[];             /* "tls: certificate signed by unknown authority" */
-extern const char mh_client_err_tls_hostname[]; /* "tls: certificate hostname mismatch" */
-extern const char mh_client_err_tls_not_yet_valid[]; /* "tls: certificate not yet valid" */
-extern const char mh_client_err_tls_expired[];       /* "tls: certificate expired" */
 
 /*
  * The kinds: "timeout", "refused", "reset", "closed", "malformed", "tls",

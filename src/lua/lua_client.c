@@ -11,8 +11,9 @@
 #include "lua_client.h"
 
 #include "client.h"
-#include "lua_sched.h"
 #include "lua_opts.h"
+#include "lua_sched.h"
+#include "lua_tls.h"
 #include "lua_vm.h"
 #include "url.h"
 
@@ -764,6 +765,7 @@ static int new_client(lua_State *L, int opts)
             if (!lua_isnil(L, -1))
                 s.tls_resume = lua_toboolean(L, -1);
             lua_pop(L, 1);
+            s.tls13_only = mh_lua_tls13_only(L, lua_gettop(L), "http.client");
             lua_getfield(L, -1, "cert");
             cert = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1); /* anchored by opts */
             lua_getfield(L, -2, "key");
@@ -820,7 +822,8 @@ static int l_client(lua_State *L)
         static const char *const known[] = {
             "max_idle",        "max_idle_per_host", "idle_timeout", "drain_bytes", "drain_timeout",
             "connect_timeout", "tls_timeout",       "drain_wait",   "tls",         NULL};
-        static const char *const tls_known[] = {"ca", "verify", "resume", "cert", "key", NULL};
+        static const char *const tls_known[] = {"ca",  "verify",      "resume", "cert",
+                                                "key", "min_version", NULL};
         mh_lua_check_opts(L, 1, "http.client", known, 2);
         if (lua_getfield(L, 1, "tls") == LUA_TTABLE)
             mh_lua_check_opts(L, -1, "http.client: tls", tls_known, 2);

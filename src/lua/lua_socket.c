@@ -10,9 +10,11 @@
 
 #include "lua_opts.h"
 #include "lua_socket_impl.h"
+#include "lua_tls.h"
 #include "lua_vm.h"
 
 #include <lauxlib.h>
+#include <mbedtls/sha256.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +257,33 @@ static int push_recv(lua_State *L, struct lsock *k)
 static void connect_next(struct lsock *k);
 static void handshake_start(struct lsock *k);
 
+/*
+ * k's TLS options as 16 hex digits of their SHA-256. They are part of the
+ * pool key and of the saved session's key, so that a connection, or a
+ * session to resume, made with one client certificate (or CA file, verify
+ * flag, server name, min_version) never goes to a connect that asked for
+ * another: that would speak with the first certificate's identity.
+ */
+static void tls_fingerprint(const struct lsock *k, char out[17])
+{
+    char all[sizeof k->ca + sizeof k->cert + sizeof k->cert_key + sizeof k->server_name + 8];
+    int n = snprintf(all, sizeof all, "%d%d%s%c%s%c%s%c%s", k->verify, k->tls13_only, k->ca, 0,
+                     k->cert, 0, k->cert_key, 0, k->server_name);
+    unsigned char h[32];
+    mbedtls_sha256((const unsigned char *)all, n > 0 && (size_t)n < sizeof all ? (size_t)n : 0, h,
+                   0);
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 2 * i, 3, "%02x", h[i]);
+}
+
+/* Where k's saved TLS session is kept: its pool key with the TLS options' fingerprint. */
+static void session_key(const struct lsock *k, char out[KEY_MAX + 24])
+{
+    char fp[17];
+    tls_fingerprint(k, fp);
+    snprintf(out, KEY_MAX + 24, "%s|%s", k->key, fp);
+}
+
 static int tls_step(struct mh_socket *s, const char **err)
 {
     int rc = mh_client_tls_handshake(s->tls, err);
@@ -275,7 +304,9 @@ static void handshake_done(struct lsock *k)
     s->tls = NULL;
     k->tls_resumed = mh_client_tls_resumed(tls);
     mh_client_tls_transport(tls, &s->tr, s->tr.fd);
-    struct tls_session *x = mh_sock_session(k->st, k->key, true);
+    char sk[KEY_MAX + 24];
+    session_key(k, sk);
+    struct tls_session *x = mh_sock_session(k->st, sk, true);
     if (x)
         mh_client_tls_save_session(tls, &x->session);
 }
@@ -322,7 +353,9 @@ static void handshake_start(struct lsock *k)
     const char *err = NULL;
     k->rd.op = OP_HANDSHAKE;
     struct mh_client_tls_cfg *cfg = mh_sock_tls_cfg(k->st, k, &err);
-    struct tls_session *x = mh_sock_session(k->st, k->key, false);
+    char sk[KEY_MAX + 24];
+    session_key(k, sk);
+    struct tls_session *x = mh_sock_session(k->st, sk, false);
     if (cfg)
         k->s->tls =
             mh_client_tls_new(cfg, k->s->tr.fd, k->server_name, x ? x->session : NULL, &err);
@@ -507,17 +540,20 @@ static void opt_string(lua_State *L, int idx, const char *k, char *out, size_t c
     lua_pop(L, 1);
 }
 
-/* Reads TLS options ({ server_name, verify, ca, cert, key } or true) at idx into k. */
+/* Reads TLS options ({ server_name, verify, ca, cert, key, min_version } or true) at idx into k. */
 static void read_tls_opts(lua_State *L, struct lsock *k, int idx, const char *host,
                           const char *what)
 {
     k->verify = true;
+    k->tls13_only = false;
     k->ca[0] = k->cert[0] = k->cert_key[0] = 0;
     snprintf(k->server_name, sizeof k->server_name, "%s", host ? host : "");
     if (lua_istable(L, idx)) {
-        static const char *const known[] = {"server_name", "verify", "ca", "cert", "key", NULL};
+        static const char *const known[] = {"server_name", "verify",      "ca", "cert",
+                                            "key",         "min_version", NULL};
         mh_lua_check_opts(L, idx, what, known, 1);
         k->verify = opt_bool(L, idx, "verify", true);
+        k->tls13_only = mh_lua_tls13_only(L, idx, what);
         opt_string(L, idx, "ca", k->ca, sizeof k->ca, what);
         opt_string(L, idx, "cert", k->cert, sizeof k->cert, what);
         opt_string(L, idx, "key", k->cert_key, sizeof k->cert_key, what);
@@ -605,15 +641,20 @@ static int l_connect(lua_State *L)
         }
         lua_pop(L, 1);
     }
-    char pool[KEY_MAX] = "";
+    char pool[KEY_MAX - 24] = "", tls[24] = "";
     if (opts)
         opt_string(L, opts, "pool", pool, sizeof pool, "sock:connect");
+    if (k->tls_next) {
+        char fp[17];
+        tls_fingerprint(k, fp);
+        snprintf(tls, sizeof tls, " tls/%s", fp);
+    }
     if (pool[0])
-        snprintf(k->key, sizeof k->key, "%s", pool);
+        snprintf(k->key, sizeof k->key, "%s%s", pool, tls);
     else if (unix_path)
-        snprintf(k->key, sizeof k->key, "%s%s", host, k->tls_next ? " tls" : "");
+        snprintf(k->key, sizeof k->key, "%s%s", host, tls);
     else
-        snprintf(k->key, sizeof k->key, "%s:%d%s", host, (int)port, k->tls_next ? " tls" : "");
+        snprintf(k->key, sizeof k->key, "%s:%d%s", host, (int)port, tls);
 
     memcpy(k->host, host, hlen + 1);
     k->port = (uint16_t)port;

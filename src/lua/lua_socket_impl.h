@@ -17,16 +17,19 @@
 
 #define KEY_MAX 300
 
-/* A TLS configuration per (CA file, verify, client certificate) set, made on first use. */
+/* A TLS configuration per (CA file, verify, client certificate, min_version) set, made on first
+ * use. */
 struct tls_cfg {
     struct tls_cfg *next;
     bool verify;
+    bool tls13_only;
     struct mh_client_tls_cfg *cfg;
     char *cert, *key; /* point into names; "" for none */
     char names[];     /* ca ("" for the system bundle), cert, key: each NUL-terminated */
 };
 
-/* The last TLS session per key, offered again on the next handshake. */
+/* The last TLS session per key (with the TLS options' fingerprint), offered again on the next
+ * handshake. */
 struct tls_session {
     struct tls_session *next;
     void *session;
@@ -94,6 +97,7 @@ struct lsock {
     bool tls_next;    /* connect goes on with a handshake */
     bool tls_resumed; /* the last handshake resumed a saved session */
     bool verify;
+    bool tls13_only; /* tls.min_version = "1.3" */
     char ca[256];
     char cert[256], cert_key[256]; /* "": no client certificate */
     char server_name[256];

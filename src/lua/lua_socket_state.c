@@ -1,9 +1,10 @@
 /*
- * What the sockets of one generation share: the TLS configuration per (CA
- * file, verify) pair, the last session per key (offered again on the next
- * handshake), and the per-key connection limits with the sockets queued
- * behind them. Plain C: lua_socket.c keeps the state in a userdata of the
- * generation's registry and calls in.
+ * What the sockets of one generation share: the TLS configuration per set
+ * of options (CA file, verify, client certificate, min_version), the last
+ * session per key (offered again on the next handshake), and the per-key
+ * connection limits with the sockets queued behind them. Plain C:
+ * lua_socket.c keeps the state in a userdata of the generation's registry
+ * and calls in.
  */
 #include "lua_socket_impl.h"
 
@@ -39,8 +40,9 @@ struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct ls
                                           const char **err)
 {
     for (struct tls_cfg *c = st->cfgs; c; c = c->next)
-        if (c->verify == k->verify && strcmp(c->names, k->ca) == 0 &&
-            strcmp(c->cert, k->cert) == 0 && strcmp(c->key, k->cert_key) == 0)
+        if (c->verify == k->verify && c->tls13_only == k->tls13_only &&
+            strcmp(c->names, k->ca) == 0 && strcmp(c->cert, k->cert) == 0 &&
+            strcmp(c->key, k->cert_key) == 0)
             return c->cfg;
     size_t n = strlen(k->ca) + 1, nc = strlen(k->cert) + 1, nk = strlen(k->cert_key) + 1;
     struct tls_cfg *c = calloc(1, sizeof *c + n + nc + nk);
@@ -48,9 +50,11 @@ struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct ls
         *err = MH_SOCK_NOMEM;
         return NULL;
     }
-    struct mh_client_tls_opts o = {.ca = k->ca[0] ? k->ca : NULL, .verify = k->verify,
+    struct mh_client_tls_opts o = {.ca = k->ca[0] ? k->ca : NULL,
+                                   .verify = k->verify,
                                    .cert = k->cert[0] ? k->cert : NULL,
-                                   .key = k->cert_key[0] ? k->cert_key : NULL};
+                                   .key = k->cert_key[0] ? k->cert_key : NULL,
+                                   .tls13_only = k->tls13_only};
     if (!(c->cfg = mh_client_tls_cfg_new(&o, err))) {
         free(c);
         return NULL;
@@ -61,6 +65,7 @@ struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct ls
     memcpy(c->cert, k->cert, nc);
     memcpy(c->key, k->cert_key, nk);
     c->verify = k->verify;
+    c->tls13_only = k->tls13_only;
     c->next = st->cfgs;
     st->cfgs = c;
     return c->cfg;

@@ -3,10 +3,12 @@
 #include "tls.h"
 
 #include <arpa/inet.h>
+#include <lauxlib.h>
 #include <mbedtls/pem.h>
 #include <mbedtls/x509_crt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void set_string(lua_State *L, const char *key, const char *v)
 {
@@ -69,9 +71,9 @@ static void push_cert(lua_State *L, const mbedtls_x509_crt *crt)
     /* base64 is 4/3 of the DER plus line breaks every 64 characters and the two armour lines */
     size_t cap = crt->raw.len * 4 / 3 + crt->raw.len / 48 + 128, olen = 0;
     unsigned char *pem = malloc(cap);
-    if (pem && mbedtls_pem_write_buffer("-----BEGIN CERTIFICATE-----\n",
-                                        "-----END CERTIFICATE-----\n", crt->raw.p, crt->raw.len,
-                                        pem, cap, &olen) == 0)
+    if (pem &&
+        mbedtls_pem_write_buffer("-----BEGIN CERTIFICATE-----\n", "-----END CERTIFICATE-----\n",
+                                 crt->raw.p, crt->raw.len, pem, cap, &olen) == 0)
         set_string(L, "pem", (const char *)pem);
     free(pem);
 }
@@ -93,4 +95,15 @@ int mh_lua_push_tls(lua_State *L, const struct mh_transport *t)
         lua_setfield(L, -2, "client_cert");
     }
     return 1;
+}
+
+bool mh_lua_tls13_only(lua_State *L, int idx, const char *what)
+{
+    int ty = lua_getfield(L, idx, "min_version");
+    const char *v = ty == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    bool only13 = v && strcmp(v, "1.3") == 0;
+    lua_pop(L, 1);
+    if (ty != LUA_TNIL && !only13 && !(v && strcmp(v, "1.2") == 0))
+        luaL_error(L, "%s: tls.min_version: expected \"1.2\" or \"1.3\"", what);
+    return only13;
 }

@@ -1,32 +1,26 @@
 #include "tls.h"
 
-#include "log.h"
+#include "tls_conn.h"
 #include "tls_init.h"
 
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
-#include <mbedtls/net_sockets.h>
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_ticket.h>
 #include <mbedtls/x509_crt.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 /* Ticket keys rotate this often; a ticket stays valid for up to twice as long. */
 #define TICKET_LIFETIME 3600
 /* Reset SSL contexts kept per configuration (each holds ~34 KiB of record buffers). */
 #define POOL_MAX 128
-/* Small reads from the socket go through this buffer: one recv(2) instead of two per record. */
-#define READ_AHEAD 4096
 
 /* TLS 1.3's suites first: with both versions on, Mbed TLS offers and picks 1.3. */
 static const int ciphersuites[] = {
@@ -86,28 +80,19 @@ struct mh_tls_server {
     struct tls_conf *conf; /* what new connections get */
 };
 
+/* A server connection: the shared TLS transport (first) and what the listener's side adds. */
 struct tls_session {
-    mbedtls_ssl_context ssl;
+    struct mh_tls_conn c;
     struct tls_conf *conf;
     struct tls_session *next_free;
-    int fd;
-    int sys_errno;        /* errno of a failed send/recv, for the caller */
-    size_t write_pending; /* length of a record mbedTLS built but could not send yet */
-    bool handshake_done;
-    bool shut;
-    bool failed; /* a protocol error was logged */
     char sni[256]; /* the name the client asked for ("": none) */
-    unsigned long bytes_in;
-    unsigned char first_byte;
-    size_t ra_off, ra_len;
-    unsigned char ra[READ_AHEAD];
 };
 
 /* ---- configurations ------------------------------------------------------ */
 
 static void session_free(struct tls_session *s)
 {
-    mbedtls_ssl_free(&s->ssl);
+    mbedtls_ssl_free(&s->c.ssl);
     free(s);
 }
 
@@ -222,7 +207,7 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
         goto fail;
     }
     ret = mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy,
-                                    (const unsigned char *)pers, sizeof pers - 1);
+                                (const unsigned char *)pers, sizeof pers - 1);
     if (ret) {
         tls_error(err, errlen, ret, "seeding", "the random generator");
         goto fail;
@@ -236,13 +221,13 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
             tls_error(err, errlen, ret, "certificate", certs->cert[i]);
             goto fail;
         }
-        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL,
-                                            mbedtls_ctr_drbg_random, &c->drbg))) {
+        if ((ret = mbedtls_pk_parse_keyfile(&tc->key, certs->key[i], NULL, mbedtls_ctr_drbg_random,
+                                            &c->drbg))) {
             tls_error(err, errlen, ret, "key", certs->key[i]);
             goto fail;
         }
-        if ((ret = mbedtls_pk_check_pair(&tc->crt.pk, &tc->key, mbedtls_ctr_drbg_random,
-                                         &c->drbg))) {
+        if ((ret =
+                 mbedtls_pk_check_pair(&tc->crt.pk, &tc->key, mbedtls_ctr_drbg_random, &c->drbg))) {
             snprintf(err, errlen, "tls: key %s does not match certificate %s", certs->key[i],
                      certs->cert[i]);
             goto fail;
@@ -355,193 +340,24 @@ const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf,
     return buf;
 }
 
-/* ---- the socket under mbedTLS -------------------------------------------- */
+/* ---- connections --------------------------------------------------------- */
 
-static int bio_send(void *ctx, const unsigned char *buf, size_t len)
+/* optional is "none", not "any": a certificate that was sent must verify. */
+static int on_handshake_done(struct mh_tls_conn *tc)
 {
-    struct tls_session *s = ctx;
-    for (;;) {
-        ssize_t n = send(s->fd, buf, len, MSG_NOSIGNAL);
-        if (n >= 0)
-            return (int)n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return MBEDTLS_ERR_SSL_WANT_WRITE;
-        s->sys_errno = errno;
-        return errno == EPIPE || errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET
-                                                     : MBEDTLS_ERR_NET_SEND_FAILED;
-    }
+    struct tls_session *s = (struct tls_session *)tc;
+    if (s->conf->client_optional && mbedtls_ssl_get_peer_cert(&tc->ssl) &&
+        mbedtls_ssl_get_verify_result(&tc->ssl) != 0)
+        return MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
+    return 0;
 }
 
-/*
- * mbedTLS asks for a record header, then its body: two reads per record.
- * Reading ahead into a small buffer makes that one recv(2) for the small
- * records that requests mostly are; large reads go straight to mbedTLS.
- */
-static int bio_recv(void *ctx, unsigned char *buf, size_t len)
+/* The transport closed the socket: the context goes back to its configuration's pool. */
+static void on_release(struct mh_tls_conn *tc)
 {
-    struct tls_session *s = ctx;
-    if (s->ra_off < s->ra_len) {
-        size_t n = s->ra_len - s->ra_off < len ? s->ra_len - s->ra_off : len;
-        memcpy(buf, s->ra + s->ra_off, n);
-        s->ra_off += n;
-        return (int)n;
-    }
-    bool ahead = len < sizeof s->ra;
-    for (;;) {
-        ssize_t n = recv(s->fd, ahead ? s->ra : buf, ahead ? sizeof s->ra : len, 0);
-        if (n > 0) {
-            if (s->bytes_in == 0)
-                s->first_byte = ahead ? s->ra[0] : buf[0];
-            s->bytes_in += (size_t)n;
-            if (!ahead)
-                return (int)n;
-            s->ra_len = (size_t)n;
-            s->ra_off = 0;
-            return bio_recv(ctx, buf, len);
-        }
-        if (n == 0)
-            return 0; /* mbedTLS: MBEDTLS_ERR_SSL_CONN_EOF */
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return MBEDTLS_ERR_SSL_WANT_READ;
-        s->sys_errno = errno;
-        return errno == ECONNRESET ? MBEDTLS_ERR_NET_CONN_RESET : MBEDTLS_ERR_NET_RECV_FAILED;
-    }
-}
-
-/* ---- the transport ------------------------------------------------------- */
-
-/*
- * Maps an mbedTLS result to the transport contract: -1 with errno, or 0 for
- * end of input. Protocol failures are logged once, at debug level: they are
- * what scanners, plain-HTTP clients and broken peers produce all day.
- */
-static ssize_t tls_result(struct mh_transport *t, struct tls_session *s, int ret, bool reading)
-{
-    switch (ret) {
-    case MBEDTLS_ERR_SSL_WANT_READ:
-        if (!reading)
-            t->wants |= MH_TRANSPORT_WRITE_WANTS_READ;
-        errno = EAGAIN;
-        return -1;
-    case MBEDTLS_ERR_SSL_WANT_WRITE:
-        if (reading)
-            t->wants |= MH_TRANSPORT_READ_WANTS_WRITE;
-        errno = EAGAIN;
-        return -1;
-    case MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY:
-    case MBEDTLS_ERR_SSL_CONN_EOF:
-    case 0:
-        if (!s->handshake_done && !s->failed && s->bytes_in > 0) {
-            mh_log(MH_LOG_DEBUG, "fd %d: TLS handshake truncated: peer closed", s->fd);
-            s->failed = true;
-        }
-        if (reading)
-            return 0;
-        errno = EPIPE;
-        return -1;
-    case MBEDTLS_ERR_NET_CONN_RESET:
-    case MBEDTLS_ERR_NET_SEND_FAILED:
-    case MBEDTLS_ERR_NET_RECV_FAILED:
-        errno = s->sys_errno ? s->sys_errno : ECONNRESET;
-        return -1;
-    default:
-        if (!s->failed) {
-            char msg[128];
-            mbedtls_strerror(ret, msg, sizeof msg);
-            bool plain = !s->handshake_done && s->first_byte >= 'A' && s->first_byte <= 'Z';
-            mh_log(MH_LOG_DEBUG, "fd %d: TLS %s failed: %s%s", s->fd,
-                   s->handshake_done ? "record" : "handshake", msg,
-                   plain ? " (plain HTTP sent to a TLS port?)" : "");
-            s->failed = true;
-        }
-        errno = EPROTO;
-        return -1;
-    }
-}
-
-/* Drives the handshake; 0 when it is over, else an mbedTLS result. */
-static int handshake(struct tls_session *s)
-{
-    int ret = mbedtls_ssl_handshake(&s->ssl);
-    if (ret == 0 && s->conf->client_optional && mbedtls_ssl_get_peer_cert(&s->ssl) &&
-        mbedtls_ssl_get_verify_result(&s->ssl) != 0)
-        ret = MBEDTLS_ERR_X509_CERT_VERIFY_FAILED; /* optional is "none", not "any" */
-    if (ret == 0) {
-        s->handshake_done = true;
-        if (mh_log_enabled(MH_LOG_DEBUG))
-            mh_log(MH_LOG_DEBUG, "fd %d: TLS handshake done: %s", s->fd,
-                   mbedtls_ssl_get_ciphersuite(&s->ssl));
-    }
-    return ret;
-}
-
-static ssize_t tls_read(struct mh_transport *t, void *buf, size_t len)
-{
-    struct tls_session *s = t->_impl;
-    t->wants &= ~MH_TRANSPORT_READ_WANTS_WRITE;
-    if (!s->handshake_done) {
-        int ret = handshake(s);
-        if (ret)
-            return tls_result(t, s, ret, true);
-    }
-    int ret = mbedtls_ssl_read(&s->ssl, buf, len);
-    return ret > 0 ? ret : tls_result(t, s, ret, true);
-}
-
-/*
- * After WANT_WRITE, mbedTLS holds the encrypted record and on the next call
- * only flushes it, returning the length it is given: so that call must
- * name exactly the bytes of that record, not whatever the caller has now.
- */
-static ssize_t tls_write(struct mh_transport *t, const void *buf, size_t len)
-{
-    struct tls_session *s = t->_impl;
-    t->wants &= ~MH_TRANSPORT_WRITE_WANTS_READ;
-    if (!s->handshake_done) {
-        int ret = handshake(s);
-        if (ret)
-            return tls_result(t, s, ret, false);
-    }
-    if (s->write_pending && len > s->write_pending)
-        len = s->write_pending;
-    int ret = mbedtls_ssl_write(&s->ssl, buf, len);
-    if (ret >= 0) {
-        s->write_pending = 0;
-        return ret;
-    }
-    if (ret == MBEDTLS_ERR_SSL_WANT_WRITE && !s->write_pending) {
-        int max = mbedtls_ssl_get_max_out_record_payload(&s->ssl);
-        s->write_pending = max > 0 && (size_t)max < len ? (size_t)max : len;
-    }
-    return tls_result(t, s, ret, false);
-}
-
-static void tls_shutdown(struct mh_transport *t)
-{
-    struct tls_session *s = t->_impl;
-    if (s->shut)
-        return;
-    s->shut = true;
-    /* Best effort: if the alert does not fit in the socket now, the peer sees a plain FIN. */
-    if (s->handshake_done && !s->failed)
-        mbedtls_ssl_close_notify(&s->ssl);
-    shutdown(s->fd, SHUT_WR);
-}
-
-static void tls_close(struct mh_transport *t)
-{
-    struct tls_session *s = t->_impl;
+    struct tls_session *s = (struct tls_session *)tc;
     struct tls_conf *c = s->conf;
-    if (!s->handshake_done && !s->failed && s->bytes_in > 0)
-        mh_log(MH_LOG_DEBUG, "fd %d: closed before the TLS handshake completed", s->fd);
-    close(s->fd);
-    t->fd = -1;
-    t->_impl = NULL;
-    if (!c->retired && c->npool < POOL_MAX && mbedtls_ssl_session_reset(&s->ssl) == 0) {
+    if (!c->retired && c->npool < POOL_MAX && mbedtls_ssl_session_reset(&tc->ssl) == 0) {
         s->next_free = c->pool;
         c->pool = s;
         c->npool++;
@@ -551,46 +367,25 @@ static void tls_close(struct mh_transport *t)
     conf_unref(c);
 }
 
-static bool tls_pending(const struct mh_transport *t)
-{
-    const struct tls_session *s = t->_impl;
-    return s->ra_off < s->ra_len || mbedtls_ssl_get_bytes_avail(&s->ssl) > 0 ||
-           mbedtls_ssl_check_pending(&s->ssl);
-}
-
-/* "" until the handshake is done or when the client offered no protocol we have. */
-static const char *tls_alpn(const struct mh_transport *t)
-{
-    const struct tls_session *s = t->_impl;
-    const char *p = s && s->handshake_done ? mbedtls_ssl_get_alpn_protocol(&s->ssl) : NULL;
-    return p ? p : "";
-}
-
-static const struct mh_transport_ops tls_ops;
+static const struct mh_tls_conn_hooks server_hooks = {
+    .handshake_done = on_handshake_done,
+    .release = on_release,
+};
 
 bool mh_tls_info(const struct mh_transport *t, struct mh_tls_info *info)
 {
-    if (t->ops != &tls_ops || !t->_impl || !((const struct tls_session *)t->_impl)->handshake_done)
+    const struct mh_tls_conn *tc = mh_tls_conn_of(t);
+    if (!tc || tc->hooks != &server_hooks || !tc->handshake_done)
         return false;
-    const struct tls_session *s = t->_impl;
-    info->version = mbedtls_ssl_get_version(&s->ssl);
-    info->cipher = mbedtls_ssl_get_ciphersuite(&s->ssl);
-    info->alpn = mbedtls_ssl_get_alpn_protocol(&s->ssl);
+    const struct tls_session *s = (const struct tls_session *)tc;
+    info->version = mbedtls_ssl_get_version(&tc->ssl);
+    info->cipher = mbedtls_ssl_get_ciphersuite(&tc->ssl);
+    info->alpn = mbedtls_ssl_get_alpn_protocol(&tc->ssl);
     info->sni = s->sni[0] ? s->sni : NULL;
-    /* Asked for only with client_ca, and verified by then (required, or checked in handshake). */
-    info->client_cert = s->conf->client_ca.version ? mbedtls_ssl_get_peer_cert(&s->ssl) : NULL;
+    /* Asked for only with client_ca, and verified by then (required, or on_handshake_done). */
+    info->client_cert = s->conf->client_ca.version ? mbedtls_ssl_get_peer_cert(&tc->ssl) : NULL;
     return true;
 }
-
-static const struct mh_transport_ops tls_ops = {
-    .name = "tls",
-    .read = tls_read,
-    .write = tls_write,
-    .shutdown = tls_shutdown,
-    .close = tls_close,
-    .pending = tls_pending,
-    .alpn = tls_alpn,
-};
 
 int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
 {
@@ -602,29 +397,19 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     } else {
         if (!(s = malloc(sizeof *s)))
             return -1;
-        mbedtls_ssl_init(&s->ssl);
-        if (mbedtls_ssl_setup(&s->ssl, &c->ssl)) {
+        mbedtls_ssl_init(&s->c.ssl);
+        if (mbedtls_ssl_setup(&s->c.ssl, &c->ssl)) {
             session_free(s);
             return -1;
         }
     }
     s->conf = c;
     s->next_free = NULL;
-    s->fd = fd;
-    s->sys_errno = 0;
-    s->write_pending = 0;
-    s->handshake_done = s->shut = s->failed = false;
-    s->bytes_in = 0;
-    s->first_byte = 0;
     s->sni[0] = 0;
-    s->ra_off = s->ra_len = 0;
     c->refs++;
-    mbedtls_ssl_set_bio(&s->ssl, s, bio_send, bio_recv, NULL);
-    mbedtls_ssl_set_user_data_p(&s->ssl, s); /* for on_sni */
-    t->ops = &tls_ops;
-    t->fd = fd;
-    t->wants = 0;
-    t->_impl = s;
+    mh_tls_conn_start(&s->c, &server_hooks, fd);
+    mbedtls_ssl_set_user_data_p(&s->c.ssl, s); /* for on_sni */
+    mh_tls_conn_transport(&s->c, t);
     return 0;
 }
 

@@ -1,8 +1,8 @@
 #ifndef MH_TLS_H
 #define MH_TLS_H
 /*
- * Server-side TLS with Mbed TLS 3.6, as a transport (transport.h) over the
- * connection's non-blocking socket.
+ * Server-side TLS with Mbed TLS 3.6: the listener's configuration over the
+ * one TLS transport of tls_conn.h (shared with the client side, client_tls.h).
  *
  * TLS 1.3 (preferred) and 1.2 (unless certs->tls13_only), ECDHE over X25519,
  * P-256 or P-384 with AEAD suites (AES-GCM, ChaCha20-Poly1305), ALPN "h2"

@@ -1,27 +1,38 @@
 #include "client_tls.h"
-#include "client_err.h"
 
+#include "tls_conn.h"
 #include "tls_init.h"
 #include "transport.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
-#include <mbedtls/net_sockets.h>
+#include <mbedtls/net_sockets.h> /* MBEDTLS_ERR_NET_*: what tls_conn.c's BIO returns */
 #include <mbedtls/oid.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/x509_crt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
+
+const char mh_tls_err_nomem[] = "tls: out of memory";
+const char mh_tls_err_seed[] = "tls: cannot seed the random generator";
+const char mh_tls_err_config[] = "tls: cannot set up a configuration";
+const char mh_tls_err_session[] = "tls: cannot set up a session";
+const char mh_tls_err_handshake[] = "tls: handshake failed";
+const char mh_tls_err_alert[] = "tls: the server sent a fatal alert";
+const char mh_tls_err_closed[] = "tls: connection closed during the handshake";
+const char mh_tls_err_verify[] = "tls: certificate verification failed";
+const char mh_tls_err_revoked[] = "tls: certificate revoked";
+const char mh_tls_err_unknown_ca[] = "tls: certificate signed by unknown authority";
+const char mh_tls_err_hostname[] = "tls: certificate hostname mismatch";
+const char mh_tls_err_not_yet_valid[] = "tls: certificate not yet valid";
+const char mh_tls_err_expired[] = "tls: certificate expired";
 
 struct mh_client_tls_cfg {
     mbedtls_ssl_config conf;
     mbedtls_x509_crt ca;
-    mbedtls_x509_crt own;     /* the client certificate, if any (mutual TLS) */
+    mbedtls_x509_crt own; /* the client certificate, if any (mutual TLS) */
     mbedtls_pk_context own_key;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
@@ -39,13 +50,14 @@ struct session_box {
     mbedtls_ssl_session s;
 };
 
+/* A client connection: the shared TLS transport (first) and what the client's side adds. */
 struct mh_client_tls {
-    mbedtls_ssl_context ssl;
-    mbedtls_net_context net;
+    struct mh_tls_conn c;
     struct session_box *box; /* where new tickets go; NULL until save_session */
     bool offered, resumed;
     bool cert_seen; /* the server sent a certificate: a full handshake */
     bool verify;
+    bool ip_mismatch; /* the handshake failed for want of the address in the certificate */
     /* an IP-address host: checked against the certificate's iPAddress names */
     unsigned char ip[16];
     size_t ip_len; /* 4, 16, or 0 for a DNS name */
@@ -61,7 +73,7 @@ static const char *load_own_cert(struct mh_client_tls_cfg *c, const char *cert, 
     if (mbedtls_pk_check_pair(&c->own.pk, &c->own_key, mbedtls_ctr_drbg_random, &c->drbg) != 0)
         return "tls: client key does not match its certificate";
     if (mbedtls_ssl_conf_own_cert(&c->conf, &c->own, &c->own_key) != 0)
-        return mh_client_err_tls_config;
+        return mh_tls_err_config;
     return NULL;
 }
 
@@ -72,12 +84,12 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts 
     bool verify = o->verify;
     struct mh_client_tls_cfg *c = calloc(1, sizeof *c);
     if (!c) {
-        *err = mh_client_err_tls_nomem;
+        *err = mh_tls_err_nomem;
         return NULL;
     }
     if (mh_tls_crypto_init() != 0) {
         free(c);
-        *err = mh_client_err_tls_seed;
+        *err = mh_tls_err_seed;
         return NULL;
     }
     mbedtls_ssl_config_init(&c->conf);
@@ -89,17 +101,18 @@ struct mh_client_tls_cfg *mh_client_tls_cfg_new(const struct mh_client_tls_opts 
     static const unsigned char pers[] = "moonhttp client";
     if (mbedtls_ctr_drbg_seed(&c->drbg, mbedtls_entropy_func, &c->entropy, pers, sizeof pers - 1) !=
         0) {
-        *err = mh_client_err_tls_seed;
+        *err = mh_tls_err_seed;
         goto fail;
     }
     if (mbedtls_ssl_config_defaults(&c->conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
                                     MBEDTLS_SSL_PRESET_DEFAULT) != 0) {
-        *err = mh_client_err_tls_config;
+        *err = mh_tls_err_config;
         goto fail;
     }
     mbedtls_ssl_conf_rng(&c->conf, mbedtls_ctr_drbg_random, &c->drbg);
-    /* TLS 1.3 preferred (offered first), 1.2 still accepted. */
-    mbedtls_ssl_conf_min_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_2);
+    /* TLS 1.3 preferred (offered first), 1.2 still accepted unless min_version is "1.3". */
+    mbedtls_ssl_conf_min_tls_version(&c->conf, o->tls13_only ? MBEDTLS_SSL_VERSION_TLS1_3
+                                                             : MBEDTLS_SSL_VERSION_TLS1_2);
     mbedtls_ssl_conf_max_tls_version(&c->conf, MBEDTLS_SSL_VERSION_TLS1_3);
     /* Without this a TLS 1.3 client drops the server's tickets: no resumption. */
     mbedtls_ssl_conf_tls13_enable_signal_new_session_tickets(
@@ -165,7 +178,7 @@ static void box_store(struct mh_client_tls *t)
 {
     mbedtls_ssl_session fresh;
     mbedtls_ssl_session_init(&fresh);
-    if (!t->box || mbedtls_ssl_get_session(&t->ssl, &fresh) != 0) {
+    if (!t->box || mbedtls_ssl_get_session(&t->c.ssl, &fresh) != 0) {
         mbedtls_ssl_session_free(&fresh); /* TLS 1.3 before its first ticket: keep the old one */
         return;
     }
@@ -174,16 +187,17 @@ static void box_store(struct mh_client_tls *t)
     t->box->set = true;
 }
 
+static const struct mh_tls_conn_hooks client_hooks;
+
 struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, const char *hostname,
                                         const void *session, const char **err)
 {
     struct mh_client_tls *t = calloc(1, sizeof *t);
     if (!t) {
-        *err = mh_client_err_tls_nomem;
+        *err = mh_tls_err_nomem;
         return NULL;
     }
-    mbedtls_ssl_init(&t->ssl);
-    t->net.fd = fd;
+    mbedtls_ssl_init(&t->c.ssl);
     /*
      * Mbed TLS matches the host only against DNS names (and the CN), so
      * "127.0.0.1" never matches a certificate for that address. An IP host
@@ -199,18 +213,18 @@ struct mh_client_tls *mh_client_tls_new(struct mh_client_tls_cfg *cfg, int fd, c
      * An IP host is set as NULL, explicitly: since 3.6.3 Mbed TLS refuses to
      * verify a certificate when no host name was given at all.
      */
-    if (mbedtls_ssl_setup(&t->ssl, &cfg->conf) != 0 ||
-        mbedtls_ssl_set_hostname(&t->ssl, t->ip_len ? NULL : hostname) != 0) {
-        *err = mh_client_err_tls_session;
-        mbedtls_ssl_free(&t->ssl);
+    if (mbedtls_ssl_setup(&t->c.ssl, &cfg->conf) != 0 ||
+        mbedtls_ssl_set_hostname(&t->c.ssl, t->ip_len ? NULL : hostname) != 0) {
+        *err = mh_tls_err_session;
+        mbedtls_ssl_free(&t->c.ssl);
         free(t);
         return NULL;
     }
-    mbedtls_ssl_set_bio(&t->ssl, &t->net, mbedtls_net_send, mbedtls_net_recv, NULL);
-    mbedtls_ssl_set_verify(&t->ssl, on_verify, t);
+    mh_tls_conn_start(&t->c, &client_hooks, fd);
+    mbedtls_ssl_set_verify(&t->c.ssl, on_verify, t);
     const struct session_box *box = session;
     /* A failure costs a full handshake, nothing more. */
-    if (box && box->set && mbedtls_ssl_set_session(&t->ssl, &box->s) == 0)
+    if (box && box->set && mbedtls_ssl_set_session(&t->c.ssl, &box->s) == 0)
         t->offered = true;
     return t;
 }
@@ -219,7 +233,7 @@ void mh_client_tls_free(struct mh_client_tls *t)
 {
     if (!t)
         return;
-    mbedtls_ssl_free(&t->ssl);
+    mbedtls_ssl_free(&t->c.ssl);
     box_unref(t->box);
     free(t);
 }
@@ -227,16 +241,16 @@ void mh_client_tls_free(struct mh_client_tls *t)
 static const char *verify_reason(uint32_t flags)
 {
     if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
-        return mh_client_err_tls_expired;
+        return mh_tls_err_expired;
     if (flags & MBEDTLS_X509_BADCERT_FUTURE)
-        return mh_client_err_tls_not_yet_valid;
+        return mh_tls_err_not_yet_valid;
     if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
-        return mh_client_err_tls_hostname;
+        return mh_tls_err_hostname;
     if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
-        return mh_client_err_tls_unknown_ca;
+        return mh_tls_err_unknown_ca;
     if (flags & MBEDTLS_X509_BADCERT_REVOKED)
-        return mh_client_err_tls_revoked;
-    return mh_client_err_tls_verify;
+        return mh_tls_err_revoked;
+    return mh_tls_err_verify;
 }
 
 /*
@@ -257,37 +271,60 @@ static bool cert_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, si
     return false;
 }
 
+/* Mbed TLS has agreed: what it does not check (an IP host), and whether the session resumed. */
+static int on_handshake_done(struct mh_tls_conn *c)
+{
+    struct mh_client_tls *t = (struct mh_client_tls *)c;
+    if (t->verify && t->ip_len &&
+        !cert_has_ip(mbedtls_ssl_get_peer_cert(&c->ssl), t->ip, t->ip_len)) {
+        t->ip_mismatch = true;
+        return MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
+    }
+    /* A resumed handshake (session ID, 1.2 ticket, 1.3 PSK) has no certificate. */
+    t->resumed = t->offered && !t->cert_seen;
+    return 0;
+}
+
+static void on_ticket(struct mh_tls_conn *c)
+{
+    box_store((struct mh_client_tls *)c);
+}
+
+/* The transport closed the socket. */
+static void on_release(struct mh_tls_conn *c)
+{
+    mh_client_tls_free((struct mh_client_tls *)c);
+}
+
+static const struct mh_tls_conn_hooks client_hooks = {
+    .handshake_done = on_handshake_done,
+    .ticket = on_ticket,
+    .release = on_release,
+};
+
 int mh_client_tls_handshake(struct mh_client_tls *t, const char **err)
 {
-    int rc = mbedtls_ssl_handshake(&t->ssl);
-    while (rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {
-        box_store(t);
-        rc = mbedtls_ssl_handshake(&t->ssl);
-    }
-    if (rc == 0 && t->verify && t->ip_len &&
-        !cert_has_ip(mbedtls_ssl_get_peer_cert(&t->ssl), t->ip, t->ip_len)) {
-        *err = mh_client_err_tls_hostname;
-        return MH_TLS_ERROR;
-    }
-    if (rc == 0) {
-        /* A resumed handshake (session ID, 1.2 ticket, 1.3 PSK) has no certificate. */
-        t->resumed = t->offered && !t->cert_seen;
+    int rc = mh_tls_conn_handshake(&t->c);
+    if (rc == 0)
         return 0;
+    if (t->ip_mismatch) {
+        *err = mh_tls_err_hostname;
+        return MH_TLS_ERROR;
     }
     if (rc == MBEDTLS_ERR_SSL_WANT_READ)
         return MH_TLS_WANT_READ;
     if (rc == MBEDTLS_ERR_SSL_WANT_WRITE)
         return MH_TLS_WANT_WRITE;
     /* TLS 1.3 reports a refused certificate as a bad one, 1.2 as a failed check: ask the flags. */
-    uint32_t flags = mbedtls_ssl_get_verify_result(&t->ssl);
+    uint32_t flags = mbedtls_ssl_get_verify_result(&t->c.ssl);
     if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED || (t->verify && flags && flags != (uint32_t)-1))
         *err = verify_reason(flags);
     else if (rc == MBEDTLS_ERR_NET_CONN_RESET || rc == MBEDTLS_ERR_SSL_CONN_EOF)
-        *err = mh_client_err_tls_closed;
+        *err = mh_tls_err_closed;
     else if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE)
-        *err = mh_client_err_tls_alert;
+        *err = mh_tls_err_alert;
     else
-        *err = mh_client_err_tls_handshake;
+        *err = mh_tls_err_handshake;
     return MH_TLS_ERROR;
 }
 
@@ -296,87 +333,10 @@ bool mh_client_tls_resumed(const struct mh_client_tls *t)
     return t->resumed;
 }
 
-/* ---- the transport ------------------------------------------------------- */
-
-/* mbedTLS's result as read(2)/send(2)'s: bytes, or -1 with errno and the readiness it waits for. */
-static ssize_t io_result(struct mh_transport *tp, int rc, unsigned other_way)
-{
-    tp->wants = 0;
-    if (rc >= 0)
-        return rc;
-    if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
-        bool wants_write = rc == MBEDTLS_ERR_SSL_WANT_WRITE;
-        /* the operation's own direction is the default; say when it is the other one */
-        if (wants_write == (other_way == MH_TRANSPORT_READ_WANTS_WRITE))
-            tp->wants = other_way;
-        errno = EAGAIN;
-        return -1;
-    }
-    errno = rc == MBEDTLS_ERR_NET_CONN_RESET ? ECONNRESET : EIO;
-    return -1;
-}
-
-static ssize_t tp_read(struct mh_transport *tp, void *buf, size_t len)
-{
-    struct mh_client_tls *t = tp->_impl;
-    int rc = mbedtls_ssl_read(&t->ssl, buf, len);
-    while (rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) { /* TLS 1.3, at any time */
-        box_store(t);
-        rc = mbedtls_ssl_read(&t->ssl, buf, len);
-    }
-    if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
-        return 0; /* clean close: EOF */
-    return io_result(tp, rc, MH_TRANSPORT_READ_WANTS_WRITE);
-}
-
-static ssize_t tp_write(struct mh_transport *tp, const void *buf, size_t len)
-{
-    struct mh_client_tls *t = tp->_impl;
-    int rc = mbedtls_ssl_write(&t->ssl, buf, len);
-    while (rc == MBEDTLS_ERR_SSL_RECEIVED_NEW_SESSION_TICKET) {
-        box_store(t);
-        rc = mbedtls_ssl_write(&t->ssl, buf, len);
-    }
-    return io_result(tp, rc, MH_TRANSPORT_WRITE_WANTS_READ);
-}
-
-static void tp_shutdown(struct mh_transport *tp)
-{
-    struct mh_client_tls *t = tp->_impl;
-    mbedtls_ssl_close_notify(&t->ssl); /* best effort: the socket is non-blocking */
-    shutdown(tp->fd, SHUT_WR);
-}
-
-static void tp_close(struct mh_transport *tp)
-{
-    mh_client_tls_free(tp->_impl);
-    tp->_impl = NULL;
-    if (tp->fd >= 0)
-        close(tp->fd);
-    tp->fd = -1;
-}
-
-static bool tp_pending(const struct mh_transport *tp)
-{
-    const struct mh_client_tls *t = tp->_impl;
-    return mbedtls_ssl_get_bytes_avail(&t->ssl) > 0;
-}
-
-static const struct mh_transport_ops client_tls_ops = {
-    .name = "tls-client",
-    .read = tp_read,
-    .write = tp_write,
-    .shutdown = tp_shutdown,
-    .close = tp_close,
-    .pending = tp_pending,
-};
-
 void mh_client_tls_transport(struct mh_client_tls *t, struct mh_transport *tp, int fd)
 {
-    tp->ops = &client_tls_ops;
-    tp->fd = fd;
-    tp->wants = 0;
-    tp->_impl = t;
+    (void)fd; /* the session's own: given to mh_client_tls_new */
+    mh_tls_conn_transport(&t->c, tp);
 }
 
 void mh_client_tls_save_session(struct mh_client_tls *t, void **slot)
