@@ -77,8 +77,8 @@ describe("client TLS options", function()
 local ca, new, old = arg[1], tonumber(arg[2]), tonumber(arg[3])
 local function fetch(port, v)
   local c = http.client{ tls = { ca = ca, min_version = v }, max_idle = 0 }
-  local r, e = c:fetch("https://localhost:" .. port .. "/who")
-  if not r then return "error", e end
+  local r, e, detail = c:fetch("https://localhost:" .. port .. "/who")
+  if not r then return "error", e, detail end
   local b = r:body()
   return r.status, b:match("Protocol *: *(%S+)") or b:match("TLSv1%.%d")
 end
@@ -108,7 +108,7 @@ print("handshake_old13", handshake(old, "1.3"))
 print("handshake_old12", handshake(old, "1.2"))
 ]], path("ca.pem"), tostring(srv.port), tostring(old_port))
     assert.equal("200\tTLSv1.3", s.fetch_new13)
-    assert.matches("^error\ttls: ", s.fetch_old13)
+    assert.matches("^error\ttls\ttls: ", s.fetch_old13) -- the kind, then the detail
     assert.equal("200\tTLSv1.2", s.fetch_old12)
     assert.equal("200\tTLSv1.2", s.fetch_old)
     assert.matches("^error\ttls: ", s.connect_old13)
