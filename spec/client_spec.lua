@@ -2,37 +2,14 @@
 -- (spec/servers/upstream.lua) that counts the connections it accepts. Most
 -- cases run a `moonhttp run` script that prints `key value` lines.
 local H = require "helper"
-local socket = require "socket"
 
-local Upstream = {}
-Upstream.__index = Upstream
-
+-- The upstream, with the counters of the connections it accepted.
 local function start_upstream()
-  local log = H.tmpname(".up")
-  local pipe = assert(io.popen(string.format(
-    "sh -c 'lua5.4 spec/servers/upstream.lua 0 >%s 2>&1 & echo $!'", log), "r"))
-  local pid = tonumber(pipe:read("l"))
-  pipe:close()
-  local deadline = socket.gettime() + 5
-  while socket.gettime() < deadline do
-    local port = (H.read_file(log) or ""):match("port (%d+)")
-    if port then
-      return setmetatable({ pid = pid, port = tonumber(port), log = log,
-        base = "http://127.0.0.1:" .. port }, Upstream)
-    end
-    socket.sleep(0.02)
-  end
-  os.execute("kill " .. pid)
-  error("upstream did not start: " .. (H.read_file(log) or ""))
+  local up = H.upstream()
+  function up:reset() assert(H.request(self.port, "GET", "/_reset")) end
+  function up:count() return tonumber(assert(H.request(self.port, "GET", "/_count")).body) end
+  return up
 end
-
-function Upstream:stop()
-  os.execute("kill " .. self.pid .. " 2>/dev/null")
-  os.remove(self.log)
-end
-
-function Upstream:reset() assert(H.request(self.port, "GET", "/_reset")) end
-function Upstream:count() return tonumber(assert(H.request(self.port, "GET", "/_count")).body) end
 
 -- Runs `source` with `moonhttp run`; arg[1] is the upstream base URL. Returns
 -- a table of the printed `key value` lines and the whole output.

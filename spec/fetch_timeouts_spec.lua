@@ -7,21 +7,6 @@
 local H = require "helper"
 local socket = require "socket"
 
-local function start_upstream()
-  local log = H.tmpname(".up")
-  local pipe = assert(io.popen(string.format(
-    "sh -c 'lua5.4 spec/servers/upstream.lua 0 >%s 2>&1 & echo $!'", log), "r"))
-  local pid = tonumber(pipe:read("l"))
-  pipe:close()
-  local deadline = socket.gettime() + 5
-  while socket.gettime() < deadline do
-    local port = (H.read_file(log) or ""):match("port (%d+)")
-    if port then return { pid = pid, base = "http://127.0.0.1:" .. port, log = log } end
-    socket.sleep(0.02)
-  end
-  os.execute("kill " .. pid)
-  error("upstream did not start")
-end
 
 local function backlog_full()
   local l = socket.tcp()
@@ -84,7 +69,7 @@ print("bad", select(2, pcall(http.fetch, BASE, { read_timeout = -1 })))
 describe("http.fetch timeouts", function()
   local up, s
   setup(function()
-    up = start_upstream()
+    up = H.upstream()
     local silent = assert(socket.bind("127.0.0.1", 0))
     local _, sport = silent:getsockname()
     local held, fport = backlog_full()
@@ -96,7 +81,7 @@ describe("http.fetch timeouts", function()
     for _, c in ipairs(held) do c:close() end
     assert(ok, err)
   end)
-  teardown(function() os.execute("kill " .. up.pid .. " 2>/dev/null") end)
+  teardown(function() up:stop() end)
 
   local function row(name)
     local kind, detail, a3, took = s[name]:match("^(%S+)\t([^\t]*)\t([^\t]*)\t(%S+)$")

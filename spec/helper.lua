@@ -365,6 +365,16 @@ function H.echo_server(unix_path)
   end)
 end
 
+--- spec/servers/upstream.lua (the client specs' HTTP upstream) on a free loopback port;
+-- `base` is its URL.
+function H.upstream()
+  local svc = H.service("lua5.4 spec/servers/upstream.lua 0", function(text)
+    return text:match("port (%d+)")
+  end, 5)
+  svc.base = "http://127.0.0.1:" .. svc.port
+  return svc
+end
+
 --- A fresh redis-server on a free loopback port, no persistence. `extra`: more arguments.
 function H.redis(extra)
   local probe = assert(socket.bind("127.0.0.1", 0))

@@ -61,21 +61,6 @@ end)
 http.handle("/bad/", function(req, res) return http.proxy(req, res, "ftp://x", { timout = 1 }) end)
 ]]
 
-local function start_upstream()
-  local log = H.tmpname(".up")
-  local pipe = assert(io.popen(string.format(
-    "sh -c 'lua5.4 spec/servers/upstream.lua 0 >%s 2>&1 & echo $!'", log), "r"))
-  local pid = tonumber(pipe:read("l"))
-  pipe:close()
-  local deadline = socket.gettime() + 5
-  while socket.gettime() < deadline do
-    local port = (H.read_file(log) or ""):match("port (%d+)")
-    if port then return { pid = pid, base = "http://127.0.0.1:" .. port } end
-    socket.sleep(0.02)
-  end
-  os.execute("kill " .. pid)
-  error("upstream did not start")
-end
 
 -- Sends raw request bytes on a new connection; returns the raw response text (until close).
 local function raw(port, bytes, timeout)
@@ -118,13 +103,13 @@ describe("http.proxy", function()
   local echo, up, front
   setup(function()
     echo = H.start(ECHO)
-    up = start_upstream()
+    up = H.upstream()
     front = H.start(string.format(FRONT, "http://127.0.0.1:" .. echo.port, up.base))
   end)
   teardown(function()
     if front then front:stop() end
     if echo then echo:stop() end
-    if up then os.execute("kill " .. up.pid .. " 2>/dev/null") end
+    if up then up:stop() end
   end)
 
   it("drops hop-by-hop headers, keeps header case, sets forwarding headers and Via", function()
