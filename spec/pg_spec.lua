@@ -110,6 +110,21 @@ print("after", db:query("select 1 as one")[1].one)
     assert.equal(1, kv.after)
   end)
 
+  test("logs a server's NOTICE at debug level and a WARNING as a warning, unless on_notice takes them", function()
+    local kv, out = run([==[
+assert(db:exec("create table if not exists notice_t (id int)"))
+assert(db:exec("create table if not exists notice_t (id int)")) -- NOTICE: already exists, skipping
+assert(db:exec("do $$ begin raise warning 'careful: %', 42; end $$"))
+local seen = {}
+local asked = pg.pool(setmetatable({ on_notice = function(e) seen[#seen + 1] = e.severity .. " " .. e.message end }, { __index = OPTS }))
+assert(asked:exec("create table if not exists notice_t (id int)"))
+print("asked", seen[1])
+]==])
+    assert.equal('NOTICE relation "notice_t" already exists, skipping', kv.asked)
+    assert.falsy(out:find("postgres: NOTICE", 1, true), out)
+    assert.truthy(out:find("%[warn%][^\n]*postgres: WARNING: careful: 42"), out)
+  end)
+
   test("keeps hostile parameters as data", function()
     local kv = run([=[
 assert(db:exec("create table hostile(id serial primary key, t text, b bytea)"))

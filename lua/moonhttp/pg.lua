@@ -613,11 +613,13 @@ function M.pool(opts)
   return setmetatable(p, Pool)
 end
 
+-- A NoticeResponse: to on_notice when the app asked for them; else a
+-- WARNING is logged as a warning and everything milder (NOTICE, INFO, LOG,
+-- DEBUG: "relation already exists, skipping" of every `create table if not
+-- exists` at start) only at debug level.
 function Pool:notice(e)
   if self.on_notice then return self.on_notice(e) end
-  local sev = e.severity
-  local level = sev == "WARNING" and "warn" or (sev == "NOTICE" or sev == "INFO") and "info" or "debug"
-  http.log(level, "postgres: " .. tostring(e))
+  http.log(e.severity == "WARNING" and "warn" or "debug", "postgres: " .. tostring(e))
 end
 
 -- Waiting for a connection: a first-come-first-served queue. A released

@@ -563,7 +563,8 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     }
     m.owes_ready = true;
     for (size_t i = 0; i < m.nlisteners; i++)
-        mh_log(MH_LOG_INFO, "listening on %s (port %d)", m.listeners[i].addr,
+        mh_log(MH_LOG_INFO, "listening on %s%s (port %d)",
+               mh_config_listen_tls(m.config, i) ? "https://" : "http://", m.listeners[i].addr,
                mh_listener_port(&m.listeners[i]));
     mh_log(MH_LOG_INFO, "master %d: starting %d workers", (int)getpid(), nworkers);
     fill_workers(&m);

@@ -511,7 +511,8 @@ static void run_loop(struct mh_worker *w)
 int mh_worker_run(struct mh_worker *w)
 {
     for (size_t i = 0; i < w->nlisteners && !w->inherited; i++)
-        mh_log(MH_LOG_INFO, "listening on %s (port %d)", w->listeners[i].addr,
+        mh_log(MH_LOG_INFO, "listening on %s%s (port %d)",
+               mh_config_listen_tls(w->config, i) ? "https://" : "http://", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
     mh_timer_gen_started(w->gen);
     const struct mh_config *c = w->config;
