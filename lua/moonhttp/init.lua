@@ -322,6 +322,11 @@ function M.proxy(req, res, target, opts)
   local ok, kind, detail = require("moonhttp.proxy").proxy(M, req, res, target, opts)
   return ok, kind, detail
 end
+-- http.relay_upgrade (lua/moonhttp/relay.lua, docs/websocket-proxy.md)
+function M.relay_upgrade(req, res, url, opts)
+  local ok, why, up, down = require("moonhttp.relay").run(M, req, res, url, opts)
+  return ok, why, up, down
+end
 function M.client_stats() return core.client_stats() end
 
 local Client = {}

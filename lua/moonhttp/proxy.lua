@@ -9,7 +9,7 @@ local M = {}
 
 local KNOWN = { "client", "timeout", "connect_timeout", "send_timeout", "read_timeout",
   "preserve_host", "x_forwarded", "forwarded", "trust_forwarded", "via", "request",
-  "response", "on_error" }
+  "response", "on_error", "idle_timeout" }
 
 -- RFC 9110 §7.6.1 and the older ones still seen (Keep-Alive, Proxy-Connection).
 local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true, te = true,
@@ -152,7 +152,7 @@ local function send_head(req, res, resp, opts)
   end
 end
 
--- Streams the response body. Where a 101 upgrade relay will plug in: the status is known here.
+-- Streams the response body.
 local function relay(res, resp)
   while true do
     local piece, kind, detail = resp:read(PIECE)
@@ -175,6 +175,14 @@ function M.proxy(http, req, res, target, opts)
   local base, prefix = resolve_target(target)
   local up = upstream_request(req, opts, prefix)
   if opts.request then opts.request(up, req) end
+  if req:header("upgrade") or core.extended_connect(req) then
+    -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua)
+    local ok, why, detail = require("moonhttp.relay").run(http, req, res, base .. up.path, {
+      connect_timeout = opts.connect_timeout, read_timeout = opts.read_timeout,
+      idle_timeout = opts.idle_timeout }, up)
+    if not ok then return fail(res, opts, why, detail) end
+    return ok, why
+  end
   local has_body = req:header("content-length") or req:header("transfer-encoding")
   local fopts = {
     method = up.method, headers = up.headers,

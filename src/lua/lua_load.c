@@ -22,6 +22,7 @@
 #include "lua_shared.h"
 #include "lua_web.h"
 #include "lua_vm.h"
+#include "lua_relay.h"
 #include "lua_ws.h"
 #include "req.h"
 
@@ -280,6 +281,7 @@ static int open_core(lua_State *L)
     mh_lua_files_open(L);
     mh_socket_open(L);
     mh_lua_ws_core_open(L);
+    mh_lua_relay_core_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
     mh_signal_open(L);

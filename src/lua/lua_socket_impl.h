@@ -4,7 +4,7 @@
  * The insides of http.tcp(), shared by lua_socket.c (the Lua object and its
  * operations) and lua_socket_state.c (what the sockets of one generation
  * share: TLS configurations, saved sessions, per-key connection limits) and
- * by nothing else.
+ * by lua_relay.c (which takes a connected socket over for an upgrade relay).
  */
 #include "client_dns.h"
 #include "client_tls.h"

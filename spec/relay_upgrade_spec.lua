@@ -1,0 +1,285 @@
+-- Upgrade pass-through (docs/websocket-proxy.md): http.relay_upgrade and
+-- http.proxy on a request that asks to switch protocols. A front moonhttp
+-- relays to a moonhttp WebSocket echo upstream (which counts the sessions it
+-- saw open and close in a shared dict) and to spec/servers/upgrade_foo.py
+-- (a non-WebSocket "Upgrade: foo" that speaks first). Clients are raw
+-- sockets (HTTP/1.1) and spec/clients/h2_ws_relay.py (RFC 8441 over h2c).
+local H = require "helper"
+local socket = require "socket"
+local cjson = require "cjson"
+
+local UPSTREAM = [[
+local http = require "moonhttp"
+http.server{ shared = { ev = "64k" } }
+local ev = http.shared.ev
+http.handle("GET /ws", function(req, res)
+  local ws = req:websocket{ max_message = "2m", ping_interval = 0, idle_timeout = 0 }
+  if not ws then return end
+  ev:incr("opened", 1, 0)
+  while true do
+    local data, kind, code = ws:receive()
+    if not data then
+      ev:set("code", code or 0)
+      ev:incr("closed", 1, 0)
+      return
+    end
+    ws:send(data, kind)
+  end
+end)
+http.handle("GET /events", function(req, res)
+  res:json{ opened = ev:get("opened") or 0, closed = ev:get("closed") or 0, code = ev:get("code") or 0 }
+end)
+http.handle("GET /forbidden", function(req, res)
+  res:status(403)
+  res:header("X-Why", "nope")
+  res:write("no entry\n")
+end)
+]]
+
+local FRONT = [[
+local http = require "moonhttp"
+local UP, FOO, DEAD = %q, %q, %q
+local function strip(prefix)
+  return function(up) up.path = up.path:sub(#prefix + 1) end
+end
+http.handle("GET /relay/", function(req, res)
+  local ok, why = http.relay_upgrade(req, res, UP:gsub("^http", "ws") .. req.path:sub(7),
+    { idle_timeout = 5 })
+  if not ok then
+    res:status(why == "upgrade" and 400 or 502)
+    res:write(why .. "\n")
+  end
+end)
+http.handle("GET /rdead/", function(req, res)
+  local ok, kind, detail = http.relay_upgrade(req, res, DEAD:gsub("^http", "ws") .. "/ws")
+  res:status(502)
+  res:write(kind, " ", detail, "\n")
+end)
+http.handle("GET /proxy/", function(req, res)
+  return http.proxy(req, res, UP, { request = strip("/proxy") })
+end)
+http.handle("GET /idle/", function(req, res)
+  return http.proxy(req, res, UP, { request = strip("/idle"), idle_timeout = 1 })
+end)
+http.handle("GET /foo/", function(req, res)
+  return http.proxy(req, res, FOO, { request = strip("/foo") })
+end)
+http.handle("GET /dead/", function(req, res)
+  return http.proxy(req, res, DEAD, { request = strip("/dead") })
+end)
+]]
+
+-- A client frame masked with a zero key (valid, and the payload goes out as it is).
+local function frame(op, payload, fin)
+  local n = #payload
+  local b1 = (fin == false and 0 or 0x80) | op
+  local head
+  if n < 126 then
+    head = string.pack(">BB", b1, 0x80 | n)
+  elseif n < 65536 then
+    head = string.pack(">BBI2", b1, 0x80 | 126, n)
+  else
+    head = string.pack(">BBI8", b1, 0x80 | 127, n)
+  end
+  return head .. "\0\0\0\0" .. payload
+end
+
+-- A server frame: opcode, payload; nil on close or timeout.
+local function read_frame(c)
+  local h = c:read_bytes(2)
+  if not h then return nil end
+  local b1, b2 = h:byte(1, 2)
+  local len = b2 & 0x7f
+  if len == 126 then
+    len = string.unpack(">I2", c:read_bytes(2))
+  elseif len == 127 then
+    len = string.unpack(">I8", c:read_bytes(8))
+  end
+  return b1 & 0x0f, len > 0 and c:read_bytes(len) or ""
+end
+
+local KEY, ACCEPT = "dGhlIHNhbXBsZSBub25jZQ==", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+local function ws_open(port, path, timeout)
+  local c = H.connect(port, timeout or 5)
+  assert(c:send("GET " .. path .. " HTTP/1.1\r\nHost: front.test\r\nUpgrade: websocket\r\n"
+    .. "Connection: Upgrade\r\nSec-WebSocket-Key: " .. KEY .. "\r\nSec-WebSocket-Version: 13\r\n\r\n"))
+  local res = assert(c:read_response())
+  return c, res
+end
+
+local function free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return port
+end
+
+describe("upgrade pass-through", function()
+  local up, foo, front
+
+  setup(function()
+    up = H.start(UPSTREAM)
+    foo = H.service("/usr/bin/python3 spec/servers/upgrade_foo.py", function(text)
+      return text:match("port (%d+)")
+    end, 5)
+    front = H.start(FRONT:format("http://127.0.0.1:" .. up.port, "http://127.0.0.1:" .. foo.port,
+      "http://127.0.0.1:" .. free_port()))
+  end)
+
+  teardown(function()
+    if front then front:stop() end
+    if up then up:stop() end
+    if foo then foo:stop() end
+  end)
+
+  local function events()
+    return cjson.decode(up:get("/events").body)
+  end
+
+  -- Polls the upstream's counters until `closed` reaches n (or 3 s pass).
+  local function wait_closed(n)
+    local deadline = H.now() + 3
+    local e = events()
+    while e.closed < n and H.now() < deadline do
+      H.sleep(0.05)
+      e = events()
+    end
+    return e
+  end
+
+  local function echo_session(path)
+    local before = events().closed
+    local c, res = ws_open(front.port, path)
+    assert.are.equal(101, res.status)
+    assert.are.equal(ACCEPT, res.headers["sec-websocket-accept"])
+    assert.are.equal("websocket", res.headers["upgrade"]:lower())
+    assert(c:send(frame(1, "héllo")))
+    assert.are.same({ 1, "héllo" }, { read_frame(c) })
+    assert(c:send(frame(2, "\0\1\2\255")))
+    assert.are.same({ 2, "\0\1\2\255" }, { read_frame(c) })
+    assert(c:send(frame(9, "p1")))
+    assert.are.same({ 10, "p1" }, { read_frame(c) })
+    local big = string.rep("0123456789abcdef", 65536) -- 1 MiB
+    assert(c:send(frame(2, big)))
+    local op, got = read_frame(c)
+    assert.are.equal(2, op)
+    assert.are.equal(#big, #got)
+    assert.is_true(got == big)
+    assert(c:send(frame(8, string.pack(">I2", 1000) .. "bye")))
+    op, got = read_frame(c)
+    assert.are.equal(8, op)
+    assert.are.equal(1000, string.unpack(">I2", got))
+    assert.is_true(c:closed_by_peer(3))
+    c:close()
+    local e = wait_closed(before + 1)
+    assert.are.equal(before + 1, e.closed)
+    assert.are.equal(1000, e.code)
+  end
+
+  it("echoes text, binary, a 1 MiB message, ping/pong and the close handshake through http.relay_upgrade", function()
+    echo_session("/relay/ws")
+  end)
+
+  it("echoes the same through http.proxy (Upgrade: websocket on HTTP/1.1)", function()
+    echo_session("/proxy/ws")
+  end)
+
+  it("echoes over HTTP/2 (RFC 8441 extended CONNECT) through http.proxy", function()
+    local before = events().closed
+    local out = H.sh(("/usr/bin/python3 spec/clients/h2_ws_relay.py %d /proxy/ws 2>&1"):format(front.port))
+    assert.matches("status=200\n", out, 1, true)
+    assert.matches("text=héllo\n", out, 1, true)
+    assert.matches("binary=000102ff\n", out, 1, true)
+    assert.matches("pong=p1\n", out, 1, true)
+    assert.matches("big=60000\n", out, 1, true)
+    assert.matches("close=1000\n", out, 1, true)
+    assert.matches("end=1\n", out, 1, true)
+    assert.is_nil(out:find("accept=", 1, true)) -- RFC 8441 has no Sec-WebSocket-Accept
+    local e = wait_closed(before + 1)
+    assert.are.equal(before + 1, e.closed)
+    assert.are.equal(1000, e.code)
+  end)
+
+  it("answers 502 when the upstream refuses the connection", function()
+    local c, res = ws_open(front.port, "/dead/ws")
+    c:close()
+    assert.are.equal(502, res.status)
+    assert.are.equal("bad gateway\n", res.body)
+    -- http.relay_upgrade leaves the answer to the handler, with fetch's kind and detail
+    c, res = ws_open(front.port, "/rdead/ws")
+    c:close()
+    assert.are.equal(502, res.status)
+    assert.are.equal("refused connection refused\n", res.body)
+  end)
+
+  it("relays an upstream's refusal (403) as a normal response", function()
+    local c, res = ws_open(front.port, "/proxy/forbidden")
+    assert.are.equal(403, res.status)
+    assert.are.equal("nope", res.headers["x-why"])
+    assert.are.equal("no entry\n", res.body)
+    assert.is_nil(res.headers["upgrade"])
+    c:close()
+    c, res = ws_open(front.port, "/relay/forbidden")
+    assert.are.equal(403, res.status)
+    assert.are.equal("nope", res.headers["x-why"])
+    assert.are.equal("no entry\n", res.body)
+    c:close()
+    c, res = ws_open(front.port, "/foo/refuse")
+    assert.are.equal(403, res.status)
+    assert.are.equal("foo", res.headers["x-up"])
+    assert.are.equal("no entry\n", res.body)
+    c:close()
+  end)
+
+  it("closes both sides after idle_timeout without a byte either way", function()
+    local before = events().closed
+    local c, res = ws_open(front.port, "/idle/ws")
+    assert.are.equal(101, res.status)
+    assert(c:send(frame(1, "still here")))
+    assert.are.same({ 1, "still here" }, { read_frame(c) })
+    local t0 = H.now()
+    assert.is_true(c:closed_by_peer(4))
+    local waited = H.now() - t0
+    c:close()
+    assert.is_true(waited >= 0.9 and waited < 2.5, "closed after " .. waited .. " s")
+    local e = wait_closed(before + 1)
+    assert.are.equal(before + 1, e.closed)
+    assert.are.equal(1006, e.code) -- the relay closed the connection: no close frame
+  end)
+
+  it("closes the upstream when the client disconnects", function()
+    local before = events().closed
+    local c, res = ws_open(front.port, "/relay/ws")
+    assert.are.equal(101, res.status)
+    assert(c:send(frame(1, "x")))
+    assert.are.same({ 1, "x" }, { read_frame(c) })
+    c:close()
+    local e = wait_closed(before + 1)
+    assert.are.equal(before + 1, e.closed)
+    assert.are.equal(1006, e.code)
+  end)
+
+  it("passes a non-WebSocket upgrade as bytes, with what the upstream sent right after its 101", function()
+    local c = H.connect(front.port)
+    assert(c:send("GET /foo/tunnel HTTP/1.1\r\nHost: front.test\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\nearly "))
+    local res = assert(c:read_response())
+    assert.are.equal(101, res.status)
+    assert.are.equal("foo", res.headers["upgrade"])
+    assert.are.equal("foo", res.headers["x-up"])
+    assert.are.equal("hello-after-101\n", c:read_bytes(16))
+    assert.are.equal("EARLY ", c:read_bytes(6))
+    assert(c:send("abc\n"))
+    assert.are.equal("ABC\n", c:read_bytes(4))
+    c.sock:shutdown("send") -- the client's EOF reaches the upstream, which says bye and closes
+    assert.are.equal("bye\n", c:read_bytes(4))
+    assert.is_true(c:closed_by_peer(3))
+    c:close()
+  end)
+
+  it("answers 400 from a relay route when the request does not ask to upgrade", function()
+    local res = front:get("/relay/ws")
+    assert.are.equal(400, res.status)
+    assert.are.equal("upgrade\n", res.body)
+  end)
+end)

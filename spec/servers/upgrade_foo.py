@@ -1,0 +1,43 @@
+# An upstream for spec/relay_upgrade_spec.lua that switches to a protocol
+# that is not WebSocket ("Upgrade: foo"): prints "port N" once it listens on
+# 127.0.0.1; answers each request 101 with "hello-after-101\n" in the same
+# write (bytes a relay must not lose), then sends every byte it gets back
+# upper-cased until the client's EOF, then "bye\n" and closes.
+# GET /refuse is answered 403 with a body instead.
+import socket, threading
+
+
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        data = c.recv(4096)
+        if not data:
+            c.close()
+            return
+        head += data
+    head, rest = head.split(b"\r\n\r\n", 1)
+    if head.startswith(b"GET /refuse"):
+        c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nX-Up: foo\r\n\r\nno entry\n")
+        c.close()
+        return
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: Upgrade\r\n"
+              b"X-Up: foo\r\n\r\nhello-after-101\n")
+    if rest:
+        c.sendall(rest.upper())
+    while True:
+        data = c.recv(65536)
+        if not data:
+            break
+        c.sendall(data.upper())
+    c.sendall(b"bye\n")
+    c.close()
+
+
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print("port %d" % s.getsockname()[1], flush=True)
+while True:
+    conn, _ = s.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
