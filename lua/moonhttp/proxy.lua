@@ -152,7 +152,19 @@ local function send_head(req, res, resp, opts)
   end
 end
 
--- Streams the response body.
+-- The upstream's trailer fields, passed on (an HTTP/1.0 client, or a body framed by the
+-- upstream's Content-Length, has no place for them: they are dropped).
+local function pass_trailers(res, resp)
+  local list = resp:trailers()
+  if #list == 0 then return end
+  for i = 1, #list, 2 do
+    local name = list[i]
+    -- one at a time: a field that cannot be a trailer (Content-Length...) is dropped alone
+    if not HOP[name:lower()] then pcall(res.trailers, res, { [name] = list[i + 1] }) end
+  end
+end
+
+-- Streams the response body, then its trailers.
 local function relay(res, resp)
   while true do
     local piece, kind, detail = resp:read(PIECE)
@@ -161,6 +173,7 @@ local function relay(res, resp)
         -- the head is out: cut the client's connection rather than end the body as if complete
         error(string.format("http.proxy: upstream %s: %s", kind, detail), 0)
       end
+      pass_trailers(res, resp)
       return true
     end
     if not res:write(piece) then return true end -- the client went away

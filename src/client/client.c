@@ -81,6 +81,7 @@ static int on_headers_complete(llhttp_t *p)
         c->head.len = 0;
         return 0;
     }
+    c->head_end = c->head.len; /* llhttp adds a chunked body's trailers after it */
     r->status = p->status_code;
     r->http_major = p->http_major;
     r->http_minor = p->http_minor;
@@ -323,7 +324,7 @@ static void start_exchange(struct mh_client_conn *c)
     struct mh_client_req *r = c->req;
     llhttp_init(&c->parser, HTTP_RESPONSE, parser_settings());
     c->parser.data = c;
-    c->head.len = c->body.len = 0;
+    c->head.len = c->body.len = c->head_end = 0;
     c->out_off = 0;
     c->drained = 0;
     c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = c->interim = false;
@@ -686,8 +687,18 @@ const char *mh_client_head(const struct mh_client_req *r, size_t *len)
         *len = 0;
         return "";
     }
-    *len = r->conn->head.len;
+    *len = r->head_done ? r->conn->head_end : r->conn->head.len;
     return r->conn->head.data;
+}
+
+const char *mh_client_trailers(const struct mh_client_req *r, size_t *len)
+{
+    if (!r->conn || !r->head_done || !r->body_done || r->conn->head.len <= r->conn->head_end) {
+        *len = 0;
+        return "";
+    }
+    *len = r->conn->head.len - r->conn->head_end;
+    return r->conn->head.data + r->conn->head_end;
 }
 
 const char *mh_client_body(const struct mh_client_req *r, size_t *len)

@@ -124,6 +124,13 @@ void mh_client_start(struct mh_client_req *r);
 const char *mh_client_head(const struct mh_client_req *r, size_t *len);
 
 /*
+ * The trailer fields of a chunked response, once its body is complete
+ * (body_done), in the same "name\0value\0" form; empty before, and when
+ * there are none. Valid until finish.
+ */
+const char *mh_client_trailers(const struct mh_client_req *r, size_t *len);
+
+/*
  * Streaming: hands the next piece of the request body, which must stay valid
  * until it is written; `last` ends the body. One piece at a time: that is
  * the back-pressure, and the bound on memory. Returns true if the piece is
@@ -209,7 +216,8 @@ struct mh_client_conn {
     struct mh_client_tls *tls; /* during the handshake; then the transport owns it */
     struct mh_transport tp;    /* the byte stream once connected: plain TCP or TLS */
     llhttp_t parser;
-    struct mh_buf head; /* "name\0value\0" pairs */
+    struct mh_buf head; /* "name\0value\0" pairs: the head's, then the trailers' */
+    size_t head_end;    /* where the final head's pairs end in `head` (trailers follow) */
     struct mh_buf body; /* parsed body bytes not consumed */
     size_t out_off;
     size_t drained;
@@ -270,7 +278,8 @@ void mh_client_drain_progress(struct mh_client_conn *c);
 /* client.c: the exchange's ops (client_pool.c reaches them through mh_client_conn_ops only) */
 /* Runs r on c, an idle or just-drained connection taken out of the pool. */
 void mh_client_conn_begin(struct mh_client_conn *c, struct mh_client_req *r);
-/* Closes the socket and returns the object to the pool's free list (ends any drain or idle state). */
+/* Closes the socket and returns the object to the pool's free list (ends any drain or idle state).
+ */
 void mh_client_conn_close(struct mh_client_conn *c);
 /*
  * Bytes (or an end) came on an idle connection: reads them through its

@@ -27,12 +27,14 @@ void mh_response_reset(struct mh_response *r)
     r->_holes = false;
     r->has_length = r->has_type = r->has_server = false;
     r->written = r->head_sent = r->chunked = r->close = false;
+    r->trailers.len = 0;
 }
 
 void mh_response_free(struct mh_response *r)
 {
     mh_outq_free(&r->body);
     mh_response_trim(r);
+    mh_buf_free(&r->trailers);
     memset(r, 0, sizeof *r);
 }
 
@@ -235,6 +237,69 @@ static const char *add_pair(struct mh_response *r, const char *name, size_t nlen
     return NULL;
 }
 
+/* Fields a trailer must not carry (RFC 9110 §6.5.1): framing, routing, connection control. */
+static bool trailer_forbidden(const char *name, size_t nlen)
+{
+    static const char *const names[] = {"content-length",
+                                        "transfer-encoding",
+                                        "host",
+                                        "connection",
+                                        "keep-alive",
+                                        "trailer",
+                                        "te",
+                                        "upgrade",
+                                        "content-encoding",
+                                        "content-type",
+                                        "content-range",
+                                        "cache-control",
+                                        "expect",
+                                        "authorization",
+                                        "set-cookie",
+                                        NULL};
+    for (const char *const *n = names; *n; n++)
+        if (mh_strieq(name, nlen, *n, strlen(*n)))
+            return true;
+    return false;
+}
+
+const char *mh_response_trailer(struct mh_response *r, const char *name, size_t nlen,
+                                const char *value, size_t vlen)
+{
+    if (nlen == 0 || !mh_is_token(name, nlen))
+        return "invalid trailer name";
+    if (mh_value_has_stop(value, vlen))
+        return "CR, LF or NUL in trailer value";
+    if (trailer_forbidden(name, nlen))
+        return "this field cannot be a trailer";
+    if (mh_buf_reserve(&r->trailers, nlen + vlen + 4) < 0)
+        return "out of memory";
+    char *w = r->trailers.data + r->trailers.len;
+    w = put(w, name, nlen);
+    w = PUT_LIT(w, ": ");
+    w = put(w, value, vlen);
+    w = PUT_LIT(w, "\r\n");
+    r->trailers.len = (size_t)(w - r->trailers.data);
+    return NULL;
+}
+
+bool mh_response_trailer_next(const struct mh_response *r, size_t *pos, const char **name,
+                              size_t *nlen, const char **value, size_t *vlen)
+{
+    const char *p = r->trailers.data + *pos, *end = r->trailers.data + r->trailers.len;
+    if (*pos >= r->trailers.len)
+        return false;
+    const char *colon = memchr(p, ':', (size_t)(end - p));
+    const char *eol = colon ? memchr(colon, '\r', (size_t)(end - colon)) : NULL;
+    if (!eol)
+        return false; /* not reached: the lines are written above */
+    *name = p;
+    *nlen = (size_t)(colon - p);
+    *value = colon + 2;
+    *vlen = (size_t)(eol - colon - 2);
+    *pos = (size_t)(eol + 2 - r->trailers.data);
+    return true;
+}
+
 const char *mh_response_add_trusted(struct mh_response *r, const char *name, size_t nlen,
                                     const char *value, size_t vlen)
 {
@@ -383,7 +448,7 @@ static int append_head(struct mh_response *r, struct mh_outq *out, const struct 
         }
     }
     if (!bodyless) {
-        if (r->has_length || complete) {
+        if (r->has_length || (complete && !(r->trailers.len && ctx->http_minor >= 1))) {
             p = PUT_LIT(p, "Content-Length: ");
             p = put_u64(p, r->has_length ? r->declared_length : r->body.bytes);
             p = PUT_LIT(p, "\r\n");
@@ -417,14 +482,25 @@ static char *put_hex(char *p, uint64_t v)
     return put(p, t, (size_t)(tmp + sizeof tmp - t));
 }
 
+/* The chunked body's end: the last chunk, the trailer fields, the final CRLF (RFC 9112 §7.1). */
+static int last_chunk(struct mh_response *r, struct mh_outq *out)
+{
+    if (mh_outq_append(out, "0\r\n", 3) < 0)
+        return -1;
+    if (r->trailers.len && mh_outq_append(out, r->trailers.data, r->trailers.len) < 0)
+        return -1;
+    return mh_outq_append(out, "\r\n", 2);
+}
+
 int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
                      bool complete)
 {
     bool send_body = !ctx->head_method && !mh_status_bodyless(r->status);
     if (!r->head_sent) {
         const struct mh_chunk *c = mh_outq_chunk(&r->body, 0);
-        bool inline_body = complete && send_body && mh_outq_count(&r->body) == 1 &&
-                           c->kind == MH_CHUNK_MEM && c->len <= MH_BUF_CHUNK;
+        bool inline_body = complete && send_body && !r->trailers.len &&
+                           mh_outq_count(&r->body) == 1 && c->kind == MH_CHUNK_MEM &&
+                           c->len <= MH_BUF_CHUNK;
         if (append_head(r, out, ctx, complete, inline_body ? mh_outq_chunk_mem(&r->body, c) : NULL,
                         inline_body ? (size_t)c->len : 0) < 0)
             return -1;
@@ -446,8 +522,7 @@ int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh
             mh_outq_commit(out, (size_t)(p - p0));
             if (mh_outq_move(out, &r->body) < 0)
                 return -1;
-            if (complete ? mh_outq_append(out, "\r\n0\r\n\r\n", 7) < 0
-                         : mh_outq_append(out, "\r\n", 2) < 0)
+            if (mh_outq_append(out, "\r\n", 2) < 0 || (complete && last_chunk(r, out) < 0))
                 return -1;
             r->body_sent += n;
             return 0;
@@ -458,7 +533,7 @@ int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh
         mh_outq_clear(&r->body);
     }
     r->body_sent += n;
-    if (complete && r->chunked && send_body && mh_outq_append(out, "0\r\n\r\n", 5) < 0)
+    if (complete && r->chunked && send_body && last_chunk(r, out) < 0)
         return -1;
     return 0;
 }

@@ -45,6 +45,13 @@ struct mh_response {
     bool chunked;             /* HTTP/1: the body goes out chunked */
     bool close;               /* handler asked for Connection: close */
     /*
+     * Trailer fields to send after the body, as "Name: value\r\n" lines
+     * (mh_response_trailer). Declared before the head goes out, they make the
+     * body streamed (chunked on HTTP/1.1) even when the handler finishes at
+     * once, since a Content-Length body has no place for them.
+     */
+    struct mh_buf trailers;
+    /*
      * The pairs' bytes, kept as "Name: value\r\n" lines so that HTTP/1 writes
      * them with one copy; the pairs index names and values inside them
      * (HPACK encodes pair by pair). A removed pair has name_len 0 and makes
@@ -78,6 +85,18 @@ const char *mh_response_header(struct mh_response *r, const char *name, size_t n
  */
 const char *mh_response_add_trusted(struct mh_response *r, const char *name, size_t nlen,
                                     const char *value, size_t vlen);
+/*
+ * Adds a trailer field. NULL, or a static error string: a name that is not
+ * a token, a value with CR, LF or NUL, or a field that cannot be a trailer
+ * (RFC 9110 §6.5.1: framing, routing and the like: Content-Length,
+ * Transfer-Encoding, Host, Connection, Trailer, TE...).
+ */
+const char *mh_response_trailer(struct mh_response *r, const char *name, size_t nlen,
+                                const char *value, size_t vlen);
+/* Iterates the trailer lines: *pos from 0 while it returns true. */
+bool mh_response_trailer_next(const struct mh_response *r, size_t *pos, const char **name,
+                              size_t *nlen, const char **value, size_t *vlen);
+
 /* Removes every pair named `name` (Content-Length: clears has_length). */
 void mh_response_unset(struct mh_response *r, const char *name, size_t nlen);
 /* First value of `name`, or NULL. */

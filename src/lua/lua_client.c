@@ -44,6 +44,8 @@ struct lresp {
     enum wait_kind wait;
     size_t want_n;
     bool closed;
+    char *trailers; /* the trailers' pairs, kept when the body ended (the connection goes) */
+    size_t trailers_len;
 };
 
 /* The error of a response closed under a task that waits on it. */
@@ -73,6 +75,9 @@ static void on_event(struct mh_client_req *req, enum mh_client_event ev);
 
 static void resp_close(lua_State *L, struct lresp *r)
 {
+    free(r->trailers);
+    r->trailers = NULL;
+    r->trailers_len = 0;
     if (r->closed)
         return;
     r->closed = true;
@@ -147,6 +152,18 @@ static struct lresp *unwait(struct mh_task *t, lua_State *co)
 /* ---- reading ----------------------------------------------------------------- */
 
 /* Pushes what read(n)/body() can answer now; returns results, or -1 to wait. */
+/* The body ended: its trailers are copied out before the connection is let go. */
+static void finish_body(struct lresp *r)
+{
+    size_t len;
+    const char *t = mh_client_trailers(&r->req, &len);
+    if (len && !r->trailers && (r->trailers = malloc(len))) {
+        memcpy(r->trailers, t, len);
+        r->trailers_len = len;
+    }
+    mh_client_req_finish(&r->req);
+}
+
 static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
 {
     size_t len;
@@ -158,7 +175,7 @@ static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
             return -1;
         lua_pushlstring(L, p, len);
         mh_client_body_consume(&r->req, len);
-        mh_client_req_finish(&r->req); /* read to the end: the connection is free now */
+        finish_body(r); /* read to the end: the connection is free now */
         return 1;
     }
     if (len > 0) {
@@ -169,7 +186,7 @@ static int read_now(lua_State *L, struct lresp *r, size_t n, bool all)
         return 1;
     }
     if (r->req.body_done || !r->req.conn) {
-        mh_client_req_finish(&r->req);
+        finish_body(r);
         lua_pushnil(L); /* end of body */
         return 1;
     }
@@ -327,6 +344,32 @@ static int l_resp_header_list(lua_State *L)
     if (r->closed)
         len = 0;
     end = p + len;
+    lua_newtable(L);
+    lua_Integer n = 0;
+    while (p < end) {
+        size_t nlen = strnlen(p, (size_t)(end - p));
+        const char *value = p + nlen + 1;
+        if (value >= end)
+            break;
+        size_t vlen = strnlen(value, (size_t)(end - value));
+        lua_pushlstring(L, p, nlen);
+        lua_rawseti(L, -2, ++n);
+        lua_pushlstring(L, value, vlen);
+        lua_rawseti(L, -2, ++n);
+        p = value + vlen + 1;
+    }
+    return 1;
+}
+
+/*
+ * resp:trailers() → { name1, value1, ... }: the trailer fields of a chunked
+ * response, names as sent, once the body has been read to its end (empty
+ * before, and when there are none).
+ */
+static int l_resp_trailers(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    const char *p = r->trailers ? r->trailers : "", *end = p + r->trailers_len;
     lua_newtable(L);
     lua_Integer n = 0;
     while (p < end) {
@@ -890,13 +933,10 @@ static int l_client_stats(lua_State *L)
 void mh_client_open(lua_State *L)
 {
     static const luaL_Reg resp_methods[] = {
-        {"read", l_resp_read},
-        {"body", l_resp_body},
-        {"close", l_resp_close},
-        {"header", l_resp_header},
-        {"headers", l_resp_headers},
-        {"header_list", l_resp_header_list},
-        {NULL, NULL},
+        {"read", l_resp_read},         {"body", l_resp_body},
+        {"close", l_resp_close},       {"header", l_resp_header},
+        {"headers", l_resp_headers},   {"header_list", l_resp_header_list},
+        {"trailers", l_resp_trailers}, {NULL, NULL},
     };
     if (luaL_newmetatable(L, RESP_MT)) {
         luaL_newlib(L, resp_methods);

@@ -102,6 +102,64 @@ static int res_add_header(lua_State *L)
     return set_header(L, false);
 }
 
+/* Adds one trailer; misuse (a bad name or value) raises as res:header does. */
+static void add_trailer(lua_State *L, struct mh_req *c, int name_i, int value_i)
+{
+    size_t nlen, vlen;
+    const char *name = lua_tolstring(L, name_i, &nlen);
+    const char *value = lua_type(L, value_i) == LUA_TSTRING || lua_type(L, value_i) == LUA_TNUMBER
+                            ? lua_tolstring(L, value_i, &vlen)
+                            : NULL;
+    if (!value)
+        luaL_error(L, "res:trailers: the value of %s must be a string or a list of strings", name);
+    const char *err = mh_response_trailer(&c->res, name, nlen, value, vlen);
+    if (err)
+        luaL_error(L, "res:trailers: %s: %s", name, err);
+}
+
+/*
+ * res:trailers{ name = value | { values } } -> res; or nil, err when this
+ * response cannot carry trailers: HTTP/1.0, or an HTTP/1.1 body framed by
+ * Content-Length (set by the handler, or a head already sent with one).
+ * The fields go out after the body when the handler finishes: on HTTP/1.1
+ * the body is then chunked (even a response finished at once), on HTTP/2
+ * they are a last HEADERS frame. The client need not have sent "TE:
+ * trailers": RFC 9110 §6.5 lets a recipient drop trailers it does not want.
+ */
+static int res_trailers(lua_State *L)
+{
+    struct mh_req *c = check_res(L)->r;
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *why = NULL;
+    if (c->head.http_major == 1 && c->head.http_minor == 0)
+        why = "no trailers in HTTP/1.0";
+    else if (c->head.http_major == 1 &&
+             (c->res.has_length || (c->res.head_sent && !c->res.chunked)))
+        why = "trailers need a chunked body (Content-Length is set)";
+    if (why) {
+        lua_pushnil(L);
+        lua_pushstring(L, why);
+        return 2;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            return luaL_error(L, "res:trailers: names must be strings");
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
+                add_trailer(L, c, -3, -1);
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        } else {
+            add_trailer(L, c, -2, -1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
 static int resume_written(struct mh_task *t, lua_State *co)
 {
     if (t->request->closed) {
@@ -298,6 +356,7 @@ void mh_lua_response_open(lua_State *L)
         {"status", res_status},
         {"header", res_header},
         {"add_header", res_add_header},
+        {"trailers", res_trailers},
         {"write", res_write},
         {"flush", res_flush},
         {"redirect", res_redirect},

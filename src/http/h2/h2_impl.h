@@ -18,10 +18,11 @@ struct mh_h2_stream {
     struct mh_req req; /* first: the ops find the stream from it */
     struct mh_h2 *h2;
     int32_t id;
-    struct mh_buf head;  /* the bytes the head's slices index: :path, header names and values */
-    struct mh_outq q;    /* body handed over by send, not yet framed into DATA */
-    uint64_t unacked;    /* body bytes in req.body not yet given back to flow control */
-    size_t header_bytes; /* header list size so far (max_header_bytes budget) */
+    struct mh_buf head;     /* the bytes the head's slices index: :path, header names and values */
+    struct mh_outq q;       /* body handed over by send, not yet framed into DATA */
+    struct mh_buf trailers; /* the response's trailer lines, taken when it completes */
+    uint64_t unacked;       /* body bytes in req.body not yet given back to flow control */
+    size_t header_bytes;    /* header list size so far (max_header_bytes budget) */
     ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
     /* body_timeout: DATA due by then while the client may send (h2_stream.c, body_clock) */
     ev_tstamp body_deadline;

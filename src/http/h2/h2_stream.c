@@ -70,6 +70,7 @@ void mh_h2_stream_free(struct mh_h2_stream *s)
     mh_req_free(&s->req);
     mh_outq_free(&s->q);
     mh_buf_free(&s->head);
+    mh_buf_free(&s->trailers);
     free(s);
 }
 
@@ -383,6 +384,39 @@ void mh_h2_stream_closed(struct mh_h2_stream *s, uint32_t error_code)
 
 /* ---- response -------------------------------------------------------------- */
 
+/*
+ * The trailer fields as a HEADERS frame with END_STREAM (RFC 9113 §8.1),
+ * submitted from the data source at its EOF, as nghttp2 documents. Names are
+ * lowercased in place (the stream's own copy); nghttp2 copies the fields.
+ */
+static int submit_trailers(nghttp2_session *session, struct mh_h2_stream *s)
+{
+    nghttp2_nv stack[16] = {{0}}; /* zeroed: GCC -O2 cannot see n counts written entries */
+    size_t cap = 0;
+    for (size_t i = 0; i < s->trailers.len; i++)
+        cap += s->trailers.data[i] == '\n';
+    nghttp2_nv *nv = cap <= 16 ? stack : malloc(cap * sizeof *nv);
+    if (!nv)
+        return -1;
+    size_t n = 0;
+    char *p = s->trailers.data, *end = p + s->trailers.len;
+    while (p < end && n < cap) {
+        char *colon = memchr(p, ':', (size_t)(end - p));
+        char *eol = colon ? memchr(colon, '\r', (size_t)(end - colon)) : NULL;
+        if (!eol)
+            break;
+        for (char *c = p; c < colon; c++)
+            *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+        nv[n++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)colon + 2, (size_t)(colon - p),
+                               (size_t)(eol - colon - 2), NGHTTP2_NV_FLAG_NONE};
+        p = eol + 2;
+    }
+    int rv = nghttp2_submit_trailer(session, s->id, nv, n);
+    if (nv != stack)
+        free(nv);
+    return rv == 0 ? 0 : -1;
+}
+
 static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *source, void *ud)
 {
@@ -405,6 +439,8 @@ static ssize_t read_body(nghttp2_session *session, int32_t id, uint8_t *buf, siz
         if (s->complete) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
             s->send_deadline = 0;
+            if (s->trailers.len && submit_trailers(session, s) == 0)
+                *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM; /* the trailers' HEADERS ends it */
             return n;
         }
         if (n == 0) {
@@ -488,7 +524,7 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
         nv[n++] = NV("content-length", length, (size_t)l);
     }
     nghttp2_data_provider prd = {.source.ptr = s, .read_callback = read_body};
-    bool no_data = complete && mh_outq_empty(&s->q);
+    bool no_data = complete && mh_outq_empty(&s->q) && !s->trailers.len;
     int rv = nghttp2_submit_response(h->session, s->id, nv, n, no_data ? NULL : &prd);
     if (nv != stack)
         free(nv);
@@ -527,8 +563,13 @@ static void h2_send(struct mh_req *r, bool complete)
         goto reset;
     if (s->q.bytes + res->body.bytes > MH_REQ_HIGH_WATER)
         s->high = true;
-    if (complete)
+    if (complete) {
         s->complete = true;
+        /* the HTTP/2 stream always has room for trailers (HEAD and bodyless answers too) */
+        if (res->trailers.len &&
+            mh_buf_append(&s->trailers, res->trailers.data, res->trailers.len) < 0)
+            goto reset;
+    }
     if (!res->head_sent) {
         res->head_sent = true;
         if (submit_head(s, complete, staged) < 0)
