@@ -1,0 +1,315 @@
+-- require "moonhttp.cache": a shared response cache for the common case
+-- (docs/proxy.md, "Response cache"), as nginx's proxy_cache is used: in front
+-- of http.proxy or any handler, entries in a shared dict (every worker sees
+-- them), freshness from the response's Cache-Control, variants by Vary, and
+-- optionally a stale entry served when the handler fails.
+--
+-- The wrapped handler writes to a stand-in `res` that keeps the response
+-- (status, headers, body) until it is known to be storable; past max_entry
+-- bytes it stops keeping and streams on to the real response (an SSE stream
+-- or a download passes through, uncached). No revalidation (ETag,
+-- If-Modified-Since): an entry is fresh, or stale, or gone.
+local core = require "moonhttp.core"
+
+local M = {}
+
+local KNOWN = { "dict", "key_headers", "default_ttl", "stale_if_error", "max_entry",
+  "statuses", "status_header" }
+
+-- Heuristically cacheable statuses (RFC 9110 §15.1), here only with explicit freshness.
+local STATUSES = { 200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501 }
+local ERRORS = { [500] = true, [502] = true, [503] = true, [504] = true }
+
+-- Not stored with an entry: hop-by-hop ones and what the server sets per response.
+local NOT_STORED = { connection = true, ["keep-alive"] = true, ["transfer-encoding"] = true,
+  te = true, trailer = true, upgrade = true, ["proxy-connection"] = true, date = true,
+  server = true, age = true, ["content-length"] = true }
+
+local function size_opt(v, name)
+  if type(v) == "string" then
+    local n, unit = v:lower():match("^(%d+)([km]?)$")
+    if n then v = tonumber(n) * (unit == "k" and 1024 or unit == "m" and 1048576 or 1) end
+  end
+  if math.type(v) ~= "integer" or v < 1 then
+    error("moonhttp.cache: " .. name .. " must be a size in bytes (a number, or \"64k\", \"1m\")", 4)
+  end
+  return v
+end
+
+local function seconds_opt(v, name, dflt)
+  if v == nil then return dflt end
+  if type(v) ~= "number" or v < 0 or v ~= v then
+    error("moonhttp.cache: " .. name .. " must be a number of seconds >= 0", 4)
+  end
+  return v
+end
+
+-- Cache-Control directives as { name = value or true }, names lowercased.
+local function directives(value)
+  local d = {}
+  for part in (value or ""):gmatch("[^,]+") do
+    local name, arg = part:match("^%s*([%w%-]+)%s*=%s*\"?([^\"]*)\"?%s*$")
+    if name then
+      d[name:lower()] = arg
+    else
+      name = part:match("^%s*([%w%-]+)%s*$")
+      if name then d[name:lower()] = true end
+    end
+  end
+  return d
+end
+
+-- How long a response may be served from a shared cache (RFC 9111 §4.2.1, §3), or nil.
+local function freshness(self, req, status, headers)
+  if not self.statuses[status] then return nil end
+  local cc = directives(headers["cache-control"])
+  if cc["no-store"] or cc["private"] or cc["no-cache"] then return nil end
+  if headers["set-cookie"] then return nil end -- one user's cookie, never another's
+  local vary = headers["vary"]
+  if vary and vary:find("*", 1, true) then return nil end
+  local ttl = tonumber(cc["s-maxage"]) or tonumber(cc["max-age"])
+  -- §3.5: a request with Authorization is stored only when the response allows it
+  if req:header("authorization") and not (cc["s-maxage"] or cc["public"]
+      or cc["must-revalidate"]) then
+    return nil
+  end
+  if not ttl then ttl = self.default_ttl end
+  if ttl <= 0 then return nil end
+  return ttl
+end
+
+-- ---- entries: string.pack'ed, so a dict value holds any body bytes ----------------
+
+local function encode(status, stored, ttl, list, body)
+  local parts = { string.pack(">I2 d d I4", status, stored, ttl, #list // 2) }
+  for i = 1, #list, 2 do
+    parts[#parts + 1] = string.pack(">s4 s4", list[i], list[i + 1])
+  end
+  parts[#parts + 1] = string.pack(">s4", body)
+  return table.concat(parts)
+end
+
+local function decode(s)
+  local ok, status, stored, ttl, n, pos = pcall(string.unpack, ">I2 d d I4", s)
+  if not ok then return nil end
+  local list = {}
+  for _ = 1, n do
+    local name, value
+    name, value, pos = string.unpack(">s4 s4", s, pos)
+    list[#list + 1] = name
+    list[#list + 1] = value
+  end
+  local body = string.unpack(">s4", s, pos)
+  return { status = status, stored = stored, ttl = ttl, list = list, body = body }
+end
+
+-- ---- the stand-in res ------------------------------------------------------------
+
+local Capture = {}
+Capture.__index = Capture
+
+local function new_capture(res, max)
+  return setmetatable({ _res = res, _max = max, status_code = 200, list = {}, lower = {},
+    parts = {}, size = 0, passing = false, storable = true }, Capture)
+end
+
+-- From here on the response goes to the real res: what was kept first.
+local function pass(self)
+  if self.passing then return end
+  self.passing, self.storable = true, false
+  local res = self._res
+  res:status(self.status_code)
+  for i = 1, #self.list, 2 do res:add_header(self.list[i], self.list[i + 1]) end
+  for _, p in ipairs(self.parts) do res:write(p) end
+  self.parts = {}
+end
+
+function Capture:status(code)
+  if self.passing then self._res:status(code) else self.status_code = code end
+  return self
+end
+
+local function set_header(self, name, value, replace)
+  if self.passing then
+    if replace then self._res:header(name, value) else self._res:add_header(name, value) end
+    return self
+  end
+  value = tostring(value)
+  local l = name:lower()
+  if replace and self.lower[l] then
+    local kept = {}
+    for i = 1, #self.list, 2 do
+      if self.list[i]:lower() ~= l then
+        kept[#kept + 1] = self.list[i]
+        kept[#kept + 1] = self.list[i + 1]
+      end
+    end
+    self.list = kept
+  end
+  self.list[#self.list + 1] = name
+  self.list[#self.list + 1] = value
+  self.lower[l] = self.lower[l] and not replace and (self.lower[l] .. ", " .. value) or value
+  return self
+end
+
+function Capture:header(name, value) return set_header(self, name, value, true) end
+function Capture:add_header(name, value) return set_header(self, name, value, false) end
+
+function Capture:write(...)
+  if self.passing then return self._res:write(...) end
+  for i = 1, select("#", ...) do
+    local s = tostring((select(i, ...)))
+    self.parts[#self.parts + 1] = s
+    self.size = self.size + #s
+  end
+  if self.size > self._max then pass(self) end
+  return true
+end
+
+function Capture:flush()
+  if self.passing then return self._res:flush() end
+  return true
+end
+
+function Capture:json(value, status)
+  if status then self:status(status) end
+  if not self.lower["content-type"] then self:header("Content-Type", "application/json") end
+  return self:write(core.json_encode(value))
+end
+
+function Capture:redirect(url, code)
+  self:status(code or 302)
+  self:header("Location", url)
+  return self
+end
+
+-- Trailers, cookies and anything else: the response is not a plain one to store.
+setmetatable(Capture, { __index = function(_, k)
+  return function(self, ...)
+    pass(self)
+    local f = self._res[k]
+    return f(self._res, ...)
+  end
+end })
+
+-- ---- serving ---------------------------------------------------------------------
+
+local function key_of(self, req)
+  local q = req.query
+  local parts = { "GET", req.host or "", req.raw_path .. ((q and q ~= "") and ("?" .. q) or "") }
+  for _, name in ipairs(self.key_headers) do parts[#parts + 1] = req:header(name) or "" end
+  return table.concat(parts, "\0")
+end
+
+-- The variant key for a stored Vary list (names lowercased, comma-separated).
+local function variant(base, vary, req)
+  local parts = { base, "vary" }
+  for name in vary:gmatch("[^,]+") do parts[#parts + 1] = req:header(name) or "" end
+  return table.concat(parts, "\0")
+end
+
+local function lookup(self, req, base)
+  local rec = self.dict:get(base)
+  if rec and rec:sub(1, 5) == "vary:" then
+    rec = self.dict:get(variant(base, rec:sub(6), req))
+  end
+  return rec and decode(rec)
+end
+
+local function send(self, req, res, e, how, now)
+  res:status(e.status)
+  for i = 1, #e.list, 2 do res:add_header(e.list[i], e.list[i + 1]) end
+  res:header("Age", tostring(math.max(0, math.floor(now - e.stored))))
+  if self.status_header then res:header(self.status_header, how) end
+  if e.status ~= 204 and e.status ~= 304 then
+    res:header("Content-Length", tostring(#e.body))
+    if req.method ~= "HEAD" then res:write(e.body) end
+  end
+end
+
+local function store(self, req, base, cap, ttl, now)
+  local vary = cap.lower["vary"]
+  local names
+  if vary then
+    local l = {}
+    for name in vary:gmatch("[^,%s]+") do l[#l + 1] = name:lower() end
+    names = table.concat(l, ",")
+  end
+  local list = {}
+  for i = 1, #cap.list, 2 do
+    if not NOT_STORED[cap.list[i]:lower()] then
+      list[#list + 1] = cap.list[i]
+      list[#list + 1] = cap.list[i + 1]
+    end
+  end
+  local keep = ttl + self.stale_if_error
+  local value = encode(cap.status_code, now, ttl, list, table.concat(cap.parts))
+  if names and names ~= "" then
+    self.dict:set(base, "vary:" .. names, keep)
+    self.dict:set(variant(base, names, req), value, keep)
+  else
+    self.dict:set(base, value, keep)
+  end
+end
+
+-- Runs handler(req, res, ...) in front of the cache: see docs/proxy.md.
+function M.serve(self, req, res, handler, ...)
+  local m = req.method
+  if m ~= "GET" and m ~= "HEAD" then return handler(req, res, ...) end
+  local now = core.now()
+  local base = key_of(self, req)
+  local e = lookup(self, req, base)
+  if e and now < e.stored + e.ttl then
+    send(self, req, res, e, "HIT", now)
+    return true
+  end
+  local stale = e and self.stale_if_error > 0 and now < e.stored + e.ttl + self.stale_if_error and e
+  local cap = new_capture(res, self.max_entry)
+  if stale then cap._max = math.huge end -- the answer must be seen whole before it is chosen
+  local results = table.pack(pcall(handler, req, cap, ...))
+  if stale and (not results[1] or ERRORS[cap.status_code]) then
+    send(self, req, res, stale, "STALE", now)
+    return true
+  end
+  if not results[1] then error(results[2], 0) end
+  if cap.passing then return table.unpack(results, 2, results.n) end
+  local ttl = cap.storable and m == "GET" and freshness(self, req, cap.status_code, cap.lower)
+  if ttl then store(self, req, base, cap, ttl, now) end
+  if self.status_header then cap:header(self.status_header, "MISS") end
+  pass(cap)
+  return table.unpack(results, 2, results.n)
+end
+
+-- A handler with the cache in front: cache:wrap(function(req, res) ... end).
+function M.wrap(self, handler)
+  return function(req, res, ...) return M.serve(self, req, res, handler, ...) end
+end
+
+--- cache.new{ dict = http.shared.name, ... } -> a cache (docs/proxy.md)
+function M.new(opts)
+  if type(opts) ~= "table" then error("moonhttp.cache: new takes an options table", 2) end
+  core.check_opts(opts, "moonhttp.cache", KNOWN, 2)
+  local dict = opts.dict
+  if type(dict) ~= "table" and type(dict) ~= "userdata" then
+    error("moonhttp.cache: dict must be a shared dict (http.shared.name)", 2)
+  end
+  local statuses = {}
+  for _, s in ipairs(opts.statuses or STATUSES) do statuses[s] = true end
+  local key_headers = opts.key_headers or {}
+  for _, h in ipairs(key_headers) do
+    if type(h) ~= "string" then error("moonhttp.cache: key_headers must be header names", 2) end
+  end
+  local status_header = opts.status_header
+  if status_header == nil then status_header = "X-Cache" end
+  return setmetatable({
+    dict = dict,
+    key_headers = key_headers,
+    default_ttl = seconds_opt(opts.default_ttl, "default_ttl", 0),
+    stale_if_error = seconds_opt(opts.stale_if_error, "stale_if_error", 0),
+    max_entry = opts.max_entry and size_opt(opts.max_entry, "max_entry") or 1048576,
+    statuses = statuses,
+    status_header = status_header or nil,
+  }, { __index = { serve = M.serve, wrap = M.wrap } })
+end
+
+return M

@@ -1,0 +1,225 @@
+-- require "moonhttp.cache" (docs/proxy.md, "Response cache") in front of
+-- http.proxy, through the real binary: a front with 2 workers caches in a
+-- shared dict what an upstream moonhttp answers, and the upstream counts the
+-- requests that reached it (GET /hits?p=PATH), so a hit is a count that did
+-- not move.
+local H = require "helper"
+
+local UPSTREAM = [[
+local http = require "moonhttp"
+http.server{ shared = { hits = "64k" } }
+local hits = http.shared.hits
+local function count(req) return hits:incr(req.path, 1, 0) end
+http.handle("GET /fresh", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "max-age=1")
+  res:write("fresh " .. n)
+end)
+http.handle("GET /long", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "public, max-age=60")
+  res:write("long " .. n)
+end)
+http.handle("GET /shared", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "max-age=60")
+  res:write("shared " .. n)
+end)
+http.handle("GET /smax", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "max-age=0, s-maxage=60")
+  res:write("smax " .. n)
+end)
+http.handle("GET /nostore", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "no-store")
+  res:write("nostore " .. n)
+end)
+http.handle("GET /private", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "private, max-age=60")
+  res:write("private " .. n)
+end)
+http.handle("GET /vary", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "max-age=60")
+  res:header("Vary", "Accept-Language")
+  res:write((req:header("accept-language") or "-") .. " " .. n)
+end)
+http.handle("GET /flaky", function(req, res)
+  local n = count(req)
+  if hits:get("down") then
+    res:status(503)
+    res:write("down")
+    return
+  end
+  res:header("Cache-Control", "max-age=1")
+  res:write("flaky " .. n)
+end)
+http.handle("GET /down", function(req, res)
+  hits:set("down", req:arg("on") == "1" or nil)
+  res:write("ok")
+end)
+http.handle("GET /hits", function(req, res)
+  res:write(tostring(hits:get(req:arg("p")) or 0))
+end)
+]]
+
+local FRONT = [[
+local http = require "moonhttp"
+local UP, DEAD = %q, %q
+http.server{ workers = 2, shared = { cache = "1m", ctl = "64k" } }
+local cache = require("moonhttp.cache").new{ dict = http.shared.cache, stale_if_error = 30 }
+-- made at the first request, in the worker (math.random's seed is the same in every worker)
+local WORKER
+local function worker()
+  WORKER = WORKER or http.hex.encode(http.crypto.random(6))
+  return WORKER
+end
+local function upstream(req, res)
+  return http.proxy(req, res, http.shared.ctl:get("dead") and DEAD or UP)
+end
+http.handle("GET /ctl/dead", function(req, res)
+  http.shared.ctl:set("dead", req:arg("on") == "1" or nil)
+  res:write("ok")
+end)
+-- keeps its worker busy (no yield) so that the next connection goes to the other one
+http.handle("GET /ctl/spin", function(req, res)
+  local t = os.clock() + 0.6
+  while os.clock() < t do end
+  res:header("X-Worker", worker())
+end)
+http.handle("/", function(req, res)
+  res:header("X-Worker", worker())
+  return cache:serve(req, res, upstream)
+end)
+]]
+
+local function free_port()
+  local socket = require "socket"
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return port
+end
+
+describe("moonhttp.cache", function()
+  local up, front
+
+  setup(function()
+    up = H.start(UPSTREAM)
+    front = H.start(FRONT:format("http://127.0.0.1:" .. up.port, "http://127.0.0.1:" .. free_port()),
+      { script_workers = true })
+  end)
+
+  teardown(function()
+    if front then front:stop() end
+    if up then up:stop() end
+  end)
+
+  local function hits(path)
+    return tonumber(up:get("/hits?p=" .. path).body)
+  end
+
+  it("answers a second GET from the cache (Age, X-Cache) without reaching the upstream", function()
+    local r1 = front:get("/long")
+    assert.equal(200, r1.status)
+    assert.equal("long 1", r1.body)
+    assert.equal("MISS", r1.headers["x-cache"])
+    local r2 = front:get("/long")
+    assert.equal("long 1", r2.body)
+    assert.equal("HIT", r2.headers["x-cache"])
+    assert.truthy(tonumber(r2.headers["age"]))
+    assert.equal("public, max-age=60", r2.headers["cache-control"])
+    local head = front:request("HEAD", "/long")
+    assert.equal(200, head.status)
+    assert.equal("6", head.headers["content-length"])
+    assert.equal("HIT", head.headers["x-cache"])
+    assert.equal(1, hits("/long"))
+    local s1, s2 = front:get("/smax"), front:get("/smax") -- s-maxage wins over max-age=0
+    assert.equal("smax 1", s2.body)
+    assert.equal("HIT", s2.headers["x-cache"])
+    assert.equal(1, hits("/smax"))
+    assert.equal("MISS", s1.headers["x-cache"])
+  end)
+
+  it("shares entries across the 2 workers", function()
+    -- an idle pair of workers may let one accept everything: one is kept busy (a spin) while
+    -- the entry is asked for, so the other serves it; tried until both were seen
+    local workers, n = {}, 0
+    local first = front:get("/shared")
+    assert.equal("MISS", first.headers["x-cache"])
+    workers[first.headers["x-worker"]] = true
+    for _ = 1, 5 do
+      local spin = H.connect(front.port)
+      assert(spin:send("GET /ctl/spin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+      H.sleep(0.2)
+      local r = front:get("/shared")
+      assert.equal("shared 1", r.body)
+      assert.equal("HIT", r.headers["x-cache"])
+      workers[r.headers["x-worker"]] = true
+      spin:read_all()
+      spin:close()
+      n = 0
+      for _ in pairs(workers) do n = n + 1 end
+      if n >= 2 then break end
+    end
+    assert.equal(1, hits("/shared"))
+    assert.is_true(n >= 2, "every request went to one worker: sharing not shown")
+  end)
+
+  it("expires an entry after its max-age", function()
+    assert.equal("fresh 1", front:get("/fresh").body)
+    assert.equal("fresh 1", front:get("/fresh").body)
+    assert.equal(1, hits("/fresh"))
+    H.sleep(1.2)
+    local r = front:get("/fresh")
+    assert.equal("fresh 2", r.body)
+    assert.equal("MISS", r.headers["x-cache"])
+    assert.equal(2, hits("/fresh"))
+  end)
+
+  it("does not store no-store or private responses", function()
+    assert.equal("nostore 1", front:get("/nostore").body)
+    assert.equal("nostore 2", front:get("/nostore").body)
+    assert.equal("private 1", front:get("/private").body)
+    assert.equal("private 2", front:get("/private").body)
+    assert.equal(2, hits("/nostore"))
+    assert.equal(2, hits("/private"))
+  end)
+
+  it("keeps one variant per value of the headers the response Varies on", function()
+    assert.equal("fr 1", front:get("/vary", { ["Accept-Language"] = "fr" }).body)
+    assert.equal("de 2", front:get("/vary", { ["Accept-Language"] = "de" }).body)
+    assert.equal("fr 1", front:get("/vary", { ["Accept-Language"] = "fr" }).body)
+    assert.equal("de 2", front:get("/vary", { ["Accept-Language"] = "de" }).body)
+    assert.equal("- 3", front:get("/vary").body)
+    assert.equal(3, hits("/vary"))
+  end)
+
+  it("serves a stale entry when the upstream answers 503 or cannot be reached (stale_if_error)", function()
+    assert.equal("flaky 1", front:get("/flaky").body)
+    H.sleep(1.2)
+    up:get("/down?on=1")
+    local r = front:get("/flaky")
+    assert.equal(200, r.status)
+    assert.equal("flaky 1", r.body)
+    assert.equal("STALE", r.headers["x-cache"])
+    assert.equal(2, hits("/flaky")) -- the upstream was asked, and failed
+    up:get("/down?on=0")
+    front:get("/ctl/dead?on=1")
+    r = front:get("/flaky") -- the proxy's own 502: refused
+    assert.equal(200, r.status)
+    assert.equal("flaky 1", r.body)
+    assert.equal("STALE", r.headers["x-cache"])
+    front:get("/ctl/dead?on=0")
+    r = front:get("/flaky")
+    assert.equal("flaky 3", r.body)
+    assert.equal("MISS", r.headers["x-cache"])
+    -- without an entry, the error is the answer
+    front:get("/ctl/dead?on=1")
+    r = front:get("/never-cached")
+    assert.equal(502, r.status)
+    front:get("/ctl/dead?on=0")
+  end)
+end)
