@@ -214,9 +214,48 @@ static void test_value_stop(void)
     }
 }
 
+/* Trailers: a chunked tail; declared before the head they make a finished response chunked. */
+static void test_trailers(void)
+{
+    struct mh_response r;
+    memset(&r, 0, sizeof r);
+    mh_response_reset(&r);
+    body(&r, "hello");
+    CHECK(mh_response_trailer(&r, "X-Sum", 5, "42", 2) == NULL);
+    CHECK(mh_response_trailer(&r, "Content-Length", 14, "1", 1) != NULL);
+    CHECK(mh_response_trailer(&r, "Bad Name", 8, "1", 1) != NULL);
+    CHECK(mh_response_trailer(&r, "X-A", 3, "a\r\nb", 4) != NULL);
+    CHECK_STR(emit(&r, 1, false, true, true),
+              "HTTP/1.1 200 OK\r\nServer: moonhttp\r\nDate: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
+              "Content-Type: text/plain; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n");
+
+    /* set while streaming: after the last chunk */
+    mh_response_reset(&r);
+    body(&r, "abc");
+    emit(&r, 1, false, true, false);
+    CHECK(mh_response_trailer(&r, "X-A", 3, "1", 1) == NULL);
+    CHECK(mh_response_trailer(&r, "X-B", 3, "2", 1) == NULL);
+    CHECK_STR(emit(&r, 1, false, true, true), "0\r\nX-A: 1\r\nX-B: 2\r\n\r\n");
+    size_t pos = 0, nlen, vlen;
+    const char *name, *value;
+    CHECK(mh_response_trailer_next(&r, &pos, &name, &nlen, &value, &vlen));
+    CHECK(nlen == 3 && memcmp(name, "X-A", 3) == 0 && vlen == 1 && value[0] == '1');
+    CHECK(mh_response_trailer_next(&r, &pos, &name, &nlen, &value, &vlen));
+    CHECK(!mh_response_trailer_next(&r, &pos, &name, &nlen, &value, &vlen));
+
+    /* HTTP/1.0: no chunked body, so no trailers; the length stays */
+    mh_response_reset(&r);
+    body(&r, "hi");
+    CHECK(mh_response_trailer(&r, "X-A", 3, "1", 1) == NULL);
+    CHECK(strstr(emit(&r, 0, false, false, true), "Content-Length: 2\r\n") != NULL);
+    mh_response_free(&r);
+}
+
 int main(void)
 {
     test_heads();
+    test_trailers();
     test_value_stop();
     test_status_texts();
     test_targets();
