@@ -255,7 +255,9 @@ end
 -- Runs handler(req, res, ...) in front of the cache: see docs/proxy.md.
 function M.serve(self, req, res, handler, ...)
   local m = req.method
-  if m ~= "GET" and m ~= "HEAD" then return handler(req, res, ...) end
+  if (m ~= "GET" and m ~= "HEAD") or req:header("upgrade") or core.extended_connect(req) then
+    return handler(req, res, ...) -- an upgrade (WebSocket) is a tunnel, not a response to keep
+  end
   local now = core.now()
   local base = key_of(self, req)
   local e = lookup(self, req, base)
