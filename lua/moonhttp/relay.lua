@@ -22,6 +22,7 @@ local OWN_DOWN = { date = true, server = true }
 local H2_DOWN = { ["sec-websocket-accept"] = true, ["content-length"] = true }
 
 local PIECE = 64 * 1024
+local MAX_HEAD = 64 * 1024 -- an upstream's answer head, as the fetch client bounds it
 
 -- A socket's error as http.fetch's kinds (docs/fetch.md), so http.proxy maps both alike.
 local KIND = { timeout = "timeout", ["connection refused"] = "refused",
@@ -128,11 +129,13 @@ local function read_head(sock)
   if not line then return nil, err end
   local status = tonumber(line:match("^HTTP/1%.[01] (%d%d%d)"))
   if not status then return nil, "bad response" end
-  local list = {}
+  local list, size = {}, #line
   while true do
     line, err = sock:receive("l")
     if not line then return nil, err end
     if line == "" then return status, list end
+    size = size + #line
+    if size > MAX_HEAD then return nil, "bad response" end
     local name, value = line:match("^([^:%s]+):%s*(.-)%s*$")
     if not name then return nil, "bad response" end
     list[#list + 1] = name
@@ -184,7 +187,7 @@ local function relay_response(req, res, sock, status, list)
       local piece, err, partial = sock:receive(n < PIECE and n or PIECE)
       piece = piece or partial
       if piece and #piece > 0 then
-        res:write(piece)
+        if not res:write(piece) then return true end -- the client went away
         res:flush()
         n = n - #piece
       end
@@ -209,7 +212,10 @@ local function relay_response(req, res, sock, status, list)
   while true do -- close-delimited
     local piece, err, partial = sock:receive(PIECE)
     piece = piece or partial
-    if piece and #piece > 0 then res:write(piece) res:flush() end
+    if piece and #piece > 0 then
+      if not res:write(piece) then return true end
+      res:flush()
+    end
     if err == "closed" then return true end
     if err then return nil, err end
   end
