@@ -296,6 +296,22 @@ describe("upgrade pass-through", function()
     c:close()
   end)
 
+  it("holds a client back that sends without reading (bounded buffers, back-pressure both ways)", function()
+    local c = H.connect(front.port)
+    assert(c:send("GET /foo/tunnel HTTP/1.1\r\nHost: front.test\r\nUpgrade: foo\r\nConnection: Upgrade\r\n\r\n"))
+    assert.are.equal(101, assert(c:read_response()).status)
+    -- the upstream echoes everything; nobody reads the echo, so every buffer on the way fills
+    local big = string.rep("x", 64 * 1024 * 1024)
+    c.sock:settimeout(2)
+    local n, err, last = c.sock:send(big)
+    local sent = n or last
+    print(("\n  back-pressure: %d bytes accepted of 64 MiB"):format(sent))
+    c:close()
+    assert.is_nil(n, "all 64 MiB went in: nothing held the client back")
+    assert.are.equal("timeout", err)
+    assert.is_true(sent < 48 * 1024 * 1024, sent .. " bytes accepted")
+  end)
+
   it("answers 400 from a relay route when the request does not ask to upgrade", function()
     local res = front:get("/relay/ws")
     assert.are.equal(400, res.status)
