@@ -312,6 +312,26 @@ describe("upgrade pass-through", function()
     assert.is_true(sent < 48 * 1024 * 1024, sent .. " bytes accepted")
   end)
 
+  it("ends a relay at a graceful stop instead of holding the stop for shutdown_timeout", function()
+    local before = events().closed
+    local f2 = H.start(FRONT:format("http://127.0.0.1:" .. up.port, "http://127.0.0.1:" .. foo.port,
+      "http://127.0.0.1:" .. free_port()))
+    local c, res = ws_open(f2.port, "/relay/ws")
+    assert.are.equal(101, res.status)
+    assert(c:send(frame(1, "x")))
+    assert.are.same({ 1, "x" }, { read_frame(c) })
+    local t0 = H.now()
+    f2:signal("TERM")
+    assert.is_true(c:closed_by_peer(5))
+    local status = f2:wait(8)
+    local took = H.now() - t0
+    c:close()
+    f2:stop()
+    assert.are.equal(0, status)
+    assert.is_true(took < 5, "the stop took " .. took .. " s") -- shutdown_timeout is 10 s
+    assert.are.equal(before + 1, wait_closed(before + 1).closed)
+  end)
+
   it("answers 400 from a relay route when the request does not ask to upgrade", function()
     local res = front:get("/relay/ws")
     assert.are.equal(400, res.status)

@@ -275,6 +275,13 @@ struct mh_relay *mh_relay_start(struct mh_req *r, struct mh_socket *s, struct ev
     return x;
 }
 
+const struct mh_handler *mh_relay_inner(const struct mh_req *r)
+{
+    if (!r->handler || r->handler->ops != &relay_handler_ops)
+        return NULL;
+    return relay_of(r)->inner;
+}
+
 const char *mh_relay_why(const struct mh_relay *x)
 {
     return x->why;

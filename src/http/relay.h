@@ -58,6 +58,13 @@ struct mh_relay *mh_relay_start(struct mh_req *r, struct mh_socket *s, struct ev
                                 double idle_timeout, size_t max_buffer, mh_relay_done_fn on_done,
                                 void *ud);
 
+/*
+ * The handler behind a relay running on r (the one that started it), or NULL
+ * when r is not relayed: a graceful stop looks past the relay to tell that
+ * handler's task, which then frees the relay.
+ */
+const struct mh_handler *mh_relay_inner(const struct mh_req *r);
+
 /* Why the relay ended (one of the MH_RELAY_* strings), or NULL while it runs. */
 const char *mh_relay_why(const struct mh_relay *x);
 

@@ -5,6 +5,7 @@
 #include "lua_sched.h"
 #include "lua_vm.h"
 #include "metrics.h"
+#include "relay.h"
 #include "req.h"
 #include "ws.h"
 
@@ -103,6 +104,8 @@ void mh_lua_request_stopping(struct mh_req *r, void *ud)
         mh_ws_request_stopping(r);
         if (on_ws)
             return;
+    } else if (mh_relay_inner(r)) {
+        h = mh_relay_inner(r); /* an upgrade relay (relay.c): its task hears "stopping" */
     }
     /* A handler waiting elsewhere (a channel, a Redis read, a sleep) hears "stopping". */
     if (h && h->ops == &route_ops && t)
