@@ -55,7 +55,7 @@ test: build
 	SOAK_SECONDS=$(SOAK_SECONDS) MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SOAK_OUT=$(abspath $(BUILD_DIR))/soak bench/soak.sh
 	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
 
-# examples/linkboard.lua under load and faults for 10 minutes (bench/README.md, Soak).
+# examples/linkboard.lua under load and faults for 10 minutes (bench/notes/2026-12-02-lab-notebook.md, Soak).
 soak: build
 	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SOAK_OUT=$(abspath $(BUILD_DIR))/soak bench/soak.sh
 

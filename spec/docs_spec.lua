@@ -1,15 +1,29 @@
 -- The documentation keeps up with the code: README.md's quick start answers
 -- what it says it answers, every complete Lua example in README.md and
--- docs/*.md loads (`moonhttp --check`), and every link between the pages
--- leads to a file that exists (bench/RESULTS.md's too).
+-- docs/ loads (`moonhttp --check`), and every relative link of every *.md in
+-- the tree leads to a file (and heading) that exists.
 local H = require "helper"
 local cjson = require "cjson"
 
-local function pages()
-  local list = { "README.md", "bench/RESULTS.md" }
-  local p = assert(io.popen("ls docs/*.md"))
-  for f in p:lines() do list[#list + 1] = f end
+-- Every Markdown page of the tree (tracked or new, not ignored build output).
+local function markdown_files()
+  local list = {}
+  local p = assert(io.popen("git ls-files --cached --others --exclude-standard '*.md' 2>/dev/null"))
+  for f in p:lines() do
+    if io.open(f, "r") then list[#list + 1] = f end -- a deleted file stays listed until committed
+  end
   p:close()
+  assert(#list > 0, "git ls-files found no *.md: run the specs from the repository")
+  return list
+end
+
+-- The pages whose Lua examples are checked: README.md, docs/ at any depth,
+-- bench/README.md.
+local function pages()
+  local list = {}
+  for _, f in ipairs(markdown_files()) do
+    if f == "README.md" or f:find("^docs/") or f == "bench/README.md" then list[#list + 1] = f end
+  end
   return list
 end
 
@@ -83,19 +97,65 @@ describe("the documentation's Lua examples", function()
   end)
 end)
 
-describe("links between the pages", function()
-  it("lead to files that exist", function()
-    local broken = {}
-    for _, page in ipairs(pages()) do
-      local dir = page:match("^(.*)/") or "."
-      local text = H.read_file(page)
-      for target in text:gmatch("%]%(([^)#%s]+)[^)]*%)") do
-        if not target:find("^%a+://") then
-          local path = dir .. "/" .. target
-          if not io.open(path, "r") then broken[#broken + 1] = page .. " -> " .. target end
+-- GitHub's anchor for a heading: lower case, punctuation dropped, spaces to
+-- hyphens, a -1, -2... suffix for repeats.
+local function anchors(text)
+  local set, seen = {}, {}
+  local in_code = false
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    if line:find("^```") then in_code = not in_code end
+    local title = not in_code and line:match("^#+%s+(.-)%s*$")
+    if title then
+      local slug = title:lower():gsub("[^%w%- _]", ""):gsub(" ", "-")
+      local n = seen[slug]
+      seen[slug] = (n or 0) + 1
+      set[n and (slug .. "-" .. n) or slug] = true
+    end
+  end
+  return set
+end
+
+-- The relative links of a page that lead nowhere: a missing file, or a
+-- #fragment naming no heading of the Markdown page it points at.
+local function broken_links(page)
+  local broken = {}
+  local dir = page:match("^(.*)/") or "."
+  local text = assert(H.read_file(page), page)
+  text = text:gsub("\n```.-\n```", "") -- links inside code blocks are code
+  for target, frag in text:gmatch("%]%(([^)#%s]*)#?([^)%s]*)[^)]*%)") do
+    if not target:find("^%a+:") then
+      local path = target == "" and page or dir .. "/" .. target
+      local f = io.open(path, "r")
+      if not f then
+        broken[#broken + 1] = page .. " -> " .. target
+      else
+        local body = f:read("a")
+        f:close()
+        if frag ~= "" and path:find("%.md$") and body and not anchors(body)[frag] then
+          broken[#broken + 1] = page .. " -> " .. target .. "#" .. frag
         end
       end
     end
+  end
+  return broken
+end
+
+describe("links in every *.md of the tree", function()
+  it("lead to files that exist, and to headings that exist", function()
+    local broken = {}
+    for _, page in ipairs(markdown_files()) do
+      for _, b in ipairs(broken_links(page)) do broken[#broken + 1] = b end
+    end
     assert.same({}, broken)
+  end)
+
+  it("are checked: a link to a missing page or heading is reported", function()
+    local page = H.tmpname(".md")
+    local f = assert(io.open(page, "w"))
+    f:write("# Top\n[ok](#top) [gone](no-such-page.md) [bad](#nowhere) [web](https://example.com/x.md)\n")
+    f:close()
+    local got = broken_links(page)
+    os.remove(page)
+    assert.same({ page .. " -> no-such-page.md", page .. " -> #nowhere" }, got)
   end)
 end)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The TechEmpower test types and the seed's Redis routes (bench/TFB.md):
+# The TechEmpower test types and the seed's Redis routes (bench/notes/2026-12-05-tfb.md):
 # moonhttp, Go net/http, Fastify and nginx + Lua side by side in one run.
 #   bench/tfb/run.sh [--rounds N] [--duration S] [--verify-only] [--servers a,b] [--tests a,b]
 #   bench/tfb/run.sh --callgrind PATH [N1 N2]   moonhttp's instructions per request

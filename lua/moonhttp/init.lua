@@ -317,7 +317,7 @@ local function fetch(c, url, opts)
 end
 
 function M.fetch(url, opts) return fetch(nil, url, opts) end
--- http.proxy (lua/moonhttp/proxy.lua, docs/proxy.md); not a tail call, so errors point at the caller
+-- http.proxy (lua/moonhttp/proxy.lua, docs/guide/proxy.md); not a tail call, so errors point at the caller
 function M.proxy(req, res, target, opts)
   local ok, kind, detail = require("moonhttp.proxy").proxy(M, req, res, target, opts)
   return ok, kind, detail

@@ -1,5 +1,5 @@
 -- http.proxy(req, res, target [, opts]): a reverse proxy for one request
--- (docs/proxy.md). The upstream exchange is http.fetch with the request body
+-- (docs/guide/proxy.md). The upstream exchange is http.fetch with the request body
 -- streamed from `req`; the response is streamed back piece by piece. What is
 -- HTTP policy (hop-by-hop headers, forwarding headers, Via, error mapping) is
 -- here; the bytes move through the client and res:write.
