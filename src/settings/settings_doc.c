@@ -105,7 +105,7 @@ void mh_settings_write_markdown(FILE *out)
           "An unknown name or a value out of range stops the server at startup with the\n"
           "closest known name (\"did you mean\") or the range; `moonhttp --help` lists the\n"
           "same settings. A reload keeps the running settings and warns about those the\n"
-          "script changed: they take effect on a restart.\n\n"
+          "script changed, once per new value: they take effect on a restart.\n\n"
           "| setting | default | values | meaning |\n"
           "|---|---|---|---|\n",
           out);

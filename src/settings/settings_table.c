@@ -1,6 +1,6 @@
 /*
  * mh_settings[]: every setting of the server, declared once. The readers
- * (command line, http.server{}), --help, docs/settings.md and the config
+ * (command line, http.server{}), --help, docs/reference/settings.md and the config
  * fuzz target all walk this table; declaring a setting is one row here, its
  * field in struct mh_config, and its use where it acts.
  */
@@ -46,7 +46,7 @@ static const char *check_address(const char *v)
     return mh_listen_addr_parse(v, &ss, &len);
 }
 
-/* Rows in the order --help and docs/settings.md list them. */
+/* Rows in the order --help and docs/reference/settings.md list them. */
 const struct mh_setting mh_settings[] = {
     {.name = "listen",
      .type = MH_SETTING_LISTEN,
@@ -344,3 +344,6 @@ const size_t mh_settings_count = sizeof mh_settings / sizeof mh_settings[0];
 _Static_assert(sizeof mh_settings / sizeof mh_settings[0] <=
                    sizeof((struct mh_config *)0)->_from_cli,
                "mh_config._from_cli needs a slot per setting");
+_Static_assert(sizeof((struct mh_config *)0)->_in_script ==
+                   sizeof((struct mh_config *)0)->_from_cli,
+               "mh_config._in_script needs a slot per setting");
