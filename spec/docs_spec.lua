@@ -1,7 +1,9 @@
 -- The documentation keeps up with the code: README.md's quick start answers
 -- what it says it answers, every complete Lua example in README.md and
--- docs/ loads (`moonhttp --check`), and every relative link of every *.md in
--- the tree leads to a file (and heading) that exists.
+-- docs/ loads (`moonhttp --check`) and the ones a page shows answering curl
+-- answer so, every other Lua block compiles, docs/reference/ names every
+-- function of the Lua modules, and every relative link of every *.md in the
+-- tree leads to a file (and heading) that exists.
 local H = require "helper"
 local cjson = require "cjson"
 
@@ -154,6 +156,18 @@ describe("the documentation's Lua examples", function()
           end)
           srv:stop()
           assert(ok, err)
+        end)
+      end
+    end
+  end
+
+  -- The other blocks are pieces of a script: they must at least compile.
+  for _, page in ipairs(pages()) do
+    for _, b in ipairs(lua_blocks(page)) do
+      if not is_script(b.code) then
+        it(("%s:%d compiles"):format(page, b.line), function()
+          local fn, err = load(b.code, "=" .. page .. ":" .. b.line)
+          assert(fn, err)
         end)
       end
     end
