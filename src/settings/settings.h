@@ -55,6 +55,7 @@ struct mh_config {
     long max_connections;
     long keepalive_requests;
     long backlog;
+    bool reuseport; /* one listening socket per worker slot (master.c) */
     long redirect_code;
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */

@@ -162,6 +162,15 @@ const struct mh_setting mh_settings[] = {
      .min = 1,
      .max = 1 << 20,
      .doc = "listen(2) backlog"},
+    {.name = "reuseport",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(reuseport),
+     .def = "on",
+     .doc = "one listening socket per worker (SO_REUSEPORT), so new connections are spread "
+            "evenly; off: all workers accept from one shared socket",
+     .more = "several workers only; the port is first bound without SO_REUSEPORT, so a busy "
+             "port still fails. Off when workers should pick up the connections of a slot whose "
+             "worker is down (a crash loop's back-off), at the price of uneven load"},
     {.name = "tcp_nodelay",
      .type = MH_SETTING_BOOL,
      .offset = OFF(tcp_nodelay),
