@@ -144,10 +144,7 @@ static void child_main(struct master *m)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    pid_t self = getpid();
-    ssize_t n = write(m->ready_pipe[1], &self, sizeof self); /* atomic: < PIPE_BUF */
-    (void)n;
-    close(m->ready_pipe[1]);
+    w.ready_fd = m->ready_pipe[1]; /* the worker says when it serves */
     int rc = mh_worker_run(&w);
     mh_worker_destroy(&w);
     free(m->children);

@@ -126,6 +126,15 @@ const struct mh_setting mh_settings[] = {
      .def = "10s",
      .max = DAY,
      .doc = "seconds in-flight requests get on graceful stop"},
+    {.name = "once_start_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(once_start_timeout),
+     .def = "30s",
+     .max = DAY,
+     .doc = "seconds a worker waits for the `http.on_start(fn, { once = true })` functions of "
+            "its code before it serves anyway (0 = no wait)",
+     .more = "a worker accepts only once they have run (in it or another worker), so what they "
+             "create exists for every request; past this it logs a warning and serves"},
     {.name = "max_header_bytes",
      .type = MH_SETTING_BYTES,
      .offset = OFF(max_header_bytes),
