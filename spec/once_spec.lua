@@ -225,3 +225,17 @@ describe("workers waiting for a once on_start", function()
     assert.truthy(srv:logtext():find("still running after 1 s (once_start_timeout)", 1, true), srv:logtext())
   end)
 end)
+
+describe("a once on_start that blocks its worker's loop", function()
+  it("is a stall: the worker is killed and replaced though it never served", function()
+    local srv = H.start([[
+      local http = require "moonhttp"
+      http.on_start(function() os.execute("sleep 4") end, { once = true })
+      http.handle("GET /", function(req, res) res:write("ok") end)
+    ]], { flags = { "--workers", "2", "--worker-stall-timeout", "1" } })
+    assert.truthy(O.wait_for(function() return srv:logtext():find("stalled", 1, true) end, 4),
+      srv:logtext())
+    assert.truthy(srv:logtext():find("blocked in a C or system call", 1, true), srv:logtext())
+    assert.equal(0, srv:stop())
+  end)
+end)

@@ -315,7 +315,11 @@ static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
             c->last_beat_at = now;
             continue;
         }
-        if (stall <= 0 || !c->ready || now - c->last_beat_at < stall)
+        /*
+         * The slot names this worker once its loop runs (mh_guard_start), ready
+         * or not: one blocked in a once on_start before it serves is a stall too.
+         */
+        if (stall <= 0 || now - c->last_beat_at < stall)
             continue;
         char label[MH_GUARD_LABEL_MAX];
         memcpy(label, hb->label, sizeof label);
