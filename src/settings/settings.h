@@ -50,11 +50,13 @@ struct mh_config {
     double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;
     double shutdown_timeout;
+    double once_start_timeout; /* worker.c: serving waits for once on_start functions */
     long max_header_bytes;
     long max_body_bytes;
     long max_connections;
     long keepalive_requests;
     long backlog;
+    bool reuseport; /* one listening socket per worker slot (master.c) */
     long redirect_code;
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */

@@ -126,6 +126,15 @@ const struct mh_setting mh_settings[] = {
      .def = "10s",
      .max = DAY,
      .doc = "seconds in-flight requests get on graceful stop"},
+    {.name = "once_start_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(once_start_timeout),
+     .def = "30s",
+     .max = DAY,
+     .doc = "seconds a worker waits for the `http.on_start(fn, { once = true })` functions of "
+            "its code before it serves anyway (0 = no wait)",
+     .more = "a worker accepts only once they have run (in it or another worker), so what they "
+             "create exists for every request; past this it logs a warning and serves"},
     {.name = "max_header_bytes",
      .type = MH_SETTING_BYTES,
      .offset = OFF(max_header_bytes),
@@ -162,6 +171,15 @@ const struct mh_setting mh_settings[] = {
      .min = 1,
      .max = 1 << 20,
      .doc = "listen(2) backlog"},
+    {.name = "reuseport",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(reuseport),
+     .def = "on",
+     .doc = "one listening socket per worker (SO_REUSEPORT), so new connections are spread "
+            "evenly; off: all workers accept from one shared socket",
+     .more = "several workers only; the port is first bound without SO_REUSEPORT, so a busy "
+             "port still fails. Off when workers should pick up the connections of a slot whose "
+             "worker is down (a crash loop's back-off), at the price of uneven load"},
     {.name = "tcp_nodelay",
      .type = MH_SETTING_BOOL,
      .offset = OFF(tcp_nodelay),
