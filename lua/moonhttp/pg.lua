@@ -21,6 +21,7 @@ local types = require "moonhttp.pg.types"
 local auth = require "moonhttp.pg.auth"
 local crypto = require "moonhttp.pgauth"
 local core = require "moonhttp.core"
+local scan = require("moonhttp.pgrows").scan
 
 local M = {
   null = types.null,
@@ -324,7 +325,7 @@ end
 local function prepare_columns(cols)
   local public = {}
   for i, c in ipairs(cols) do
-    c.decode = decoder(c.oid)
+    c.decode, c.kind = decoder(c.oid), types.kind(c.oid)
     public[i] = { name = c.name, oid = c.oid, type = types.names[c.oid] }
   end
   return cols, public
@@ -354,10 +355,25 @@ end
 local function collect(self, st)
   local rows, n, cols, err = {}, 0, st and st.cols, nil
   while true do
-    local t, body = self:read()
+    local t, body
+    -- an extended query's answer: what has arrived of it is read in C
+    -- (pgrows.scan), up to ReadyForQuery or a message it leaves to us
+    if st and cols and self.inpos <= #self.inbuf then
+      local pos, got, tag
+      pos, n, got, tag, body = scan(self.inbuf, self.inpos, cols, rows, n, null)
+      self.inpos, self.received = pos, self.received + got
+      if tag then
+        self.tag = tag
+        rows.affected = proto.affected(tag)
+      end
+      if body then t = "Z" end
+    end
     if not t then
-      self.busy = false
-      return nil, body
+      t, body = self:read()
+      if not t then
+        self.busy = false
+        return nil, body
+      end
     end
     if t == "D" then
       n = n + 1
