@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     --tests) TESTS=$2; shift 2 ;;
     --conns) STEPS=$2; shift 2 ;;
     --plaintext-conns) PLAINTEXT_STEPS=$2; shift 2 ;;
-    *) sed -n '2,5p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,7p' "$0" >&2; exit 2 ;;
     esac
 done
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
