@@ -3,7 +3,7 @@
  * this file only builds Lua values. One call per answer (or per piece of
  * one) replaces, for each message, a Lua string for its body, a dozen
  * string.unpack calls and a decode call per column, which is where the
- * client's per-query instructions went (bench/TFB.md).
+ * client's per-query instructions went (bench/notes/2026-12-05-tfb.md).
  */
 #include "lua_pgrows.h"
 

@@ -533,7 +533,7 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
  * worker that is quick to return keeps taking the connections (the uneven
  * load issue 33 saw); and libev registers its fds without it. Measured on
  * bursts of 1,000 connections to 2 processes (bench/workers/accept_modes.py,
- * bench/WORKERS.md): the busier one took 1.08-1.50x of an even share with
+ * bench/notes/2026-12-02-workers.md): the busier one took 1.08-1.50x of an even share with
  * EPOLLEXCLUSIVE, 1.10-1.75x with plain epoll, 1.00-1.05x with SO_REUSEPORT.
  */
 static int open_listeners(struct master *m, char *err, size_t errlen)
