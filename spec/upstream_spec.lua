@@ -57,6 +57,7 @@ route("/downjson/", http.upstream{ servers = { DEAD, DEAD2 } }, { on_error = fun
 end })
 route("/passive/", http.upstream{ servers = { A, B }, max_fails = 2, fail_timeout = 1,
   retries = { tries = 1, on = { "502" } } })
+route("/allbad/", http.upstream{ servers = { A, B }, max_fails = 0, retries = { tries = 3, on = { "503" } } })
 route("/post/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
 route("/postany/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
 route("/postbody/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
@@ -198,6 +199,18 @@ describe("http.upstream", function()
     local seen = {}
     for _ = 1, 4 do seen[node_of(front:get("/passive/x"))] = true end
     assert.is_true(seen.a and seen.b)
+  end)
+
+  it("a listed status is retried on the next server; the last one's answer goes out", function()
+    set(a, "status=503&reset=1")
+    set(b, "status=503&reset=1")
+    local r = front:get("/allbad/x")
+    set(a, "status=200")
+    set(b, "status=200")
+    assert.equal(503, r.status)
+    assert.equal("b GET /x", r.body)
+    assert.equal(1, stats(a).hits)
+    assert.equal(1, stats(b).hits)
   end)
 
   it("does not retry a POST unless idempotent_only = false, nor a request with a body", function()
