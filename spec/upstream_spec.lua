@@ -38,7 +38,7 @@ end)
 
 local FRONT = [[
 local http = require "moonhttp"
-local A, B, C, DEAD, DEAD2 = %q, %q, %q, %q, %q
+local A, B, C, DEAD, DEAD2, U = %q, %q, %q, %q, %q, %q
 local function route(prefix, group, opts)
   opts = opts or {}
   opts.read_timeout = 1
@@ -61,6 +61,8 @@ route("/allbad/", http.upstream{ servers = { A, B }, max_fails = 0, retries = { 
 route("/post/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
 route("/postany/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
 route("/postbody/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
+route("/ka/", http.upstream{ servers = { U } })
+route("/noka/", http.upstream{ servers = { U }, keepalive = 0 })
 local api = http.upstream{ servers = { DEAD, B }, max_fails = 0 }
 http.handle("/fetch", function(req, res)
   local r, kind = api:fetch("/via-fetch", { timeout = 2 })
@@ -96,16 +98,17 @@ local function set(node, query) assert.equal(200, H.request(node.port, "POST", "
 local function stats(node) return cjson.decode(H.request(node.port, "GET", "/_stats").body) end
 
 describe("http.upstream", function()
-  local a, b, c, front
+  local a, b, c, up, front
   setup(function()
+    up = H.upstream()
     a = H.start(NODE:format("a"))
     b = H.start(NODE:format("b"))
     c = H.start(NODE:format("c"))
     front = H.start(FRONT:format("127.0.0.1:" .. a.port, "127.0.0.1:" .. b.port, "127.0.0.1:" .. c.port,
-      free_addr(), free_addr()))
+      free_addr(), free_addr(), "127.0.0.1:" .. up.port))
   end)
   teardown(function()
-    for _, s in ipairs({ front, a, b, c }) do if s then s:stop() end end
+    for _, s in ipairs({ front, a, b, c, up }) do if s then s:stop() end end
   end)
 
   it("spreads requests by weight, smoothly (2:1 gives b a b, not b b a)", function()
@@ -220,6 +223,16 @@ describe("http.upstream", function()
     assert.equal(200, r.status)
     assert.equal("a POST /x", r.body)
     assert.equal(502, front:request("POST", "/postbody/x", nil, "payload").status)
+  end)
+
+  it("keeps idle connections per server (keepalive = 0 keeps none)", function()
+    local function conns(prefix)
+      assert.equal(200, H.request(up.port, "GET", "/_reset").status)
+      for _ = 1, 5 do assert.equal(200, front:get(prefix .. "small").status) end
+      return tonumber(H.request(up.port, "GET", "/_count").body)
+    end
+    assert.equal(1, conns("/ka/"))
+    assert.equal(5, conns("/noka/"))
   end)
 
   it("rejects bad groups with a clear error", function()
