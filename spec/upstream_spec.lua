@@ -61,6 +61,7 @@ route("/allbad/", http.upstream{ servers = { A, B }, max_fails = 0, retries = { 
 route("/post/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
 route("/postany/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
 route("/postbody/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
+route("/dns/", http.upstream{ servers = { (A:gsub("^127.0.0.1", "localhost")) }, max_fails = 0 })
 route("/ka/", http.upstream{ servers = { U } })
 route("/noka/", http.upstream{ servers = { U }, keepalive = 0 })
 local api = http.upstream{ servers = { DEAD, B }, max_fails = 0 }
@@ -223,6 +224,12 @@ describe("http.upstream", function()
     assert.equal(200, r.status)
     assert.equal("a POST /x", r.body)
     assert.equal(502, front:request("POST", "/postbody/x", nil, "payload").status)
+  end)
+
+  it("resolves a server's host name (through the client's resolver cache)", function()
+    local r = front:get("/dns/x")
+    assert.equal(200, r.status)
+    assert.equal("a", node_of(r))
   end)
 
   it("keeps idle connections per server (keepalive = 0 keeps none)", function()
