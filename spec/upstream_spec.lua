@@ -48,6 +48,8 @@ end
 route("/rr/", http.upstream{ servers = { A, { addr = B, weight = 2 } } })
 route("/lc/", http.upstream{ servers = { A, B }, balance = "least_conn" })
 route("/hash/", http.upstream{ servers = { A, B, C }, balance = "hash(header:X-User)" })
+route("/hash2/", http.upstream{ servers = { A, B, C }, balance = "hash(header:X-User)", fail_timeout = 5,
+  retries = { on = { "error", "502" } } })
 route("/refused/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
 route("/stall1/", http.upstream{ servers = { A, B }, retries = { on = { "error" } } })
 route("/stall2/", http.upstream{ servers = { A, B }, retries = { on = { "error", "timeout" } } })
@@ -149,6 +151,30 @@ describe("http.upstream", function()
     local distinct = 0
     for _ in pairs(nodes) do distinct = distinct + 1 end
     assert.is_true(distinct >= 2)
+  end)
+
+  it("hash: when a server goes down only its keys move", function()
+    local function map()
+      local m = {}
+      for u = 1, 24 do m[u] = node_of(front:get("/hash2/x", { ["X-User"] = "user" .. u })) end
+      return m
+    end
+    local before = map()
+    set(c, "status=502")
+    local after = map() -- c's users: 502, retried on the next server of the ring; c marked down
+    local again = map()
+    set(c, "status=200")
+    local moved = 0
+    for u = 1, 24 do
+      if before[u] == "c" then
+        moved = moved + 1
+        assert.not_equal("c", again[u])
+      else
+        assert.equal(before[u], after[u])
+        assert.equal(before[u], again[u])
+      end
+    end
+    assert.is_true(moved > 0)
   end)
 
   it("skips a server that refuses and retries the request on the next", function()
