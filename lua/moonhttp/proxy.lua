@@ -185,7 +185,8 @@ function M.proxy(http, req, res, target, opts)
   local has_body = (cl and cl ~= "0") or req:header("transfer-encoding")
   local fopts = {
     method = up.method, headers = up.headers,
-    body = has_body and req or nil,
+    -- an empty body is a string, so a retry may send it again (with its Content-Length: 0)
+    body = has_body and req or (cl and "" or nil),
     timeout = opts.timeout or 0,
     connect_timeout = opts.connect_timeout,
     send_timeout = opts.send_timeout,

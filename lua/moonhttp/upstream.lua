@@ -183,7 +183,8 @@ local function local_state(now)
   }
 end
 
--- level: where the caller's caller is, as error() counts from here.
+-- level: the level of the user's code as error() counts it from here (options
+-- errors point at the line that made the group).
 function M.new(http, opts, level)
   check_table(opts, "http.upstream", KNOWN, level + 1)
   groups_made = groups_made + 1
