@@ -323,6 +323,11 @@ function M.proxy(req, res, target, opts)
   return ok, kind, detail
 end
 function M.client_stats() return core.client_stats() end
+-- http.upstream{...}: a group of servers for http.proxy and group:fetch (lua/moonhttp/upstream.lua)
+function M.upstream(opts)
+  local g = require("moonhttp.upstream").new(M, opts, 3)
+  return g
+end
 
 local Client = {}
 Client.__index = Client
