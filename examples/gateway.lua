@@ -1,4 +1,4 @@
--- An API gateway (docs/proxy.md, "As a reverse proxy"): two upstream groups
+-- An API gateway (docs/guide/proxy.md, "As a reverse proxy"): two upstream groups
 -- behind API-key and JWT checks, a rate limit shared by all workers, path
 -- rewriting, server-sent events and a WebSocket route passed through.
 --

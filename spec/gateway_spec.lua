@@ -1,4 +1,4 @@
--- examples/gateway.lua through the real binary (docs/proxy.md, "As a reverse
+-- examples/gateway.lua through the real binary (docs/guide/proxy.md, "As a reverse
 -- proxy"): the example as shipped, its upstreams given by environment
 -- variables, against two "users" servers and one "events" server started
 -- here (small moonhttp scripts naming themselves in every answer).

@@ -1,4 +1,4 @@
--- http.upstream groups (issue 37, docs/proxy.md "Upstream groups") through
+-- http.upstream groups (issue 37, docs/guide/proxy.md "Upstream groups") through
 -- the real binary: a front moonhttp proxies to groups of small moonhttp
 -- upstreams ("nodes") started here, each answering with its name in X-Node
 -- and counting its requests and health probes. A port nothing listens on

@@ -1,5 +1,5 @@
 -- http.upstream{...}: a group of servers behind one name, for http.proxy and
--- group:fetch (docs/proxy.md, "Upstream groups"). The group picks a server
+-- group:fetch (docs/guide/proxy.md, "Upstream groups"). The group picks a server
 -- (smooth weighted round robin, least in-flight, or a consistent hash of a
 -- request attribute), skips servers marked down, retries the next one on
 -- the conditions asked for, and marks servers down on failures (passive) and
