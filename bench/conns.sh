@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Connection pressure: what idle keep-alive connections cost in memory, and
 # what slow-header (slowloris) connections cost the requests around them.
-# bench/CONNS.md has the method and results.
+# bench/notes/2026-12-02-conns.md has the method and results.
 #
 #   bench/conns.sh [--idle N] [--slow N] [--rounds R] [--duration S]
 #                  [--servers "moonhttp nginx-lua"] [--only idle|slowloris]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static files and gzip: moonhttp (http.files, compress) against nginx-light
-# (sendfile, open_file_cache, gzip) in one interleaved run. bench/FILES.md has
+# (sendfile, open_file_cache, gzip) in one interleaved run. bench/notes/2026-12-03-files.md has
 # the method and results.
 #
 #   bench/files.sh [--rounds R] [--duration S]

@@ -7,7 +7,7 @@
 #   bench/guards.sh [SECONDS [LIMIT [ROUNDS]]]     (default 10 2 3)
 #
 # Rounds alternate (alone, with spin, alone, with spin, ...); the server is
-# pinned to CPU 0 and wrk to CPU 1, as bench/README.md asks.
+# pinned to CPU 0 and wrk to CPU 1, as bench/notes/2026-12-02-lab-notebook.md asks.
 set -eu
 cd "$(dirname "$0")/.."
 SECS=${1:-10}

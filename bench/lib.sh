@@ -122,7 +122,7 @@ start_server() {
 # comparison (every server names itself and stamps the time), and so is
 # `Connection: keep-alive`, which nginx and h2o add to every HTTP/1.1
 # keep-alive response and no directive removes (24 bytes, noted in
-# bench/README.md). Anything else (chunking, ETag, other headers) refuses
+# bench/notes/2026-12-02-lab-notebook.md). Anything else (chunking, ETag, other headers) refuses
 # the peer. Sets CHECK_REASON on failure.
 EXPECTED_HEAD=$'HTTP/1.1 200 OK\ncontent-length: 30\ncontent-type: application/json'
 raw_get() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL client benchmark (bench/PG.md): a handler selecting one row by
+# PostgreSQL client benchmark (bench/notes/2026-12-03-pg.md): a handler selecting one row by
 # primary key at -c100 with a pool of 10, beside pgbench -S -c 10 (the
 # floor: libpq in C, no HTTP). A throw-away cluster (initdb as `postgres`)
 # on a free port bound to 127.0.0.1 is made for the run and removed after.

@@ -5,12 +5,14 @@
 # proxy's CPU seconds are read from /proc before and after each run, so the
 # figure that matters on a shared machine is requests per CPU-second.
 #   bench/proxy.sh [duration_s=10] [connections=32]
+# GROUP=1: two upstreams, balanced round robin by an http.upstream group and
+# by nginx's upstream block.
 set -euo pipefail
 BIN=${MOONHTTP_BIN:-build/moonhttp}
 DUR=${1:-10}
 CONNS=${2:-32}
 WORK=$(mktemp -d)
-UPPORT=18180 MHPORT=18181 NGPORT=18182
+UPPORT=18180 MHPORT=18181 NGPORT=18182 UPPORT2=18183
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -30,12 +32,20 @@ children() { cat /proc/"$1"/task/*/children 2>/dev/null || true; }
 "$BIN" --listen 127.0.0.1:$UPPORT --workers 1 examples/api.lua >"$WORK/up.log" 2>&1 &
 PIDS+=($!)
 wait_port $UPPORT
+SERVERS="server 127.0.0.1:$UPPORT;"
+if [ "${GROUP:-0}" = 1 ]; then
+    "$BIN" --listen 127.0.0.1:$UPPORT2 --workers 1 examples/api.lua >"$WORK/up2.log" 2>&1 &
+    PIDS+=($!)
+    wait_port $UPPORT2
+    export PROXY_UPSTREAMS="127.0.0.1:$UPPORT,127.0.0.1:$UPPORT2"
+    SERVERS="server 127.0.0.1:$UPPORT; server 127.0.0.1:$UPPORT2;"
+fi
 PROXY_UPSTREAM="http://127.0.0.1:$UPPORT" "$BIN" --listen 127.0.0.1:$MHPORT --workers 1 bench/proxy/proxy.lua >"$WORK/mh.log" 2>&1 &
 MH=$!
 PIDS+=($MH)
 wait_port $MHPORT
 mkdir -p "$WORK/nginx"
-sed -e "s|@PORT@|$NGPORT|; s|@UPPORT@|$UPPORT|; s|@PREFIX@|$WORK/nginx|g; s|@USER@|$(id -un)|" \
+sed -e "s|@PORT@|$NGPORT|; s|@SERVERS@|$SERVERS|; s|@PREFIX@|$WORK/nginx|g; s|@USER@|$(id -un)|" \
     bench/proxy/nginx.conf.in >"$WORK/nginx/nginx.conf"
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" &
 NG=$!

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Does a big route table cost the requests? moonhttp serving examples/api.lua
 # (12 routes) against bench/routes/api_1000.lua (the same 12 + 1,000 more),
-# measured with wrk and with callgrind. bench/ROUTES.md has method and results.
+# measured with wrk and with callgrind. bench/notes/2026-12-02-routes.md has method and results.
 #
 #   bench/routes.sh [--rounds R] [--duration S] [--no-callgrind]
 #

@@ -4,7 +4,7 @@
 #
 #   bench/run.sh [--rounds N] [--duration S] [--quick] [--servers "a b ..."]
 #
-# Method (bench/README.md explains why): every server gets one worker pinned to
+# Method (bench/notes/2026-12-02-lab-notebook.md explains why): every server gets one worker pinned to
 # CPU 0, wrk runs pinned to CPU 1; rounds interleave the servers so slow drift
 # in the host (steal, thermal, neighbours) spreads over all of them instead of
 # landing on one. Per load we record wrk's req/s, p50, p99 and errors, and the

@@ -48,7 +48,7 @@ STATE = os.environ.get("SOAK_STATE")  # where soak.sh's trap finds what to stop
 PG_BIN = os.environ.get("PG_BINDIR", "/usr/lib/postgresql/15/bin")
 HOST = "127.0.0.1"
 
-# --- The bounds (also in bench/README.md) ---------------------------------
+# --- The bounds (also in bench/notes/2026-12-02-lab-notebook.md) ---------------------------------
 POOL_IDLE = 2.0          # LINKBOARD_IDLE: the PostgreSQL and Redis pools' idle_timeout
 GAP = 3 * POOL_IDLE + 2  # a quiet gap: every parked connection expires in it
 FAULT_GRACE = 5.0        # a fault window ends this long after the fault is over

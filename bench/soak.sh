@@ -6,7 +6,7 @@
 # gaps longer than the pools' idle timeout, a SIGHUP every minute (every
 # third of a shorter run), a worker SIGKILLed twice, Redis and PostgreSQL
 # each restarted once. The driver is bench/soak.py; its docstring and
-# bench/README.md ("Soak") state what it checks and the bounds.
+# bench/notes/2026-12-02-lab-notebook.md ("Soak") state what it checks and the bounds.
 #
 #   bench/soak.sh                        # 10 minutes
 #   SOAK_SECONDS=90 bench/soak.sh        # the CI version (make test)

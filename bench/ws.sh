@@ -10,7 +10,7 @@
 #   bench/ws.sh [--rounds R] [--duration S] [--conns C] [--window W] [--size B] [--idle N]
 #
 # Needs `npm install` in bench/ws (done here once; the npm registry): the
-# tests do not. Results in bench/WS.md.
+# tests do not. Results in bench/notes/2026-12-04-ws.md.
 set -eu
 cd "$(dirname "$0")/.."
 ROUNDS=3 DURATION=5 CONNS=100 WINDOW=1 SIZE=64 IDLE=10000

@@ -20,6 +20,10 @@ for f in ./usr/bin/moonhttp ./usr/share/lua/5.4/moonhttp/test.lua ./usr/share/lu
     echo "$list" | grep -q " $f\$" || fail "$f is not in the package"
 done
 
+# docs/ (dh_compress gzips the pages over 4 kB, as Debian policy asks)
+echo "$list" | grep -Eq " ./usr/share/doc/moonhttp/reference/settings.md(.gz)?$" ||
+    fail "docs/reference/settings.md is not in the package"
+
 dpkg-deb -e "$deb" "$tmp/control"
 grep -qx /etc/moonhttp/app.lua "$tmp/control/conffiles" || fail "/etc/moonhttp/app.lua is not a conffile"
 grep -q "adduser --system" "$tmp/control/postinst" || fail "postinst does not create the moonhttp user"

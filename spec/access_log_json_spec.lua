@@ -1,5 +1,5 @@
 -- access_log_format = "json": every line is one JSON object whose fields are
--- exactly the ones docs/logging.md documents, with the values it promises,
+-- exactly the ones docs/guide/logging.md documents, with the values it promises,
 -- over HTTP/1.0, HTTP/1.1 and HTTP/2, and valid JSON whatever the client sent.
 local H = require "helper"
 local cjson = require "cjson"
@@ -10,15 +10,15 @@ http.handle("GET /users/{id}", function(req, res) res:write("user " .. req:pathv
 http.handle("POST /echo", function(req, res) res:write(req:body()) end)
 ]]
 
--- The access-log field table of docs/logging.md: names in order, and types.
+-- The access-log field table of docs/guide/logging.md: names in order, and types.
 local function documented_fields()
-  local text = assert(H.read_file("docs/logging.md"))
-  local section = assert(text:match("## The access log\n(.*)$"), "docs/logging.md: no access log section")
+  local text = assert(H.read_file("docs/guide/logging.md"))
+  local section = assert(text:match("## The access log\n(.*)$"), "docs/guide/logging.md: no access log section")
   local fields = {}
   for name, ty in section:gmatch("\n| `([%w_]+)` | ([%w ]+) |") do
     fields[#fields + 1] = { name = name, type = ty }
   end
-  assert(#fields >= 10, "docs/logging.md: the access log's field table")
+  assert(#fields >= 10, "docs/guide/logging.md: the access log's field table")
   return fields
 end
 

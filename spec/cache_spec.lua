@@ -1,4 +1,4 @@
--- require "moonhttp.cache" (docs/proxy.md, "Response cache") in front of
+-- require "moonhttp.cache" (docs/guide/proxy.md, "Response cache") in front of
 -- http.proxy, through the real binary: a front with 2 workers caches in a
 -- shared dict what an upstream moonhttp answers, and the upstream counts the
 -- requests that reached it (GET /hits?p=PATH), so a hit is a count that did

@@ -310,7 +310,7 @@ describe("client timeouts against a server that stops answering", function()
     { "redis_command_trickle", trickle("redis") },
     { "redis_connect_silent", silent },
     { "redis_command_silent", silent },
-    { "fetch_total", silent }, -- fetch's kind is "timeout" too; docs/fetch.md lists the details
+    { "fetch_total", silent }, -- fetch's kind is "timeout" too; docs/reference/fetch.md lists the details
     { "fetch_connect", backlog_full },
     { "fetch_tls", silent },
   }

@@ -256,4 +256,48 @@ describe("a reload that changes http.server{} settings", function()
     assert.falsy(log:find("max_body_bytes changed", 1, true), log)
     srv:stop()
   end)
+
+  -- Issue 36: the warning comes once per changed value, not again on every
+  -- later SIGHUP while the script still asks for the same thing; a value
+  -- changed again is a new warning. One worker and two, as the reload runs in
+  -- the worker or in the master.
+  for _, workers in ipairs({ "1", "2" }) do
+    it("logs each changed value once, not on every later SIGHUP (" .. workers .. " worker(s))", function()
+      local function app(version, idle, size)
+        return ('local http = require "moonhttp"\n'
+          .. 'http.server{ idle_timeout = %d, shared = { cache = "%s" } }\n'
+          .. 'http.handle("GET /", function(req, res) res:write("%s") end)\n'):format(idle, size, version)
+      end
+      local path = H.script(app("v1", 5, "1m"))
+      local srv = H.start(path, { flags = { "--workers", workers } })
+      local function reload(version, idle, size)
+        H.write_file(path, app(version, idle, size))
+        srv:signal("HUP")
+        local deadline = H.now() + 5
+        while srv:get("/").body ~= version and H.now() < deadline do H.sleep(0.05) end
+        assert.equal(version, srv:get("/").body)
+      end
+      local function count(text)
+        local log, n = srv:logtext(), 0
+        for _ in log:gmatch(text:gsub("%p", "%%%0")) do n = n + 1 end
+        return n
+      end
+      local setting = "setting idle_timeout changed"
+      local dict = "shared dict cache keeps its size"
+      reload("v2", 7, "2m")
+      reload("v3", 7, "2m")
+      reload("v4", 7, "2m")
+      assert.equal(1, count(setting), srv:logtext())
+      assert.equal(1, count(dict), srv:logtext())
+      reload("v5", 9, "3m") -- changed again: said again
+      reload("v6", 9, "3m")
+      assert.equal(2, count(setting), srv:logtext())
+      assert.equal(2, count(dict), srv:logtext())
+      reload("v7", 5, "1m") -- back to what runs: nothing to say
+      reload("v8", 7, "2m") -- away again, to a value said before: said again
+      assert.equal(3, count(setting), srv:logtext())
+      assert.equal(3, count(dict), srv:logtext())
+      srv:stop()
+    end)
+  end
 end)

@@ -28,6 +28,7 @@ describe("make install", function()
       "/share/man/man1/moonhttp.1",
       "/share/doc/moonhttp/examples/api.lua",
       "/share/doc/moonhttp/examples/views/home.html",
+      "/share/doc/moonhttp/reference/settings.md", -- docs/ beside the examples
       "/lib/systemd/system/moonhttp.service",
     } do
       assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)

@@ -149,3 +149,93 @@ describe("{ once = true }", function()
     assert.equal(0, srv:stop())
   end)
 end)
+
+-- The other workers wait for a once on_start: a worker accepts only after
+-- every { once = true } on_start of its code has run (in it or another
+-- worker), so what the job creates exists for every request. A job that
+-- fails lets them go on; one that runs past once_start_timeout is logged
+-- and the workers serve anyway.
+local WAIT_APP = [[
+local http = require "moonhttp"
+http.server{ shared = { s = "1m" } }
+http.on_start(function()
+  http.sleep(tonumber(os.getenv("ONCE_SLEEP")))
+  if os.getenv("ONCE_FAIL") then error("schema failed") end
+  http.shared.s:set("schema", "ready")
+end, { once = true })
+http.handle("GET /key", function(req, res)
+  res:write(http.shared.s:get("schema") or "missing", " ", io.open("/proc/self/stat"):read("n"))
+end)
+]]
+
+-- n requests, each on its own connection, all sent before any answer is read
+local function answers(port, n)
+  local socket = require "socket"
+  local conns, out = {}, {}
+  for i = 1, n do
+    conns[i] = assert(socket.connect("127.0.0.1", port))
+    conns[i]:settimeout(10)
+  end
+  for _, c in ipairs(conns) do c:send("GET /key HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") end
+  for _, c in ipairs(conns) do
+    local text, err, part = c:receive("*a")
+    out[#out + 1] = (text or part or err):match("\r\n\r\n(.*)$") or ("no answer: " .. tostring(err))
+    c:close()
+  end
+  return out
+end
+
+describe("workers waiting for a once on_start", function()
+  local srv
+  after_each(function()
+    if srv and not srv.stopped then assert.equal(0, srv:stop()) end
+    srv = nil
+  end)
+
+  it("serve no request before it has run: every worker's answer sees what it made", function()
+    srv = H.start(WAIT_APP, { flags = { "--workers", "3" }, env = "ONCE_SLEEP=0.5" })
+    local t0 = require("socket").gettime()
+    local pids, n = {}, 0
+    while require("socket").gettime() - t0 < 1.5 do
+      for _, a in ipairs(answers(srv.port, 30)) do
+        assert.truthy(a:match("^ready %d+$"), a)
+        pids[a:match("%d+$")] = true
+        n = n + 1
+      end
+    end
+    local workers = 0
+    for _ in pairs(pids) do workers = workers + 1 end
+    assert.truthy(workers >= 2, "answers from " .. workers .. " workers")
+    assert.truthy(n >= 30)
+  end)
+
+  it("go on when it fails (logged)", function()
+    srv = H.start(WAIT_APP, { flags = { "--workers", "2" }, env = "ONCE_SLEEP=0.2 ONCE_FAIL=1" })
+    for _, a in ipairs(answers(srv.port, 10)) do assert.truthy(a:match("^missing %d+$"), a) end
+    assert.truthy(srv:logtext():find("schema failed", 1, true), srv:logtext())
+  end)
+
+  it("serve after once_start_timeout when it runs on, with a warning", function()
+    srv = H.start(WAIT_APP, { flags = { "--workers", "2", "--once-start-timeout", "1" },
+                              env = "ONCE_SLEEP=30" })
+    local t0 = require("socket").gettime()
+    for _, a in ipairs(answers(srv.port, 10)) do assert.truthy(a:match("^missing %d+$"), a) end
+    local waited = require("socket").gettime() - t0
+    assert.truthy(waited > 0.7 and waited < 5, "waited " .. waited .. " s")
+    assert.truthy(srv:logtext():find("still running after 1 s (once_start_timeout)", 1, true), srv:logtext())
+  end)
+end)
+
+describe("a once on_start that blocks its worker's loop", function()
+  it("is a stall: the worker is killed and replaced though it never served", function()
+    local srv = H.start([[
+      local http = require "moonhttp"
+      http.on_start(function() os.execute("sleep 4") end, { once = true })
+      http.handle("GET /", function(req, res) res:write("ok") end)
+    ]], { flags = { "--workers", "2", "--worker-stall-timeout", "1" } })
+    assert.truthy(O.wait_for(function() return srv:logtext():find("stalled", 1, true) end, 4),
+      srv:logtext())
+    assert.truthy(srv:logtext():find("blocked in a C or system call", 1, true), srv:logtext())
+    assert.equal(0, srv:stop())
+  end)
+end)

@@ -1,4 +1,4 @@
--- http.proxy (issue 37, docs/proxy.md) through the real binary: a front
+-- http.proxy (issue 37, docs/guide/proxy.md) through the real binary: a front
 -- moonhttp proxies to an echo moonhttp (which answers with what it received)
 -- and to spec/servers/upstream.lua (interim responses, hop-by-hop response
 -- headers, a stall, resets, a slow drip). Clients are raw sockets, so the

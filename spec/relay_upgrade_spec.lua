@@ -1,4 +1,4 @@
--- Upgrade pass-through (docs/websocket-proxy.md): http.relay_upgrade and
+-- Upgrade pass-through (docs/reference/websocket-proxy.md): http.relay_upgrade and
 -- http.proxy on a request that asks to switch protocols. A front moonhttp
 -- relays to a moonhttp WebSocket echo upstream (which counts the sessions it
 -- saw open and close in a shared dict) and to spec/servers/upgrade_foo.py
@@ -63,6 +63,10 @@ end)
 http.handle("GET /cached/", cache:wrap(function(req, res)
   return http.proxy(req, res, UP, { request = strip("/cached") })
 end))
+local group = http.upstream{ servers = { (UP:gsub("^http://", "")) } }
+http.handle("GET /group/", function(req, res)
+  return http.proxy(req, res, group, { request = strip("/group") })
+end)
 http.handle("GET /idle/", function(req, res)
   return http.proxy(req, res, UP, { request = strip("/idle"), idle_timeout = 1 })
 end)
@@ -204,6 +208,14 @@ describe("upgrade pass-through", function()
     local e = wait_closed(before + 1)
     assert.are.equal(before + 1, e.closed)
     assert.are.equal(1000, e.code)
+  end)
+
+  it("passes a WebSocket through http.proxy to an http.upstream group", function()
+    local c, res = ws_open(front.port, "/group/ws")
+    assert.are.equal(101, res.status)
+    assert(c:send(frame(1, "via group")))
+    assert.are.same({ 1, "via group" }, { read_frame(c) })
+    c:close()
   end)
 
   it("passes a WebSocket through a route with moonhttp.cache in front", function()

@@ -1,13 +1,13 @@
--- The settings schema (src/settings/): docs/settings.md, --help and both
+-- The settings schema (src/settings/): docs/reference/settings.md, --help and both
 -- readers (flags and http.server{}) come from one declaration, so they agree:
 -- every documented default is what --help shows and what both readers accept,
 -- and a value outside a setting's choices is refused with the closest one,
 -- at the script's line when it came from the script.
 local H = require "helper"
 
--- { name, default } of each row of docs/settings.md's table (default nil: none).
+-- { name, default } of each row of docs/reference/settings.md's table (default nil: none).
 local function documented()
-  local f = assert(io.open("docs/settings.md"))
+  local f = assert(io.open("docs/reference/settings.md"))
   local rows = {}
   for line in f:lines() do
     local name, def = line:match("^| `([%w_]+)` | (.-) |")
@@ -22,7 +22,7 @@ local function flag(name) return "--" .. name:gsub("_", "-") end
 describe("settings", function()
   local rows = documented()
 
-  it("docs/settings.md documents every setting --help lists, with the same default", function()
+  it("docs/reference/settings.md documents every setting --help lists, with the same default", function()
     assert.is_true(#rows >= 40, "rows: " .. #rows)
     local code, help = H.run({ "--help" })
     assert.equal(0, code, help)

@@ -1,4 +1,4 @@
--- Response trailers (docs/handlers.md, res:trailers; docs/proxy.md,
+-- Response trailers (docs/guide/handlers.md, res:trailers; docs/guide/proxy.md,
 -- "Trailers"): the chunked tail on HTTP/1.1 read from a raw socket, the
 -- trailing HEADERS frame on HTTP/2 (spec/h2_frames.py's client), refusals
 -- as values (HTTP/1.0, a Content-Length body), and http.proxy passing an

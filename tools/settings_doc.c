@@ -1,5 +1,5 @@
 /*
- * docs/settings.md from the settings schema (src/settings/settings_table.c).
+ * docs/reference/settings.md from the settings schema (src/settings/settings_table.c).
  *
  *   settings_doc OUT           writes the page to OUT
  *   settings_doc --check FILE  exits 1, naming the first line that differs,

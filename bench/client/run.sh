@@ -1,5 +1,5 @@
 #!/bin/sh
-# The client benchmark (bench/CLIENT.md): 100 sequential GETs that never read
+# The client benchmark (bench/notes/2026-12-02-client.md): 100 sequential GETs that never read
 # the body, against spec/servers/upstream.lua behind bench/client/delayproxy
 # (10 ms each way = 20 ms RTT; TLS terminated behind the delay), over HTTP
 # and HTTPS. Clients: moonhttp with draining on (defaults) and off

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/data/run.sh: the fan-out and Redis figures of bench/DATA.md.
+# bench/data/run.sh: the fan-out and Redis figures of bench/notes/2026-12-03-data.md.
 # Server pinned to core 0, wrk to core 1, redis-server on core 0 beside the
 # server. ROUNDS (default 3) interleaved rounds of DURATION seconds (default 5).
 set -eu

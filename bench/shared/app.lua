@@ -1,4 +1,4 @@
--- moonhttp side of bench/SHARED.md: N operations on http.shared.bench per
+-- moonhttp side of bench/notes/2026-12-03-shared.md: N operations on http.shared.bench per
 -- request, timed inside the handler with os.clock (CPU seconds of this
 -- process), so neither HTTP nor the load generator is in the figure.
 local http = require "moonhttp"

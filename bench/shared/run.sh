@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/SHARED.md: shared dict get and incr operations per second in one
+# bench/notes/2026-12-03-shared.md: shared dict get and incr operations per second in one
 # worker, moonhttp vs OpenResty's ngx.shared.DICT, both pinned to core 0,
 # rounds interleaved; then two moonhttp workers incrementing one key.
 #   bench/shared/run.sh [rounds] [ops per request]

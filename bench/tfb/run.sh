@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The TechEmpower test types and the seed's Redis routes (bench/TFB.md):
+# The TechEmpower test types and the seed's Redis routes (bench/notes/2026-12-05-tfb.md):
 # moonhttp, Go net/http, Fastify and nginx + Lua side by side in one run.
 #   bench/tfb/run.sh [--rounds N] [--duration S] [--verify-only] [--servers a,b] [--tests a,b]
+#                    [--conns 16,64,256] [--plaintext-conns 256,1024]
 #   bench/tfb/run.sh --callgrind PATH [N1 N2]   moonhttp's instructions per request
 #                    on PATH (by difference of N1 and N2 requests) and its top functions
 # A throw-away PostgreSQL 15 cluster (bench/tfb/setup.sql) and a redis-server
@@ -9,12 +10,16 @@
 # to core 0 (one process, one thread where it has the choice), and checked
 # by bench/tfb/verify.py: a server that fails any of its tests is not
 # measured at all. Then rounds of wrk (core 1, --latency), tests and servers
-# interleaved, each server's CPU time read from /proc around each run:
-# requests per server CPU-second, req/s, p50/p99/max, errors; medians and
-# spreads (min..max) over the rounds.
+# interleaved, at each concurrency step (wrk connections), each server's CPU
+# time read from /proc around each run: requests per server CPU-second,
+# req/s, p50/p99/max, errors; medians and spreads (min..max) over the
+# rounds, a table per test and a chart per test (summary.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=3 DURATION=5 VERIFY_ONLY="" CALLGRIND="" SERVERS="moonhttp,go,fastify,nginx" TESTS="json,db,queries,fortunes,updates,plaintext,cached,redis"
+# TechEmpower's concurrency steps that fit 2 cores: wrk connections per run;
+# plaintext (pipelined 16 deep) at its own, higher steps.
+STEPS="16,64,256" PLAINTEXT_STEPS="256,1024"
 while [ $# -gt 0 ]; do
     case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -23,12 +28,13 @@ while [ $# -gt 0 ]; do
     --callgrind) CALLGRIND=$2; N1=${3:-200}; N2=${4:-1000}; shift $(($# >= 4 ? 4 : 2)) ;;
     --servers) SERVERS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
-    *) sed -n '2,4p' "$0" >&2; exit 2 ;;
+    --conns) STEPS=$2; shift 2 ;;
+    --plaintext-conns) PLAINTEXT_STEPS=$2; shift 2 ;;
+    *) sed -n '2,7p' "$0" >&2; exit 2 ;;
     esac
 done
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
 POOL=${POOL:-16}      # database / Redis connections per server
-CONNS=${CONNS:-64}    # wrk connections (plaintext: 256, pipelined 16 deep)
 OUT=bench/results/tfb-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/mh-tfb-XXXXXX)
@@ -177,9 +183,9 @@ cpu_of() {
 }
 TICKS=$(getconf CLK_TCK)
 
-# run_wrk SERVER TEST ROUND
+# run_wrk SERVER TEST ROUND CONNS
 run_wrk() {
-    local s=$1 t=$2 r=$3 url="http://127.0.0.1:${PORT[$s]}" c=$CONNS
+    local s=$1 t=$2 r=$3 c=$4 url="http://127.0.0.1:${PORT[$s]}"
     local -a extra=()
     case "$t" in
     json) url+=/json ;;
@@ -188,10 +194,10 @@ run_wrk() {
     fortunes) url+=/fortunes ;;
     updates) url+="/updates?queries=20" ;;
     cached) url+="/cached-queries?count=100" ;;
-    plaintext) c=256; extra=(-s bench/tfb/wrk/pipeline.lua) ;;
+    plaintext) extra=(-s bench/tfb/wrk/pipeline.lua) ;;
     redis) extra=(-s bench/tfb/wrk/seed.lua) ;;
     esac
-    local f="$OUT/wrk-$s-$t-$r.txt" before after
+    local f="$OUT/wrk-$s-$t-c$c-$r.txt" before after
     taskset -c 1 wrk -t1 -c"$c" -d1s "${extra[@]}" "$url" >/dev/null 2>&1 || true  # warm-up
     before=$(cpu_of "${PID[$s]}")
     taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" --latency "${extra[@]}" "$url" >"$f" 2>&1 || true
@@ -224,13 +230,17 @@ PY
 printf 'server\ttest\tround\tconns\treq_s\treq_per_cpu_s\tcpu_s\tp50_ms\tp99_ms\tmax_ms\terrors\n' >"$OUT/raw.tsv"
 for r in $(seq "$ROUNDS"); do
     for t in ${TESTS//,/ }; do
-        # The servers' order turns each round, so none always runs first.
-        n=${#MEASURED[@]}
-        for i in $(seq 0 $((n - 1))); do
-            s=${MEASURED[$(((i + r) % n))]}
-            [[ ",$(tests_of "$s")," == *",$t,"* ]] || continue
-            log "round $r: $t on $s"
-            run_wrk "$s" "$t" "$r"
+        steps=$STEPS
+        [ "$t" = plaintext ] && steps=$PLAINTEXT_STEPS
+        for c in ${steps//,/ }; do
+            # The servers' order turns each round, so none always runs first.
+            n=${#MEASURED[@]}
+            for i in $(seq 0 $((n - 1))); do
+                s=${MEASURED[$(((i + r) % n))]}
+                [[ ",$(tests_of "$s")," == *",$t,"* ]] || continue
+                log "round $r: $t -c$c on $s"
+                run_wrk "$s" "$t" "$r" "$c"
+            done
         done
     done
 done

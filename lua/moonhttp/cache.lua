@@ -1,5 +1,5 @@
 -- require "moonhttp.cache": a shared response cache for the common case
--- (docs/proxy.md, "Response cache"), as nginx's proxy_cache is used: in front
+-- (docs/guide/proxy.md, "Response cache"), as nginx's proxy_cache is used: in front
 -- of http.proxy or any handler, entries in a shared dict (every worker sees
 -- them), freshness from the response's Cache-Control, variants by Vary, and
 -- optionally a stale entry served when the handler fails.
@@ -252,7 +252,7 @@ local function store(self, req, base, cap, ttl, now)
   end
 end
 
--- Runs handler(req, res, ...) in front of the cache: see docs/proxy.md.
+-- Runs handler(req, res, ...) in front of the cache: see docs/guide/proxy.md.
 function M.serve(self, req, res, handler, ...)
   local m = req.method
   if (m ~= "GET" and m ~= "HEAD") or req:header("upgrade") or core.extended_connect(req) then
@@ -287,7 +287,7 @@ function M.wrap(self, handler)
   return function(req, res, ...) return M.serve(self, req, res, handler, ...) end
 end
 
---- cache.new{ dict = http.shared.name, ... } -> a cache (docs/proxy.md)
+--- cache.new{ dict = http.shared.name, ... } -> a cache (docs/guide/proxy.md)
 function M.new(opts)
   if type(opts) ~= "table" then error("moonhttp.cache: new takes an options table", 2) end
   core.check_opts(opts, "moonhttp.cache", KNOWN, 2)

@@ -317,17 +317,22 @@ local function fetch(c, url, opts)
 end
 
 function M.fetch(url, opts) return fetch(nil, url, opts) end
--- http.proxy (lua/moonhttp/proxy.lua, docs/proxy.md); not a tail call, so errors point at the caller
+-- http.proxy (lua/moonhttp/proxy.lua, docs/guide/proxy.md); not a tail call, so errors point at the caller
 function M.proxy(req, res, target, opts)
   local ok, kind, detail = require("moonhttp.proxy").proxy(M, req, res, target, opts)
   return ok, kind, detail
 end
--- http.relay_upgrade (lua/moonhttp/relay.lua, docs/websocket-proxy.md)
+-- http.relay_upgrade (lua/moonhttp/relay.lua, docs/reference/websocket-proxy.md)
 function M.relay_upgrade(req, res, url, opts)
   local ok, why, up, down = require("moonhttp.relay").run(M, req, res, url, opts)
   return ok, why, up, down
 end
 function M.client_stats() return core.client_stats() end
+-- http.upstream{...}: a group of servers for http.proxy and group:fetch (lua/moonhttp/upstream.lua)
+function M.upstream(opts)
+  local g = require("moonhttp.upstream").new(M, opts, 3)
+  return g
+end
 
 local Client = {}
 Client.__index = Client

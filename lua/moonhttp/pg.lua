@@ -21,6 +21,7 @@ local types = require "moonhttp.pg.types"
 local auth = require "moonhttp.pg.auth"
 local crypto = require "moonhttp.pgauth"
 local core = require "moonhttp.core"
+local scan = require("moonhttp.pgrows").scan
 
 local M = {
   null = types.null,
@@ -324,7 +325,7 @@ end
 local function prepare_columns(cols)
   local public = {}
   for i, c in ipairs(cols) do
-    c.decode = decoder(c.oid)
+    c.decode, c.kind = decoder(c.oid), types.kind(c.oid)
     public[i] = { name = c.name, oid = c.oid, type = types.names[c.oid] }
   end
   return cols, public
@@ -354,10 +355,25 @@ end
 local function collect(self, st)
   local rows, n, cols, err = {}, 0, st and st.cols, nil
   while true do
-    local t, body = self:read()
+    local t, body
+    -- an extended query's answer: what has arrived of it is read in C
+    -- (pgrows.scan), up to ReadyForQuery or a message it leaves to us
+    if st and cols and self.inpos <= #self.inbuf then
+      local pos, got, tag
+      pos, n, got, tag, body = scan(self.inbuf, self.inpos, cols, rows, n, null)
+      self.inpos, self.received = pos, self.received + got
+      if tag then
+        self.tag = tag
+        rows.affected = proto.affected(tag)
+      end
+      if body then t = "Z" end
+    end
     if not t then
-      self.busy = false
-      return nil, body
+      t, body = self:read()
+      if not t then
+        self.busy = false
+        return nil, body
+      end
     end
     if t == "D" then
       n = n + 1
@@ -520,6 +536,128 @@ function Conn:simple(sql)
     return nil, err
   end
   return self:collect(nil)
+end
+
+-- Pipelines -----------------------------------------------------------------
+-- The queries of a pipeline go to one connection at once: Bind, Execute and
+-- Sync for each, in one write, then the answers read in order, so n queries
+-- cost one pool checkout, one write and a few reads instead of n of each.
+-- A Sync per query keeps them as independent as n queries one after the
+-- other: an error ends its own query only (outside a transaction each is
+-- its own implicit one) and stands in its place in the results. Statements
+-- new to the connection are prepared first, a round trip each, as for one
+-- query. The requests in flight are cut into windows of PIPELINE_WINDOW
+-- bytes, each answered before the next is sent: the server stops reading
+-- while its answers wait to be read, so an unbounded write could wait
+-- forever on a server waiting on us.
+local PIPELINE_WINDOW = 32 * 1024
+
+-- The results of a pipeline run one query at a time: when its statements
+-- do not all fit the statement cache (or there is none), preparing one
+-- could evict (close) another that a queued Bind names.
+local function pipeline_each(self, qs)
+  local results = {}
+  for i = 1, #qs do
+    local rows, err = self:extended(qs[i])
+    if not rows and (type(err) ~= "table" or self.broken) then return nil, err end
+    results[i] = rows or err
+  end
+  return results
+end
+
+-- Each query's statement, prepared when new; a statement the server
+-- refused is its query's error in results. Returns the list (false for a
+-- refused one) or nil, err when the connection failed.
+local function pipeline_statements(self, qs, results)
+  local tick, sts = self.tick, {}
+  -- touched first, so preparing the new ones evicts none of these
+  for i = 1, #qs do
+    local st = self.stmts[qs[i].key]
+    if st then st.used = tick end
+  end
+  for i = 1, #qs do
+    local q = qs[i]
+    local st, err = self.stmts[q.key], nil
+    if not st then
+      st, err = self:prepare(q)
+      if not st then
+        if type(err) ~= "table" or self.broken then return nil, err end
+        st, results[i] = false, err
+      else
+        st.used = tick
+      end
+      self.busy = true
+    end
+    sts[i] = st
+  end
+  return sts
+end
+
+-- Reads the answers of queries first..last into results; nil, err when the
+-- connection failed.
+local function pipeline_answers(self, qs, sts, results, first, last)
+  for i = first, last do
+    local st = sts[i]
+    if st then
+      self.busy = true
+      local rows, err = self:collect(st)
+      if not rows then
+        if type(err) ~= "table" or self.broken then return nil, err end
+        -- as in Conn:extended: a statement the server no longer has or can no longer run
+        if (err.code == "0A000" or err.code == "26000") and self.stmts[qs[i].key] == st then
+          self:forget(qs[i].key)
+        end
+      end
+      results[i] = rows or err
+    end
+  end
+  return true
+end
+
+-- qs: query records (encode_args). Returns the list of results, each rows
+-- or the query's server error, or nil, err when the connection failed.
+function Conn:pipeline(qs)
+  local n, bound = #qs, self.pool.statement_cache
+  local distinct, count = {}, 0
+  for i = 1, n do
+    local k = qs[i].key
+    if not distinct[k] then distinct[k], count = true, count + 1 end
+  end
+  if count > bound then return pipeline_each(self, qs) end
+  local ok, err = begin_io(self)
+  if not ok then return nil, err end
+  self.tick = self.tick + 1
+  local results, sts = {}, nil
+  sts, err = pipeline_statements(self, qs, results)
+  if not sts then return nil, err end
+  local parts, bytes, first = {}, 0, 1
+  for i = 1, n do
+    local q, st = qs[i], sts[i]
+    if st then
+      local all_text
+      ok, all_text = finish_formats(q, st.ptypes)
+      if not ok then
+        sts[i], results[i] = false, all_text
+      else
+        local b = all_text and bind_execute_text(st.name, q.n, q.values)
+          or proto.bind("", st.name, q.n, q.values, q.formats) .. EXECUTE_SYNC
+        parts[#parts + 1], bytes = b, bytes + #b
+      end
+    end
+    if bytes >= PIPELINE_WINDOW or i == n then
+      if #parts > 0 then
+        for j, closed in ipairs(self.closes) do table.insert(parts, j, proto.close_statement(closed)) end
+        self.closes = {}
+        ok, err = self:send(tconcat(parts))
+        if not ok then return nil, err end
+        ok, err = pipeline_answers(self, qs, sts, results, first, i)
+        if not ok then return nil, err end
+      end
+      parts, bytes, first = {}, 0, i + 1
+    end
+  end
+  self.busy = false
+  return results
 end
 
 -- Encodes arguments 1..n for Bind into a query record. Raises on misuse,
@@ -789,6 +927,31 @@ function Pool:exec(sql)
   return run(self, Conn.simple, sql)
 end
 
+-- The queries fn queues with p:query(sql, ...), as query records; misuse
+-- raises here, before any connection is taken.
+local Queue = {}
+Queue.__index = Queue
+
+function Queue:query(sql, ...)
+  if self.sent then error("pg: pipeline already sent", 2) end
+  self.n = self.n + 1
+  self.qs[self.n] = encode_args(sql, select("#", ...), ...)
+end
+
+local function queued(fn)
+  if type(fn) ~= "function" then error("pg: pipeline expects a function(p)", 3) end
+  local q = setmetatable({ qs = {}, n = 0 }, Queue)
+  fn(q)
+  q.sent = true
+  return q.qs
+end
+
+function Pool:pipeline(fn)
+  local qs = queued(fn)
+  if #qs == 0 then return {} end
+  return run(self, Conn.pipeline, qs)
+end
+
 -- A class of handles on one connection (a transaction's tx, a pinned
 -- connection): query and exec on self._c, which is nil once the handle is
 -- finished (using it then raises `finished`).
@@ -807,6 +970,12 @@ local function conn_handle(finished)
     local c = conn_of(self)
     encode_args(sql, 0)
     return c:simple(sql)
+  end
+  function class:pipeline(fn)
+    local c = conn_of(self)
+    local qs = queued(fn)
+    if #qs == 0 then return {} end
+    return c:pipeline(qs)
   end
   return class, conn_of
 end

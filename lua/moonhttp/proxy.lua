@@ -1,9 +1,10 @@
 -- http.proxy(req, res, target [, opts]): a reverse proxy for one request
--- (docs/proxy.md). The upstream exchange is http.fetch with the request body
+-- (docs/guide/proxy.md). The upstream exchange is http.fetch with the request body
 -- streamed from `req`; the response is streamed back piece by piece. What is
 -- HTTP policy (hop-by-hop headers, forwarding headers, Via, error mapping) is
 -- here; the bytes move through the client and res:write.
 local core = require "moonhttp.core"
+local upstream = require "moonhttp.upstream"
 
 local M = {}
 
@@ -62,9 +63,11 @@ local function via_proto(req)
   return v == "2.0" and "2" or v
 end
 
--- Where upstream groups will plug in: a target resolved to one URL (base, path prefix).
+-- A URL target resolved to its base and path prefix; a group (http.upstream)
+-- has no prefix and picks its server per attempt (exchange below).
 local function resolve_target(target)
-  if type(target) ~= "string" then error("http.proxy: target must be a URL string", 4) end
+  if upstream.is_group(target) then return target, "" end
+  if type(target) ~= "string" then error("http.proxy: target must be a URL or an http.upstream group", 4) end
   local base, prefix = target:match("^([hH][tT][tT][pP][sS]?://[^/?#]+)([^?#]*)$")
   if not base then error("http.proxy: target must be http://host[:port][/prefix]", 4) end
   return base, prefix:gsub("/$", "")
@@ -115,15 +118,18 @@ local function upstream_request(req, opts, prefix)
   }
 end
 
+local ERROR_TEXT = { [502] = "bad gateway\n", [503] = "no healthy upstream\n", [504] = "gateway timeout\n" }
+
 local function default_error(res, status)
   res:header("Content-Type", "text/plain; charset=utf-8")
   res:header("Cache-Control", "no-store")
   res:status(status)
-  res:write(status == 504 and "gateway timeout\n" or "bad gateway\n")
+  res:write(ERROR_TEXT[status])
 end
 
 local function fail(res, opts, kind, detail)
-  local status = kind == "timeout" and 504 or 502
+  -- "unavailable": every server of a group is marked down (upstream.lua)
+  local status = kind == "timeout" and 504 or kind == "unavailable" and 503 or 502
   if opts.on_error then
     opts.on_error(res, status, kind, detail)
   else
@@ -189,30 +195,49 @@ function M.proxy(http, req, res, target, opts)
   local up = upstream_request(req, opts, prefix)
   if opts.request then opts.request(up, req) end
   if req:header("upgrade") or core.extended_connect(req) then
-    -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua)
-    local ok, why, detail = require("moonhttp.relay").run(http, req, res, base .. up.path, {
+    -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua);
+    -- a group gives one server (no retry: the handshake is not replayed)
+    local ubase = base
+    if upstream.is_group(target) then
+      local why
+      ubase, why = target:url(req)
+      if not ubase then return fail(res, opts, why, "no server available") end
+    end
+    local ok, why, detail = require("moonhttp.relay").run(http, req, res, ubase .. up.path, {
       connect_timeout = opts.connect_timeout, read_timeout = opts.read_timeout,
       idle_timeout = opts.idle_timeout }, up)
     if not ok then return fail(res, opts, why, detail) end
     return ok, why
   end
-  local has_body = req:header("content-length") or req:header("transfer-encoding")
+  local cl = req:header("content-length")
+  local has_body = (cl and cl ~= "0") or req:header("transfer-encoding")
   local fopts = {
     method = up.method, headers = up.headers,
-    body = has_body and req or nil,
+    -- an empty body is a string, so a retry may send it again (with its Content-Length: 0)
+    body = has_body and req or (cl and "" or nil),
     timeout = opts.timeout or 0,
     connect_timeout = opts.connect_timeout,
     send_timeout = opts.send_timeout,
     read_timeout = opts.read_timeout or 60,
   }
-  local client = opts.client
-  local resp, kind, detail
-  if client then
-    resp, kind, detail = client:fetch(base .. up.path, fopts)
+  local resp, kind, detail, server
+  local group = upstream.is_group(target) and target
+  if not group then
+    local client = opts.client
+    if client then
+      resp, kind, detail = client:fetch(base .. up.path, fopts)
+    else
+      resp, kind, detail = http.fetch(base .. up.path, fopts)
+    end
   else
-    resp, kind, detail = http.fetch(base .. up.path, fopts)
+    if opts.client then error("http.proxy: a group has its own client (http.upstream's client option)", 3) end
+    -- a streamed body cannot be sent twice: only a request without one is retried
+    resp, server, detail = group:exchange(up.path, fopts, not has_body, req)
+    if not resp then kind = server end
   end
   if not resp then return fail(res, opts, kind, detail) end
+  -- least_conn counts the request in flight until its body is relayed, however that ends
+  local _ <close> = server and setmetatable({}, { __close = function() group:release(server) end })
   send_head(req, res, resp, opts)
   local ok = relay(res, resp)
   resp:close()

@@ -1,5 +1,5 @@
 -- http.relay_upgrade(req, res, url [, opts]): upgrade pass-through
--- (docs/websocket-proxy.md). The exchange up to the upstream's answer head is
+-- (docs/reference/websocket-proxy.md). The exchange up to the upstream's answer head is
 -- here, over an http.tcp() socket; after a 101 the bytes move in C
 -- (core.relay over http/relay.c), with no Lua per chunk. http.proxy calls
 -- M.run with the upstream request it built (forwarding headers, rewrites).
@@ -24,7 +24,7 @@ local H2_DOWN = { ["sec-websocket-accept"] = true, ["content-length"] = true }
 local PIECE = 64 * 1024
 local MAX_HEAD = 64 * 1024 -- an upstream's answer head, as the fetch client bounds it
 
--- A socket's error as http.fetch's kinds (docs/fetch.md), so http.proxy maps both alike.
+-- A socket's error as http.fetch's kinds (docs/reference/fetch.md), so http.proxy maps both alike.
 local KIND = { timeout = "timeout", ["connection refused"] = "refused",
   ["connection reset"] = "reset", closed = "closed", ["bad response"] = "malformed",
   ["host not found"] = "dns", ["out of memory"] = "nomem" }

@@ -162,6 +162,7 @@ struct mh_shm_dicts {
     struct {
         char name[MH_SHM_NAME_MAX];
         struct mh_shm_dict *dict;
+        long asked_size; /* the size the last reload asked for (server/shared_zones.c), or 0 */
     } v[MH_SHM_DICTS_MAX];
 };
 /* The dict called name, or NULL. */

@@ -20,7 +20,7 @@
  * Answers waiting on this many connections are written before the loop turn
  * ends, instead of at its prepare: with 10,000 busy connections one turn holds
  * hundreds of events, and the first answer would wait for the last request's
- * handler (bench/README.md, "early flush": -c10000 p99 below nginx's; at 16
+ * handler (bench/notes/2026-12-02-lab-notebook.md, "early flush": -c10000 p99 below nginx's; at 16
  * the writes carried too few answers and CPU per request rose).
  */
 #define EARLY_FLUSH 64

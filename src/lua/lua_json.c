@@ -94,7 +94,7 @@ static const char *put_string(struct enc *e, const char *s, size_t len)
 /*
  * An integer in decimal, without snprintf: ids and counts are most of the
  * numbers a JSON API writes, and snprintf cost ~750 instructions each
- * (bench/TFB.md: cached queries went from 449k to 300k per request).
+ * (bench/notes/2026-12-05-tfb.md: cached queries went from 449k to 300k per request).
  */
 static const char *put_integer(struct enc *e, lua_Integer v)
 {

@@ -394,12 +394,18 @@ int mh_config_apply_lua(struct mh_config *c, lua_State *L, int idx, char *err, s
     return 0;
 }
 
-int mh_config_changed(const struct mh_config *c, lua_State *L, int idx, char *out, size_t outlen)
+int mh_config_changed(struct mh_config *c, lua_State *L, int idx, char *out, size_t outlen)
 {
     idx = lua_absindex(L, idx);
     size_t used = 0;
     int n = 0;
     out[0] = 0;
+    struct mh_config *asked = malloc(sizeof *asked);
+    if (!asked) {
+        fputs("moonhttp: out of memory\n", stderr);
+        exit(1);
+    }
+    mh_config_init(asked);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         size_t klen;
@@ -408,14 +414,16 @@ int mh_config_changed(const struct mh_config *c, lua_State *L, int idx, char *ou
         /* A reload does apply shared dicts it adds, and says itself which size needs a restart
          * (server/shared_zones.c). */
         if (s && !c->_from_cli[s - mh_settings] && s->type != MH_SETTING_SHARED) {
-            struct mh_config fresh;
             char err[256];
-            mh_config_init(&fresh);
-            /* A value that does not even parse differs too: a restart would fail on it. */
-            bool same = apply_lua_value(&fresh, s, L, -1, err, sizeof err) == 0 &&
-                        mh_setting_same(s, &fresh, c);
-            mh_config_free(&fresh);
-            if (!same) {
+            /* A value that does not even parse differs too (a restart would fail on it), and
+             * is named every time: there is no value to remember. */
+            size_t i = (size_t)(s - mh_settings);
+            bool parsed = apply_lua_value(asked, s, L, -1, err, sizeof err) == 0;
+            bool same = parsed && mh_setting_same(s, asked, c);
+            bool said = parsed && c->_asked && c->_asked->_in_script[i] &&
+                        mh_setting_same(s, asked, c->_asked);
+            asked->_in_script[i] = parsed;
+            if (!same && !said) {
                 int w = snprintf(out + used, outlen - used, "%s%s", n ? ", " : "", s->name);
                 if (w > 0 && (size_t)w < outlen - used)
                     used += (size_t)w;
@@ -424,5 +432,10 @@ int mh_config_changed(const struct mh_config *c, lua_State *L, int idx, char *ou
         }
         lua_pop(L, 1);
     }
+    if (c->_asked) {
+        mh_config_free(c->_asked);
+        free(c->_asked);
+    }
+    c->_asked = asked;
     return n;
 }

@@ -21,10 +21,12 @@ int mh_config_apply_lua(struct mh_config *c, lua_State *L, int idx, char *err, s
 /*
  * For a reload, which keeps the running settings: the names of the settings
  * in the table at `idx` whose value differs from c's (comma-separated into
- * out; those set on the command line are skipped, they win anyway). Returns
- * how many differ.
+ * out; those set on the command line are skipped, they win anyway), leaving
+ * out those that asked for the same value at the previous call, which were
+ * named then. Remembers the table's values in c->_asked for the next call.
+ * Returns how many it names.
  */
-int mh_config_changed(const struct mh_config *c, lua_State *L, int idx, char *out, size_t outlen);
+int mh_config_changed(struct mh_config *c, lua_State *L, int idx, char *out, size_t outlen);
 
 /*
  * Parses a `compress` value at idx (true, false, or { types =, min_bytes =,

@@ -339,17 +339,28 @@ static void push_runner(lua_State *L)
     lua_rawsetp(L, LUA_REGISTRYINDEX, &RUNNER_KEY);
 }
 
-void mh_timer_gen_started(struct mh_gen *g)
+/* A { once = true } on_start task ended, however: the last one tells the host. */
+static void once_start_done(struct mh_task *t)
+{
+    struct mh_gen *g = t->gen;
+    if (g->once_starting > 0 && --g->once_starting == 0 && g->host && g->host->once_started)
+        g->host->once_started(g->host, g);
+}
+
+unsigned mh_timer_gen_started(struct mh_gen *g)
 {
     lua_State *L = g->L;
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ON_START_KEY) != LUA_TTABLE) {
         lua_pop(L, 1);
-        return;
+        return 0;
     }
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    g->once_starting = 0;
     for (lua_Integer i = 1; i <= n; i++) {
         int nargs = 0;
+        bool once = false;
         if (lua_rawgeti(L, -1, i) == LUA_TTABLE) { /* { fn, key }: once */
+            once = true;
             int entry = lua_gettop(L);
             if (once_zone(g)) {
                 push_runner(L);
@@ -361,12 +372,17 @@ void mh_timer_gen_started(struct mh_gen *g)
             }
             lua_remove(L, entry);
         }
-        if (!mh_task_new(g, L, nargs, MH_TASK_ON_START)) {
+        struct mh_task *t = mh_task_new(g, L, nargs, MH_TASK_ON_START);
+        if (!t) {
             lua_pop(L, nargs + 1);
             mh_log(MH_LOG_ERROR, "on_start: out of memory starting a function");
+        } else if (once) {
+            t->on_done = once_start_done;
+            g->once_starting++;
         }
     }
     lua_pop(L, 1);
+    return g->once_starting;
 }
 
 void mh_timer_gen_retired(struct mh_gen *g)

@@ -19,8 +19,14 @@ struct mh_gen;
 /* Registers timer, every and on_start into the table on top of L (moonhttp.core). */
 void mh_timer_open(lua_State *L);
 
-/* The generation serves now (worker ready, or reloaded in): runs its on_start functions. */
-void mh_timer_gen_started(struct mh_gen *g);
+/*
+ * The generation serves now (worker ready, or reloaded in): runs its
+ * on_start functions. Returns how many of them are { once = true } ones:
+ * when the last of those has ended in this worker (it ran the job, or saw
+ * it done by another worker, or failed, or was killed), g->host's
+ * once_started is called.
+ */
+unsigned mh_timer_gen_started(struct mh_gen *g);
 
 /*
  * The generation is retired (replaced by a reload, the worker stops, a run

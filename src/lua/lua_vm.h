@@ -50,6 +50,8 @@ struct mh_gen_host {
     struct mh_chan_endpoint *channels; /* http.channel(); NULL: none */
     struct mh_shm_once *once;          /* leases of { once = true } jobs; NULL: each worker runs them */
     const uint32_t *once_epoch;        /* the start or reload this worker serves (shm_once.h) */
+    /* Every { once = true } on_start of g has ended here (lua_timer.c); NULL: nobody asks. */
+    void (*once_started)(const struct mh_gen_host *h, struct mh_gen *g);
 };
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */
@@ -91,6 +93,7 @@ struct mh_gen {
     int settings_ref;           /* http.server{} table */
     char settings_where[256];   /* "file:line:" of that http.server{} call */
     bool started;               /* registration is closed */
+    unsigned once_starting;     /* { once = true } on_start tasks still running (lua_timer.c) */
     struct mh_task *free_tasks; /* coroutine pool */
     unsigned ntasks;
     bool wants_metrics;                    /* the script called http.metrics_handler() */

@@ -70,7 +70,17 @@ const char *mh_listen_addr_parse(const char *s, struct sockaddr_storage *ss, soc
     return "host must be an IP address, localhost or empty";
 }
 
-static int open_socket(struct sockaddr_storage *ss, socklen_t len, int backlog)
+/*
+ * How a socket joins the port. MH_BIND_ALONE: bound without SO_REUSEPORT,
+ * so a port any other socket holds is EADDRINUSE. MH_BIND_LEADS: the same
+ * bind, then SO_REUSEPORT before listen(), so the members bound after it
+ * share the port (the kernel checks both flags at the members' bind and
+ * forms the group at listen). MH_BIND_JOINS: SO_REUSEPORT before bind, into
+ * the leader's group.
+ */
+enum bind_mode { MH_BIND_ALONE, MH_BIND_LEADS, MH_BIND_JOINS };
+
+static int open_socket(struct sockaddr_storage *ss, socklen_t len, int backlog, enum bind_mode mode)
 {
     int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -78,10 +88,11 @@ static int open_socket(struct sockaddr_storage *ss, socklen_t len, int backlog)
     int one = 1, zero = 0;
     /*
      * SO_REUSEADDR only lets us bind over connections of a previous run still
-     * in TIME_WAIT. No SO_REUSEPORT: with it any process of the same user
-     * could bind the port too and silently take half the connections. Our
-     * own workers share the one socket the master bound (they inherit it),
-     * and a reload keeps it, so nothing of ours needs a second bind.
+     * in TIME_WAIT. SO_REUSEPORT is never set before the first bind of a
+     * port: with it any process of the same user could bind the port too and
+     * silently take part of the connections. The leader's plain bind is the
+     * probe that fails on a busy port; only then does the port open to our
+     * own members (mh_listener_open_set).
      */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ss->ss_family == AF_INET6) {
@@ -89,7 +100,10 @@ static int open_socket(struct sockaddr_storage *ss, socklen_t len, int backlog)
         if (IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr))
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     }
-    if (bind(fd, (struct sockaddr *)ss, len) < 0 || listen(fd, backlog) < 0) {
+    if ((mode == MH_BIND_JOINS && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+        bind(fd, (struct sockaddr *)ss, len) < 0 ||
+        (mode == MH_BIND_LEADS && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+        listen(fd, backlog) < 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -98,28 +112,29 @@ static int open_socket(struct sockaddr_storage *ss, socklen_t len, int backlog)
     return fd;
 }
 
-const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlog, char *err,
-                             size_t errlen)
+/* Opens the first (or only) socket of addr; *ss gets the address it bound. */
+static const char *open_first(struct mh_listener *l, const char *addr, int backlog,
+                              enum bind_mode mode, struct sockaddr_storage *ss, char *err,
+                              size_t errlen)
 {
-    struct sockaddr_storage ss;
     socklen_t len;
-    const char *perr = mh_listen_addr_parse(addr, &ss, &len);
+    const char *perr = mh_listen_addr_parse(addr, ss, &len);
     memset(l, 0, sizeof *l);
     l->fd = -1;
     if (perr) {
         snprintf(err, errlen, "listen \"%s\": %s", addr, perr);
         return "bad listen address";
     }
-    int fd = open_socket(&ss, len, backlog);
-    if (fd < 0 && errno == EAFNOSUPPORT && ss.ss_family == AF_INET6) {
+    int fd = open_socket(ss, len, backlog, mode);
+    if (fd < 0 && errno == EAFNOSUPPORT && ss->ss_family == AF_INET6) {
         /* No IPv6 on this host: fall back to IPv4 any-address. */
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        uint16_t port = ((struct sockaddr_in6 *)&ss)->sin6_port;
-        memset(&ss, 0, sizeof ss);
+        struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+        uint16_t port = ((struct sockaddr_in6 *)ss)->sin6_port;
+        memset(ss, 0, sizeof *ss);
         a4->sin_family = AF_INET;
         a4->sin_addr.s_addr = htonl(INADDR_ANY);
         a4->sin_port = port;
-        fd = open_socket(&ss, sizeof *a4, backlog);
+        fd = open_socket(ss, sizeof *a4, backlog, mode);
     }
     if (fd < 0 && errno == EADDRINUSE) {
         snprintf(err, errlen,
@@ -132,6 +147,42 @@ const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlo
     }
     l->fd = fd;
     l->addr = strdup(addr);
+    return NULL;
+}
+
+const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlog, char *err,
+                             size_t errlen)
+{
+    struct sockaddr_storage ss;
+    return open_first(l, addr, backlog, MH_BIND_ALONE, &ss, err, errlen);
+}
+
+const char *mh_listener_open_set(struct mh_listener *ls, size_t n, const char *addr, int backlog,
+                                 char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    const char *e = open_first(&ls[0], addr, backlog, n > 1 ? MH_BIND_LEADS : MH_BIND_ALONE, &ss,
+                               err, errlen);
+    if (e)
+        return e;
+    /* The leader's own address: with port 0 the kernel chose one, which the members take. */
+    socklen_t len = sizeof ss;
+    if (n > 1 && getsockname(ls[0].fd, (struct sockaddr *)&ss, &len) < 0) {
+        snprintf(err, errlen, "listen \"%s\": getsockname: %s", addr, strerror(errno));
+        mh_listener_close(&ls[0]);
+        return "cannot listen";
+    }
+    for (size_t i = 1; i < n; i++) {
+        int fd = open_socket(&ss, len, backlog, MH_BIND_JOINS);
+        if (fd < 0) {
+            snprintf(err, errlen, "listen \"%s\": socket %zu of %zu (SO_REUSEPORT): %s", addr,
+                     i + 1, n, strerror(errno));
+            while (i > 0)
+                mh_listener_close(&ls[--i]);
+            return "cannot listen";
+        }
+        mh_listener_adopt(&ls[i], fd, addr);
+    }
     return NULL;
 }
 

@@ -1,11 +1,12 @@
 #ifndef MH_LISTENER_H
 #define MH_LISTENER_H
 /*
- * Listening sockets: address parsing, bind/listen (without SO_REUSEPORT: a
- * port another process listens on is an error, and our workers share the
- * master's socket instead), batched non-blocking accept, and the
- * reserve descriptor that lets us shed a connection when the process runs
- * out of file descriptors instead of spinning on a readable listen socket.
+ * Listening sockets: address parsing, bind/listen (a port another process
+ * listens on is an error: the first bind of a port is always made without
+ * SO_REUSEPORT; only then may a set of our own sockets share it, one per
+ * worker), batched non-blocking accept, and the reserve descriptor that
+ * lets us shed a connection when the process runs out of file descriptors
+ * instead of spinning on a readable listen socket.
  */
 #include <ev.h>
 #include <stdbool.h>
@@ -52,6 +53,18 @@ const char *mh_listen_addr_parse(const char *s, struct sockaddr_storage *ss, soc
 /* Creates, binds and listens. Returns NULL, or an error with errno-based detail in err. */
 const char *mh_listener_open(struct mh_listener *l, const char *addr, int backlog, char *err,
                              size_t errlen);
+/*
+ * Opens n sockets ls[0..n-1] on one address, for n workers that each accept
+ * on their own (the kernel spreads new connections over the set by a hash
+ * of the peer's address and port). ls[0] is bound as by mh_listener_open,
+ * so a busy port still fails with "address in use"; it is given
+ * SO_REUSEPORT after the bind and before listen(), and the others join it
+ * with SO_REUSEPORT on the port it got (port 0: the kernel's choice for
+ * all). n = 1 is mh_listener_open. Returns NULL, or an error (nothing left
+ * open) with detail in err.
+ */
+const char *mh_listener_open_set(struct mh_listener *ls, size_t n, const char *addr, int backlog,
+                                 char *err, size_t errlen);
 void mh_listener_close(struct mh_listener *l);
 /* Takes a socket already listening (inherited from the master); it is closed with l. */
 void mh_listener_adopt(struct mh_listener *l, int fd, const char *addr);

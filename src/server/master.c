@@ -42,6 +42,7 @@
 
 struct child {
     pid_t pid;
+    int slot; /* 0..nworkers-1: which set of listening sockets it accepts on */
     ev_tstamp started;
     bool ready;    /* reported that it serves */
     bool retiring; /* old code: told (or to be told) to stop */
@@ -60,9 +61,15 @@ struct master {
     struct mh_ops *ops;
     struct mh_gen *gen; /* the code new workers run */
     int nworkers;
-    struct mh_listener listeners[MH_MAX_LISTEN];
-    int fds[MH_MAX_LISTEN];
-    size_t nlisteners;
+    /*
+     * Listening sockets: nsets per configured listener (one per worker slot,
+     * or one that every worker shares), socks[i * nsets + s] for listener i
+     * and set s; fds[s * nlisteners + i] is the same socket, laid out as the
+     * row worker slot s inherits.
+     */
+    struct mh_listener *socks;
+    int *fds;
+    size_t nlisteners, nsets;
     struct child *children;
     size_t nchildren, cap;
     int ready_pipe[2]; /* workers write their pid once serving */
@@ -73,7 +80,8 @@ struct master {
     ev_timer supervise_timer;
     ev_timer watchdog_timer; /* WATCHDOG=1 to systemd while the workers are healthy */
     struct mh_heartbeat *beats; /* shared with the workers: NBEATS slots */
-    int spawning_beat;          /* the slot of the worker being forked (for child_main) */
+    int spawning_beat;          /* the heartbeat slot of the worker being forked (child_main) */
+    int spawning_slot;          /* and its worker slot */
     double backoff;
     bool stopping;
     bool failed;       /* no worker could start: the master exits 1 */
@@ -113,7 +121,18 @@ static void child_main(struct master *m)
     struct mh_worker w;
     char err[512];
     mh_gen_reseed(m->gen);
-    if (mh_worker_init_inherited(&w, loop, m->config, m->gen, m->fds, err, sizeof err) < 0) {
+    /* Its own slot's sockets only: a copy of another's would keep that one open past its stop. */
+    size_t own = m->nsets > 1 ? (size_t)m->spawning_slot : 0;
+    for (size_t i = 0; i < m->nlisteners * m->nsets; i++) {
+        if (i % m->nsets == own) {
+            free(m->socks[i].addr); /* the fd is the worker's now */
+            m->socks[i].addr = NULL;
+        } else {
+            mh_listener_close(&m->socks[i]);
+        }
+    }
+    const int *fds = &m->fds[own * m->nlisteners];
+    if (mh_worker_init_inherited(&w, loop, m->config, m->gen, fds, err, sizeof err) < 0) {
         mh_log(MH_LOG_ERROR, "worker: %s", err);
         _exit(EXIT_SETUP_FAILED);
     }
@@ -122,20 +141,15 @@ static void child_main(struct master *m)
     mh_worker_set_ops(&w, m->ops);
     if (m->spawning_beat >= 0)
         w.heartbeat = &m->beats[m->spawning_beat];
-    for (size_t i = 0; i < m->nlisteners; i++) {
-        free(m->listeners[i].addr); /* the fds are the worker's now */
-        m->listeners[i].addr = NULL;
-    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    pid_t self = getpid();
-    ssize_t n = write(m->ready_pipe[1], &self, sizeof self); /* atomic: < PIPE_BUF */
-    (void)n;
-    close(m->ready_pipe[1]);
+    w.ready_fd = m->ready_pipe[1]; /* the worker says when it serves */
     int rc = mh_worker_run(&w);
     mh_worker_destroy(&w);
     free(m->children);
+    free(m->socks);
+    free(m->fds);
     mh_config_free(m->config);
     exit(rc);
 }
@@ -156,7 +170,7 @@ static size_t count_current(const struct master *m)
     return n;
 }
 
-static int spawn(struct master *m)
+static int spawn(struct master *m, int slot)
 {
     if (m->nchildren == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 16;
@@ -176,6 +190,7 @@ static int spawn(struct master *m)
             atomic_store(&m->beats[i].cpu_ms, 0);
         }
     }
+    m->spawning_slot = slot;
     /* Signals wait until the child has its own watchers (unblocked in child_main). */
     sigset_t all, old;
     sigfillset(&all);
@@ -193,17 +208,27 @@ static int spawn(struct master *m)
     struct child *c = &m->children[m->nchildren++];
     memset(c, 0, sizeof *c);
     c->pid = pid;
+    c->slot = slot;
     c->started = ev_time();
     c->beat = m->spawning_beat;
     c->last_beat_at = c->started;
-    mh_log(MH_LOG_DEBUG, "worker %d started", (int)pid);
+    mh_log(MH_LOG_DEBUG, "worker %d started in slot %d", (int)pid, slot);
     return 0;
 }
 
+static bool slot_taken(const struct master *m, int slot)
+{
+    for (size_t i = 0; i < m->nchildren; i++)
+        if (!m->children[i].retiring && m->children[i].slot == slot)
+            return true;
+    return false;
+}
+
+/* Every slot without a current worker gets one (the start, a reload, a death). */
 static void fill_workers(struct master *m)
 {
-    while (!m->stopping && count_current(m) < (size_t)m->nworkers)
-        if (spawn(m) < 0)
+    for (int s = 0; !m->stopping && s < m->nworkers; s++)
+        if (!slot_taken(m, s) && spawn(m, s) < 0)
             break;
 }
 
@@ -290,7 +315,11 @@ static void on_supervise(struct ev_loop *loop, ev_timer *t, int revents)
             c->last_beat_at = now;
             continue;
         }
-        if (stall <= 0 || !c->ready || now - c->last_beat_at < stall)
+        /*
+         * The slot names this worker once its loop runs (mh_guard_start), ready
+         * or not: one blocked in a once on_start before it serves is a stall too.
+         */
+        if (stall <= 0 || now - c->last_beat_at < stall)
             continue;
         char label[MH_GUARD_LABEL_MAX];
         memcpy(label, hb->label, sizeof label);
@@ -442,8 +471,8 @@ static void on_stop(struct ev_loop *loop, ev_signal *s, int revents)
     mh_log(MH_LOG_INFO, "graceful stop of %zu workers", m->nchildren);
     ev_timer_stop(loop, &m->restart_timer);
     /* Our copies must go too, or connections would queue where no worker accepts. */
-    for (size_t i = 0; i < m->nlisteners; i++)
-        mh_listener_close(&m->listeners[i]);
+    for (size_t i = 0; i < m->nlisteners * m->nsets; i++)
+        mh_listener_close(&m->socks[i]);
     m->nlisteners = 0;
     for (size_t i = 0; i < m->nchildren; i++)
         kill(m->children[i].pid, SIGTERM);
@@ -493,13 +522,37 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     fill_workers(m);
 }
 
+/*
+ * One socket per listener and worker slot (reuseport, more than one
+ * worker), else one per listener that all workers share. The kernel hands
+ * each new connection to one socket of a SO_REUSEPORT set by a hash of its
+ * addresses, so the workers get even shares whatever their speed at
+ * waking up. The other way to spread accepts, one shared socket polled with
+ * EPOLLEXCLUSIVE, was not taken: it wakes one waiter instead of all, but
+ * the waiter woken first is the one that went back to epoll_wait last, so a
+ * worker that is quick to return keeps taking the connections (the uneven
+ * load issue 33 saw); and libev registers its fds without it. Measured on
+ * bursts of 1,000 connections to 2 processes (bench/workers/accept_modes.py,
+ * bench/notes/2026-12-02-workers.md): the busier one took 1.08-1.50x of an even share with
+ * EPOLLEXCLUSIVE, 1.10-1.75x with plain epoll, 1.00-1.05x with SO_REUSEPORT.
+ */
 static int open_listeners(struct master *m, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < m->config->nlisten; i++) {
-        if (mh_listener_open(&m->listeners[i], m->config->listen[i], (int)m->config->backlog, err,
-                             errlen))
+    size_t n = m->config->nlisten;
+    m->nsets = m->config->reuseport && m->nworkers > 1 ? (size_t)m->nworkers : 1;
+    m->socks = calloc(n * m->nsets, sizeof *m->socks);
+    m->fds = calloc(n * m->nsets, sizeof *m->fds);
+    if (!m->socks || !m->fds) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct mh_listener *set = &m->socks[i * m->nsets];
+        if (mh_listener_open_set(set, m->nsets, m->config->listen[i], (int)m->config->backlog, err,
+                                 errlen))
             return -1;
-        m->fds[i] = m->listeners[i].fd;
+        for (size_t s = 0; s < m->nsets; s++)
+            m->fds[s * n + i] = set[s].fd;
         m->nlisteners++;
     }
     return 0;
@@ -564,8 +617,10 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     m.owes_ready = true;
     for (size_t i = 0; i < m.nlisteners; i++)
         mh_log(MH_LOG_INFO, "listening on %s%s (port %d)",
-               mh_config_listen_tls(m.config, i) ? "https://" : "http://", m.listeners[i].addr,
-               mh_listener_port(&m.listeners[i]));
+               mh_config_listen_tls(m.config, i) ? "https://" : "http://",
+               m.socks[i * m.nsets].addr, mh_listener_port(&m.socks[i * m.nsets]));
+    if (m.nsets > 1)
+        mh_log(MH_LOG_DEBUG, "one listening socket per worker (reuseport)");
     mh_log(MH_LOG_INFO, "master %d: starting %d workers", (int)getpid(), nworkers);
     fill_workers(&m);
     ev_run(loop, 0); /* every watcher holds the loop: only a stop (ev_break) ends it */
@@ -588,8 +643,10 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     close(m.ready_pipe[0]);
     close(m.ready_pipe[1]);
 out:
-    for (size_t i = 0; i < m.nlisteners; i++)
-        mh_listener_close(&m.listeners[i]);
+    for (size_t i = 0; m.socks && i < m.nlisteners * m.nsets; i++)
+        mh_listener_close(&m.socks[i]);
+    free(m.socks);
+    free(m.fds);
     free(m.children);
     mh_gen_unref(m.gen);
     return rc;

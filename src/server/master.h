@@ -1,10 +1,15 @@
 #ifndef MH_MASTER_H
 #define MH_MASTER_H
 /*
- * The master of a multi-worker server. It binds the listening sockets once
- * (so port 0 resolves to one port that every worker shares), forks the
- * workers, which inherit the sockets and each run their own loop and Lua
- * state, and supervises them:
+ * The master of a multi-worker server. It binds the listening sockets (so
+ * port 0 resolves to one port for every worker), forks the workers, which
+ * inherit the sockets and each run their own loop and Lua state, and
+ * supervises them. Each worker has a slot 0..N-1; with `reuseport` (the
+ * default) each listener is N SO_REUSEPORT sockets, one per slot, and the
+ * kernel spreads new connections evenly over them (master.c
+ * open_listeners says why not EPOLLEXCLUSIVE). The master keeps every
+ * socket for the server's life, so a connection in slot i's backlog waits
+ * for slot i's next worker instead of being reset:
  *
  *   - a worker that exits unexpectedly is restarted; one that dies within a
  *     second of starting is restarted after an exponential back-off (0.1 s
@@ -13,10 +18,12 @@
  *     logged and changes nothing. Otherwise a new set of workers is forked
  *     with the new code, and once each of them reports ready the old ones
  *     are told to stop gracefully (stop accepting, finish in flight, close
- *     idle). Because all workers accept from the same inherited sockets, a
- *     connection waiting in the backlog is taken by a new worker instead of
- *     being reset with the old worker's socket, as it would be with one
- *     SO_REUSEPORT socket per worker;
+ *     idle). The new worker of slot i accepts on the socket the old one of
+ *     slot i did, so what waits in its backlog is taken, never reset (the
+ *     reset comes when the last copy of a SO_REUSEPORT socket closes, and
+ *     the master holds one). With `reuseport = false` all workers share one
+ *     socket per listener: a slot whose worker is down (a crash loop's
+ *     back-off) leaves nothing waiting, at the price of uneven load;
  *   - SIGTERM/SIGINT stop every worker gracefully (shutdown_timeout, then
  *     SIGKILL half a second later) and the master exits 0; a retired worker
  *     gets the same deadline;

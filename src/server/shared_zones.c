@@ -67,6 +67,7 @@ static int add_zone(struct mh_shm_dicts *set, const struct mh_shared_decl *d, ch
     if (getenv("MOONHTTP_TEST_SHM_HOLD"))
         mh_shm_dict_set_write_hook(dict, hold_hook);
     snprintf(set->v[set->n].name, sizeof set->v[set->n].name, "%s", d->name);
+    set->v[set->n].asked_size = 0;
     set->v[set->n++].dict = dict;
     mh_log(MH_LOG_DEBUG, "shared dict %s: %ld bytes", d->name, d->size);
     return 0;
@@ -80,6 +81,15 @@ int mh_shared_zones_open(struct mh_shm_dicts *set, const struct mh_config *confi
         if (add_zone(set, &config->shared[i], err, errlen) < 0)
             return -1;
     return 0;
+}
+
+/* The size the last reload asked of dict's entry in set, 0 before one. */
+static long *asked_size(struct mh_shm_dicts *set, const struct mh_shm_dict *dict)
+{
+    size_t i = 0;
+    while (set->v[i].dict != dict) /* dict was found in set */
+        i++;
+    return &set->v[i].asked_size;
 }
 
 void mh_shared_zones_reload(struct mh_shm_dicts *set, struct mh_gen *g)
@@ -103,11 +113,15 @@ void mh_shared_zones_reload(struct mh_shm_dicts *set, struct mh_gen *g)
                        set->n == MH_SHM_DICTS_MAX ? "too many dicts" : err);
             else
                 mh_log(MH_LOG_INFO, "reload: new shared dict %s (%ld bytes)", d[i].name, d[i].size);
-        } else if (mh_shm_dict_size(old) != (size_t)d[i].size) {
-            mh_log(MH_LOG_WARN,
-                   "reload: shared dict %s keeps its size of %zu bytes and its data; the new size "
-                   "(%ld bytes) needs a restart",
-                   d[i].name, mh_shm_dict_size(old), d[i].size);
+        } else {
+            /* Said once per size asked for, not again on every later reload that asks the same. */
+            long *asked = asked_size(set, old);
+            if (mh_shm_dict_size(old) != (size_t)d[i].size && *asked != d[i].size)
+                mh_log(MH_LOG_WARN,
+                       "reload: shared dict %s keeps its size of %zu bytes and its data; the new "
+                       "size (%ld bytes) needs a restart",
+                       d[i].name, mh_shm_dict_size(old), d[i].size);
+            *asked = d[i].size;
         }
     }
     mh_config_shared_clear(d, &n);

@@ -27,6 +27,9 @@
 #include <unistd.h>
 
 static void observe(void *ud, const struct mh_req *r);
+static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g);
+static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents);
+static void begin_serving(struct mh_worker *w);
 static void offer_http2(struct mh_config *c);
 
 /*
@@ -317,7 +320,7 @@ void mh_worker_pause_accept(struct mh_worker *w)
 
 void mh_worker_maybe_resume_accept(struct mh_worker *w)
 {
-    if (!w->accept_paused || w->shutting_down ||
+    if (!w->accept_paused || w->shutting_down || w->awaiting_once ||
         w->http.nconns >= (size_t)w->config->max_connections)
         return;
     w->accept_paused = false;
@@ -465,6 +468,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.observe = w->observe ? observe : NULL;
     w->inherited = fds != NULL;
     w->reload_stats = &w->_own_reload_stats;
+    w->ready_fd = -1;
+    w->host.once_started = on_once_started;
     return 0;
 fail:
     for (size_t i = 0; i < w->nlisteners; i++)
@@ -514,10 +519,19 @@ int mh_worker_run(struct mh_worker *w)
         mh_log(MH_LOG_INFO, "listening on %s%s (port %d)",
                mh_config_listen_tls(w->config, i) ? "https://" : "http://", w->listeners[i].addr,
                mh_listener_port(&w->listeners[i]));
-    mh_timer_gen_started(w->gen);
     const struct mh_config *c = w->config;
+    unsigned once = mh_timer_gen_started(w->gen);
+    if (once && c->mode == MH_MODE_SERVE && c->once_start_timeout > 0) {
+        /* The listening sockets stay open: connections wait in the backlog meanwhile. */
+        mh_worker_pause_accept(w);
+        w->awaiting_once = true;
+        ev_timer_init(&w->once_timer, on_once_timeout, c->once_start_timeout, 0.);
+        w->once_timer.data = w;
+        ev_timer_start(w->loop, &w->once_timer);
+    } else {
+        begin_serving(w);
+    }
     if (mh_notify_on(w->notify) && c->mode == MH_MODE_SERVE) {
-        mh_notify_send(w->notify, "READY=1");
         if (w->notify->watchdog > 0) {
             ev_timer_init(&w->watchdog_timer, on_watchdog, 0., w->notify->watchdog);
             w->watchdog_timer.data = w;
@@ -534,11 +548,57 @@ int mh_worker_run(struct mh_worker *w)
     return w->exit_code;
 }
 
+/* Accepts and says so: to the master (its pid on the ready pipe) or, alone, to systemd. */
+static void begin_serving(struct mh_worker *w)
+{
+    w->awaiting_once = false;
+    ev_timer_stop(w->loop, &w->once_timer);
+    mh_worker_maybe_resume_accept(w);
+    if (w->ready_fd >= 0) {
+        pid_t self = getpid();
+        ssize_t n = write(w->ready_fd, &self, sizeof self); /* atomic: < PIPE_BUF */
+        (void)n;
+        close(w->ready_fd);
+        w->ready_fd = -1;
+    }
+    if (mh_notify_on(w->notify) && w->config->mode == MH_MODE_SERVE)
+        mh_notify_send(w->notify, "READY=1");
+}
+
+/* The generation's host is the worker's own (worker_setup). */
+static struct mh_worker *worker_of_host(const struct mh_gen_host *h)
+{
+    return (struct mh_worker *)((char *)h - offsetof(struct mh_worker, host));
+}
+
+/*
+ * The once on_start functions of the code this worker started with have
+ * ended (those of a later reload in place ran while it served: nothing
+ * waits for them).
+ */
+static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g)
+{
+    struct mh_worker *w = worker_of_host(h);
+    (void)g;
+    if (w->awaiting_once)
+        begin_serving(w);
+}
+
+static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    mh_log(MH_LOG_WARN,
+           "http.on_start(..., { once = true }) still running after %g s (once_start_timeout); "
+           "serving without waiting for it",
+           w->config->once_start_timeout);
+    begin_serving(w);
+}
+
 static void on_script_done(struct mh_task *t)
 {
-    /* The generation's host is the worker's own (worker_setup). */
-    struct mh_worker *w =
-        (struct mh_worker *)((char *)t->gen->host - offsetof(struct mh_worker, host));
+    struct mh_worker *w = worker_of_host(t->gen->host);
     w->exit_code = t->exit_status;
     w->script_done = true;
     mh_timer_gen_retired(t->gen); /* timers still pending do not fire after the script ended */
@@ -557,6 +617,9 @@ int mh_worker_run_script(struct mh_worker *w)
 void mh_worker_destroy(struct mh_worker *w)
 {
     ev_timer_stop(w->loop, &w->idle_close_timer);
+    ev_timer_stop(w->loop, &w->once_timer);
+    if (w->ready_fd >= 0)
+        close(w->ready_fd);
     ev_timer_stop(w->loop, &w->watchdog_timer);
     mh_devwatch_stop(w->devwatch);
     w->devwatch = NULL;

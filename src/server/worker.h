@@ -41,6 +41,9 @@ struct mh_worker {
     struct mh_listener listeners[MH_MAX_LISTEN];
     size_t nlisteners;
     bool accept_paused;
+    bool awaiting_once;  /* not accepting until its once on_start functions ran (worker.c) */
+    ev_timer once_timer; /* once_start_timeout */
+    int ready_fd;        /* the master's pipe: this pid is written once serving; -1: none */
     struct mh_acceptor acceptor;         /* shared by the listeners */
     struct mh_listener metrics_listener; /* fd -1: none */
 
@@ -126,7 +129,10 @@ int mh_worker_reload(struct mh_worker *w, const char *why);
 /*
  * Runs the loop until a graceful stop completes; returns the exit code.
  * Serving, it runs under the guards of lua_guard.h (CPU limit, forced end of
- * a stop, heartbeat).
+ * a stop, heartbeat). It accepts, and reports ready (ready_fd, systemd),
+ * only once every { once = true } on_start function of its generation has
+ * ended here, that is, the job ran in this worker or another one (or failed
+ * there), or after once_start_timeout.
  */
 int mh_worker_run(struct mh_worker *w);
 /*

@@ -82,6 +82,11 @@ void mh_config_free(struct mh_config *c)
         }
     }
     mh_config_shared_clear(c->shared, &c->nshared);
+    if (c->_asked) {
+        mh_config_free(c->_asked);
+        free(c->_asked);
+        c->_asked = NULL;
+    }
 }
 
 /* Parses "1.5", "500ms", "2s", "1m" into seconds. */

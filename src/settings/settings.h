@@ -6,7 +6,7 @@
  * range or choices, documentation). Everything that reads or shows a setting
  * goes through the schema: the command-line reader (server/config.c), the
  * reader of http.server{} tables (lua/lua_settings.c), --help, the generated
- * docs/settings.md and the config fuzz target. So a setting cannot exist in
+ * docs/reference/settings.md and the config fuzz target. So a setting cannot exist in
  * one of them and not the others, and a default cannot differ between the
  * code and its documentation.
  *
@@ -40,7 +40,7 @@ struct mh_shared_decl {
     long size;  /* bytes: the zone is exactly this big */
 };
 
-/* The values; what each means is in mh_settings[] (settings.c) and docs/settings.md. */
+/* The values; what each means is in mh_settings[] (settings.c) and docs/reference/settings.md. */
 struct mh_config {
     /* settings (seconds as double, sizes in bytes) */
     double read_header_timeout;
@@ -50,11 +50,13 @@ struct mh_config {
     double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;
     double shutdown_timeout;
+    double once_start_timeout; /* worker.c: serving waits for once on_start functions */
     long max_header_bytes;
     long max_body_bytes;
     long max_connections;
     long keepalive_requests;
     long backlog;
+    bool reuseport; /* one listening socket per worker slot (master.c) */
     long redirect_code;
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */
@@ -97,6 +99,15 @@ struct mh_config {
     int script_argc; /* arguments after the script, for `run` */
     char **script_argv;
 
+    /*
+     * What the script asked for at the last reload (owned, NULL before one):
+     * a reload keeps the running settings and logs the ones the script
+     * changed, and this keeps it from logging the same change again on every
+     * later reload (lua/lua_settings.c, mh_config_changed).
+     */
+    struct mh_config *_asked;
+    unsigned char _in_script[64]; /* in an _asked copy: the settings the script's table held */
+
     /* which settings came from the command line: they beat the script's */
     unsigned char _from_cli[64]; /* indexed like mh_settings[] (checked in settings.c) */
 };
@@ -117,7 +128,7 @@ enum mh_setting_type {
 /*
  * One setting, declared once. `def` is the default as a flag would write it,
  * parsed by mh_setting_parse at mh_config_init, so the default that runs is
- * the one --help and docs/settings.md show (NULL: none). Numbers must lie in
+ * the one --help and docs/reference/settings.md show (NULL: none). Numbers must lie in
  * min..max (in seconds or bytes); a string with `choices` must be one of
  * them, one with `check` must pass it: both are checked by
  * mh_config_validate, after the command line and the script are merged.
@@ -132,8 +143,8 @@ struct mh_setting {
     /* NULL when v is fine, else a reason ("" for none beyond `expect`). */
     const char *(*check)(const char *v);
     const char *expect; /* with check: what is allowed, for errors and docs */
-    const char *doc;    /* one line: --help and docs/settings.md */
-    const char *more;   /* docs/settings.md only: what the line leaves out, or NULL */
+    const char *doc;    /* one line: --help and docs/reference/settings.md */
+    const char *more;   /* docs/reference/settings.md only: what the line leaves out, or NULL */
 };
 
 extern const struct mh_setting mh_settings[];
@@ -204,7 +215,7 @@ int mh_config_workers(const struct mh_config *c);
 
 /* --help's lines for the settings: "  --flag  doc (default x; range)", one per setting. */
 void mh_settings_print_flags(FILE *out);
-/* docs/settings.md: every setting with its flag, default, values and documentation. */
+/* docs/reference/settings.md: every setting with its flag, default, values and documentation. */
 void mh_settings_write_markdown(FILE *out);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * The settings as people read them: --help's flag lines and docs/settings.md,
+ * The settings as people read them: --help's flag lines and docs/reference/settings.md,
  * both written from mh_settings[] so neither can drift from the code. The
- * build writes docs/settings.md again and a test fails when the committed
+ * build writes docs/reference/settings.md again and a test fails when the committed
  * copy differs (CMakeLists.txt, settings_doc).
  */
 #include "settings.h"
@@ -23,7 +23,7 @@ static void fmt_bytes(double v, char *out, size_t outlen)
     snprintf(out, outlen, "%.0f", v);
 }
 
-/* The values a setting takes, for docs/settings.md. */
+/* The values a setting takes, for docs/reference/settings.md. */
 static void fmt_values(const struct mh_setting *s, char *out, size_t outlen)
 {
     char lo[32], hi[32];
@@ -105,7 +105,7 @@ void mh_settings_write_markdown(FILE *out)
           "An unknown name or a value out of range stops the server at startup with the\n"
           "closest known name (\"did you mean\") or the range; `moonhttp --help` lists the\n"
           "same settings. A reload keeps the running settings and warns about those the\n"
-          "script changed: they take effect on a restart.\n\n"
+          "script changed, once per new value: they take effect on a restart.\n\n"
           "| setting | default | values | meaning |\n"
           "|---|---|---|---|\n",
           out);

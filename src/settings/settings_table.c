@@ -1,6 +1,6 @@
 /*
  * mh_settings[]: every setting of the server, declared once. The readers
- * (command line, http.server{}), --help, docs/settings.md and the config
+ * (command line, http.server{}), --help, docs/reference/settings.md and the config
  * fuzz target all walk this table; declaring a setting is one row here, its
  * field in struct mh_config, and its use where it acts.
  */
@@ -46,7 +46,7 @@ static const char *check_address(const char *v)
     return mh_listen_addr_parse(v, &ss, &len);
 }
 
-/* Rows in the order --help and docs/settings.md list them. */
+/* Rows in the order --help and docs/reference/settings.md list them. */
 const struct mh_setting mh_settings[] = {
     {.name = "listen",
      .type = MH_SETTING_LISTEN,
@@ -126,6 +126,15 @@ const struct mh_setting mh_settings[] = {
      .def = "10s",
      .max = DAY,
      .doc = "seconds in-flight requests get on graceful stop"},
+    {.name = "once_start_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(once_start_timeout),
+     .def = "30s",
+     .max = DAY,
+     .doc = "seconds a worker waits for the `http.on_start(fn, { once = true })` functions of "
+            "its code before it serves anyway (0 = no wait)",
+     .more = "a worker accepts only once they have run (in it or another worker), so what they "
+             "create exists for every request; past this it logs a warning and serves"},
     {.name = "max_header_bytes",
      .type = MH_SETTING_BYTES,
      .offset = OFF(max_header_bytes),
@@ -162,6 +171,15 @@ const struct mh_setting mh_settings[] = {
      .min = 1,
      .max = 1 << 20,
      .doc = "listen(2) backlog"},
+    {.name = "reuseport",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(reuseport),
+     .def = "on",
+     .doc = "one listening socket per worker (SO_REUSEPORT), so new connections are spread "
+            "evenly; off: all workers accept from one shared socket",
+     .more = "several workers only; the port is first bound without SO_REUSEPORT, so a busy "
+             "port still fails. Off when workers should pick up the connections of a slot whose "
+             "worker is down (a crash loop's back-off), at the price of uneven load"},
     {.name = "tcp_nodelay",
      .type = MH_SETTING_BOOL,
      .offset = OFF(tcp_nodelay),
@@ -344,3 +362,6 @@ const size_t mh_settings_count = sizeof mh_settings / sizeof mh_settings[0];
 _Static_assert(sizeof mh_settings / sizeof mh_settings[0] <=
                    sizeof((struct mh_config *)0)->_from_cli,
                "mh_config._from_cli needs a slot per setting");
+_Static_assert(sizeof((struct mh_config *)0)->_in_script ==
+                   sizeof((struct mh_config *)0)->_from_cli,
+               "mh_config._in_script needs a slot per setting");

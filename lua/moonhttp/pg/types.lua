@@ -119,6 +119,16 @@ function M.parse_array(s, elem)
   return out
 end
 
+-- How moonhttp.pgrows (C) takes a column of type oid: 2, an integer type
+-- (it parses the text itself, or falls back to the decoder); 1, a type kept
+-- as its text; 0, through the decoder.
+local INTEGER = { [20] = true, [21] = true, [23] = true, [26] = true, [28] = true }
+function M.kind(oid)
+  if INTEGER[oid] then return 2 end
+  if M.decoder(oid) == identity then return 1 end
+  return 0
+end
+
 -- The decoder for a column of type oid: a function(text) -> Lua value.
 function M.decoder(oid)
   local d = scalar[oid]

@@ -121,7 +121,7 @@ static void test_checks(void)
     CHECK(mh_config_is_setting("h2c", 3) && !mh_config_is_setting("h2", 2));
 }
 
-/* docs/settings.md's table has a row per setting, with its default. */
+/* docs/reference/settings.md's table has a row per setting, with its default. */
 static void test_markdown(void)
 {
     char *page = NULL;

@@ -1,0 +1,326 @@
+-- http.upstream groups (issue 37, docs/guide/proxy.md "Upstream groups") through
+-- the real binary: a front moonhttp proxies to groups of small moonhttp
+-- upstreams ("nodes") started here, each answering with its name in X-Node
+-- and counting its requests and health probes. A port nothing listens on
+-- stands for a server that refuses.
+local H = require "helper"
+local socket = require "socket"
+local cjson = require "cjson"
+
+-- One upstream: its name in X-Node; /stall-<name> stalls; /hold holds 1.5 s;
+-- POST /_set?status=&health=&reset=1 changes its answers; /_stats counts.
+local NODE = [[
+local http = require "moonhttp"
+local NAME = %q
+local st = { health = 200, status = 200, hits = 0, probes = 0 }
+http.handle("GET /health", function(req, res)
+  st.probes = st.probes + 1
+  res:status(st.health)
+  res:write("health " .. NAME)
+end)
+http.handle("POST /_set", function(req, res)
+  local a = req:args()
+  if a.health then st.health = tonumber(a.health) end
+  if a.status then st.status = tonumber(a.status) end
+  if a.reset then st.hits, st.probes = 0, 0 end
+  res:write("ok")
+end)
+http.handle("GET /_stats", function(req, res) res:json({ hits = st.hits, probes = st.probes }) end)
+http.handle("/", function(req, res)
+  st.hits = st.hits + 1
+  if req.path == "/stall-" .. NAME then http.sleep(5) end
+  if req.path == "/hold" then http.sleep(1.5) end
+  res:header("X-Node", NAME)
+  res:status(st.status)
+  res:write(NAME .. " " .. req.method .. " " .. req.raw_path)
+end)
+]]
+
+local FRONT = [[
+local http = require "moonhttp"
+local A, B, C, DEAD, DEAD2, U = %q, %q, %q, %q, %q, %q
+local function route(prefix, group, opts)
+  opts = opts or {}
+  opts.read_timeout = opts.read_timeout or 1
+  opts.request = function(up) up.path = up.path:sub(#prefix) end
+  http.handle(prefix, function(req, res) return http.proxy(req, res, group, opts) end)
+end
+route("/rr/", http.upstream{ servers = { A, { addr = B, weight = 2 } } })
+route("/lc/", http.upstream{ servers = { A, B }, balance = "least_conn" }, { read_timeout = 3 })
+route("/hash/", http.upstream{ servers = { A, B, C }, balance = "hash(header:X-User)" })
+route("/hash2/", http.upstream{ servers = { A, B, C }, balance = "hash(header:X-User)", fail_timeout = 5,
+  retries = { on = { "error", "502" } } })
+route("/refused/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
+route("/stall1/", http.upstream{ servers = { A, B }, retries = { on = { "error" } } })
+route("/stall2/", http.upstream{ servers = { A, B }, retries = { on = { "error", "timeout" } } })
+route("/down/", http.upstream{ servers = { DEAD, DEAD2 } })
+route("/downjson/", http.upstream{ servers = { DEAD, DEAD2 } }, { on_error = function(res, status, kind, detail)
+  res:json({ status = status, kind = kind, detail = detail }, status)
+end })
+route("/passive/", http.upstream{ servers = { A, B }, max_fails = 2, fail_timeout = 1,
+  retries = { tries = 1, on = { "502" } } })
+route("/allbad/", http.upstream{ servers = { A, B }, max_fails = 0, retries = { tries = 3, on = { "503" } } })
+route("/post/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
+route("/postany/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
+route("/postbody/", http.upstream{ servers = { DEAD, A }, max_fails = 0, retries = { idempotent_only = false } })
+route("/dns/", http.upstream{ servers = { (A:gsub("^127.0.0.1", "localhost")) }, max_fails = 0 })
+route("/ka/", http.upstream{ servers = { U } })
+route("/noka/", http.upstream{ servers = { U }, keepalive = 0 })
+local api = http.upstream{ servers = { DEAD, B }, max_fails = 0 }
+http.handle("/fetch", function(req, res)
+  local r, kind = api:fetch("/via-fetch", { timeout = 2 })
+  if not r then res:status(502) return res:write(kind) end
+  res:write(r:header("X-Node") .. " " .. r:body())
+end)
+]]
+
+-- Two workers sharing the up/down marks in a dict; each answer names the worker.
+local FRONT2 = [[
+local http = require "moonhttp"
+http.server{ shared = { ups = "1m" } }
+local A, B = %q, %q
+local g = http.upstream{ servers = { A, B }, shared = "ups", max_fails = 0,
+  health = { path = "/health", interval = 0.25, timeout = 0.5 } }
+local pid
+http.handle("/", function(req, res)
+  pid = pid or io.open("/proc/self/stat"):read("n")
+  return http.proxy(req, res, g, { response = function(head) head.headers["X-Worker"] = { tostring(pid) } end })
+end)
+]]
+
+local function free_addr()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return "127.0.0.1:" .. port
+end
+
+local function node_of(res) return res and res.headers["x-node"] end
+
+local function set(node, query) assert.equal(200, H.request(node.port, "POST", "/_set?" .. query, nil, "").status) end
+local function stats(node) return cjson.decode(H.request(node.port, "GET", "/_stats").body) end
+
+describe("http.upstream", function()
+  local a, b, c, up, front
+  setup(function()
+    up = H.upstream()
+    a = H.start(NODE:format("a"))
+    b = H.start(NODE:format("b"))
+    c = H.start(NODE:format("c"))
+    front = H.start(FRONT:format("127.0.0.1:" .. a.port, "127.0.0.1:" .. b.port, "127.0.0.1:" .. c.port,
+      free_addr(), free_addr(), "127.0.0.1:" .. up.port))
+  end)
+  teardown(function()
+    for _, s in ipairs({ front, a, b, c, up }) do if s then s:stop() end end
+  end)
+
+  it("spreads requests by weight, smoothly (2:1 gives b a b, not b b a)", function()
+    local seq = {}
+    for i = 1, 6 do
+      local r = front:get("/rr/x")
+      assert.equal(200, r.status)
+      seq[i] = node_of(r)
+    end
+    assert.equal("babbab", table.concat(seq))
+  end)
+
+  it("least_conn sends to the server with fewer requests in flight", function()
+    local hold = H.connect(front.port)
+    assert(hold:send("GET /lc/hold HTTP/1.1\r\nHost: x\r\n\r\n"))
+    H.sleep(0.2)
+    local seen = {}
+    for _ = 1, 4 do seen[#seen + 1] = node_of(front:get("/lc/x")) end
+    local held = node_of(hold:read_response())
+    hold:close()
+    assert.truthy(held)
+    for _, n in ipairs(seen) do assert.not_equal(held, n) end
+  end)
+
+  it("hash(header:X-User) keeps a user on one server and spreads users", function()
+    local nodes = {}
+    for u = 1, 12 do
+      local first
+      for _ = 1, 3 do
+        local n = node_of(front:get("/hash/x", { ["X-User"] = "user" .. u }))
+        assert.truthy(n)
+        first = first or n
+        assert.equal(first, n)
+      end
+      nodes[first] = true
+    end
+    local distinct = 0
+    for _ in pairs(nodes) do distinct = distinct + 1 end
+    assert.is_true(distinct >= 2)
+  end)
+
+  it("hash: when a server goes down only its keys move", function()
+    local function map()
+      local m = {}
+      for u = 1, 24 do m[u] = node_of(front:get("/hash2/x", { ["X-User"] = "user" .. u })) end
+      return m
+    end
+    local before = map()
+    set(c, "status=502")
+    local after = map() -- c's users: 502, retried on the next server of the ring; c marked down
+    local again = map()
+    set(c, "status=200")
+    local moved = 0
+    for u = 1, 24 do
+      if before[u] == "c" then
+        moved = moved + 1
+        assert.not_equal("c", again[u])
+      else
+        assert.equal(before[u], after[u])
+        assert.equal(before[u], again[u])
+      end
+    end
+    assert.is_true(moved > 0)
+  end)
+
+  it("skips a server that refuses and retries the request on the next", function()
+    for _ = 1, 4 do
+      local r = front:get("/refused/x")
+      assert.equal(200, r.status)
+      assert.equal("a", node_of(r))
+    end
+  end)
+
+  it("group:fetch retries a refused server too", function()
+    for _ = 1, 2 do
+      local r = front:get("/fetch")
+      assert.equal(200, r.status)
+      assert.equal("b b GET /via-fetch", r.body)
+    end
+  end)
+
+  it("a server that stalls gives 504, retried on the next only when timeout is listed", function()
+    local t0 = H.now()
+    local r = front:get("/stall1/stall-a")
+    assert.equal(504, r.status)
+    assert.equal("gateway timeout\n", r.body)
+    assert.is_true(H.now() - t0 < 3)
+    r = front:get("/stall2/stall-a")
+    assert.equal(200, r.status)
+    assert.equal("b", node_of(r))
+  end)
+
+  it("all servers down: 503 no healthy upstream, and the app may replace the body", function()
+    assert.equal(502, front:get("/down/x").status) -- both refuse: now both are marked down
+    local r = front:get("/down/x")
+    assert.equal(503, r.status)
+    assert.equal("no healthy upstream\n", r.body)
+    front:get("/downjson/x")
+    r = front:get("/downjson/x")
+    assert.equal(503, r.status)
+    local j = cjson.decode(r.body)
+    assert.same({ status = 503, kind = "unavailable", detail = "no healthy upstream" }, j)
+  end)
+
+  it("max_fails failures within fail_timeout mark a server down, back after fail_timeout", function()
+    set(b, "status=502")
+    local seq = {}
+    for i = 1, 4 do seq[i] = front:get("/passive/x").status end
+    assert.same({ 200, 502, 200, 502 }, seq) -- a, b, a, b: b failed twice
+    set(b, "reset=1")
+    for _ = 1, 4 do assert.equal("a", node_of(front:get("/passive/x"))) end
+    assert.equal(0, stats(b).hits)
+    set(b, "status=200")
+    H.sleep(1.2)
+    local seen = {}
+    for _ = 1, 4 do seen[node_of(front:get("/passive/x"))] = true end
+    assert.is_true(seen.a and seen.b)
+  end)
+
+  it("a listed status is retried on the next server; the last one's answer goes out", function()
+    set(a, "status=503&reset=1")
+    set(b, "status=503&reset=1")
+    local r = front:get("/allbad/x")
+    set(a, "status=200")
+    set(b, "status=200")
+    assert.equal(503, r.status)
+    assert.equal("b GET /x", r.body)
+    assert.equal(1, stats(a).hits)
+    assert.equal(1, stats(b).hits)
+  end)
+
+  it("does not retry a POST unless idempotent_only = false, nor a request with a body", function()
+    assert.equal(502, front:request("POST", "/post/x").status) -- DEAD first, not retried
+    assert.equal(200, front:request("POST", "/post/x").status) -- then a
+    local r = front:request("POST", "/postany/x")
+    assert.equal(200, r.status)
+    assert.equal("a POST /x", r.body)
+    assert.equal(502, front:request("POST", "/postbody/x", nil, "payload").status)
+  end)
+
+  it("resolves a server's host name (through the client's resolver cache)", function()
+    local r = front:get("/dns/x")
+    assert.equal(200, r.status)
+    assert.equal("a", node_of(r))
+  end)
+
+  it("keeps idle connections per server (keepalive = 0 keeps none)", function()
+    local function conns(prefix)
+      assert.equal(200, H.request(up.port, "GET", "/_reset").status)
+      for _ = 1, 5 do assert.equal(200, front:get(prefix .. "small").status) end
+      return tonumber(H.request(up.port, "GET", "/_count").body)
+    end
+    assert.equal(1, conns("/ka/"))
+    assert.equal(5, conns("/noka/"))
+  end)
+
+  it("rejects bad groups with a clear error", function()
+    local cases = {
+      { "servers = {}", "servers must be a non%-empty list" },
+      { "servers = { 'nope' }", "servers%[1%] must be" },
+      { "servers = { { addr = '127.0.0.1:1', weight = 0 } }", "weight must be an integer" },
+      { "servers = { '127.0.0.1:1' }, balance = 'random'", "balance must be" },
+      { "servers = { '127.0.0.1:1' }, retries = { on = { 'oops' } }", "unknown condition oops" },
+      { "servers = { '127.0.0.1:1' }, helth = {}", "helth" },
+      { "servers = { '127.0.0.1:1' }, health = { path = 'x' }", "health.path must be" },
+    }
+    for _, case in ipairs(cases) do
+      local code, out = H.run({ "--check", H.script("local http = require 'moonhttp'\nhttp.upstream{ "
+        .. case[1] .. " }\n") })
+      assert.not_equal(0, code)
+      assert.truthy(out:match(case[2]), out)
+      assert.truthy(out:match("%.lua:2"), out) -- the error points at the user's line
+    end
+  end)
+end)
+
+describe("http.upstream health checks across workers", function()
+  local a, b, front
+  setup(function()
+    a = H.start(NODE:format("a"))
+    b = H.start(NODE:format("b"))
+    front = H.start(FRONT2:format("127.0.0.1:" .. a.port, "127.0.0.1:" .. b.port), { flags = { "--workers", "2" } })
+  end)
+  teardown(function()
+    for _, s in ipairs({ front, a, b }) do if s then s:stop() end end
+  end)
+
+  it("probes each server from one worker and every worker sees its marks", function()
+    H.sleep(0.5)
+    set(a, "reset=1")
+    H.sleep(2)
+    -- one prober every 0.25 s: about 8 in 2 s; one per worker would be about 16
+    local probes = stats(a).probes
+    assert.is_true(probes >= 3 and probes <= 11, "probes in 2 s: " .. probes)
+    set(a, "health=500")
+    H.sleep(0.8)
+    local workers, n = {}, 0
+    for _ = 1, 300 do
+      local r = front:get("/x")
+      assert.equal(200, r.status)
+      assert.equal("b", node_of(r))
+      if not workers[r.headers["x-worker"]] then workers[r.headers["x-worker"]] = true; n = n + 1 end
+      if n == 2 then break end
+    end
+    assert.equal(2, n) -- both workers answered, both sent only to b
+    set(a, "health=200")
+    H.sleep(0.8)
+    local seen = {}
+    for _ = 1, 6 do seen[node_of(front:get("/x"))] = true end
+    assert.is_true(seen.a and seen.b)
+  end)
+end)

@@ -1,0 +1,62 @@
+#ifndef MH_PG_WIRE_H
+#define MH_PG_WIRE_H
+/*
+ * The backend messages of PostgreSQL's protocol 3.0 that make up most of a
+ * query's answer, cut from a buffer of received bytes: a message head
+ * (type byte, 4-byte big-endian length counting itself, body) and the
+ * fields of a DataRow. Pure functions over caller-owned bytes: nothing is
+ * copied or allocated, every slice points into the input. moonhttp.pg's
+ * fast path (src/lua/lua_pgrows.c) reads answers with them; anything they
+ * do not take is left to the Lua client (lua/moonhttp/pg/proto.lua).
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The server's own bound on a message (1 GiB), as proto.lua's MAX_MESSAGE. */
+#define MH_PG_MAX_MESSAGE (1u << 30)
+
+/* mh_pg_message's answers besides a message's size. */
+#define MH_PG_MORE 0    /* not a whole message yet: read more */
+#define MH_PG_BAD  (-1) /* a length below 4 or above MH_PG_MAX_MESSAGE */
+
+/* One message: its type, and its body as a slice of the input. */
+struct mh_pg_msg {
+    char type;
+    const char *body;
+    size_t len;
+};
+
+/*
+ * Cuts the message at the start of buf[0..n): its whole size (5 + body) with
+ * *m filled, MH_PG_MORE when fewer bytes than that have arrived, or
+ * MH_PG_BAD when its length cannot be (the connection is then unusable).
+ */
+long mh_pg_message(const char *buf, size_t n, struct mh_pg_msg *m);
+
+/* A DataRow's fields, read in order with mh_pg_field after mh_pg_datarow accepted it. */
+struct mh_pg_row {
+    const char *_p;
+    size_t _left;
+    unsigned nfields;
+};
+
+/*
+ * Checks a DataRow body whole: a 16-bit field count equal to ncols, then
+ * that many fields (a 32-bit length, -1 for NULL, and that many bytes) that
+ * end exactly at the body's end. Returns false for anything else, and the
+ * fields are then not to be read.
+ */
+bool mh_pg_datarow(const char *body, size_t len, unsigned ncols, struct mh_pg_row *row);
+
+/* The next field of a checked row: *v and *len, or *v NULL for SQL NULL. */
+void mh_pg_field(struct mh_pg_row *row, const char **v, size_t *len);
+
+/*
+ * The text form of an integer column (int2, int4, int8, oid, xid): an
+ * optional '-', then 1 to 19 digits within int64's range. False for
+ * anything else (the caller falls back to its general decoder).
+ */
+bool mh_pg_int(const char *s, size_t n, int64_t *out);
+
+#endif
