@@ -5,13 +5,13 @@
 --   GATEWAY_USERS=10.0.0.1:8080,10.0.0.2:8080 GATEWAY_EVENTS=10.0.0.3:8080 \
 --   GATEWAY_API_KEYS=k3y-for-alice=alice GATEWAY_JWT_SECRET=... moonhttp examples/gateway.lua
 --
---   /v1/users/...   API key, rate limit  → users group, as /users/...
+--   /v1/users/...   API key, rate limit  → users group, as /users/..., cached
 --   GET /v1/events  API key, rate limit  → events group, a stream of server-sent events
 --   GET /v1/ws      API key, rate limit  → events group, a WebSocket
 --   GET /account    a JWT (Bearer)       → users group, as /users/<the token's sub>
 local http = require "moonhttp"
 
-http.server{ shared = { upstreams = "1m", limits = "1m" } }
+http.server{ shared = { upstreams = "1m", limits = "1m", cache = "16m" } }
 
 local function env(name, default) return os.getenv(name) or default end
 
@@ -89,40 +89,19 @@ local v1 = http.group("/v1")
 v1:use(api_key)
 v1:use(rate_limit)
 
--- RESPONSE CACHE: GETs of /v1/users/ are the ones worth caching (a few
--- seconds, on a shared dict). The cache module being written for issue 37
--- (require "moonhttp.cache") wraps the handler here.
-v1:handle("/users/", rewrite(users, "/v1/users/", "/users/", { read_timeout = 10 }))
+-- GETs of /v1/users/ go through a response cache shared by all workers: an
+-- answer the users service marks cacheable (Cache-Control: max-age) is
+-- served from it while fresh, and for a minute past that if the service
+-- fails. It sits after the key check and the rate limit, so both still count.
+local cache = require("moonhttp.cache").new{ dict = http.shared.cache, stale_if_error = 60 }
+v1:handle("/users/", cache:wrap(rewrite(users, "/v1/users/", "/users/", { read_timeout = 10 })))
 
 -- A stream: no total timeout, and each event is sent on as it arrives.
 v1:handle("GET /events", rewrite(events, "/v1/events", "/events", { timeout = 0, read_timeout = 300 }))
 
--- WebSocket. http.proxy will pass a 101 through as two byte pipes (issue
--- 37); until then the gateway opens its own WebSocket to the server the
--- group picks and relays messages, one task each way.
-v1:handle("GET /ws", function(req, res)
-  local base = events:url(req)
-  if not base then return json_error(res, 503, "unavailable") end
-  local up, err = http.websocket(base:gsub("^http", "ws") .. "/ws", { timeout = 5 })
-  if not up then return json_error(res, 502, err) end
-  local down = req:websocket()
-  if not down then
-    up:close()
-    return deny(res, 400, "expected a WebSocket upgrade")
-  end
-  http.spawn(function()
-    while true do
-      local msg, kind = up:receive()
-      if not msg or not down:send(msg, kind) then break end
-    end
-    down:close()
-  end)
-  while true do
-    local msg, kind = down:receive()
-    if not msg or not up:send(msg, kind) then break end
-  end
-  up:close()
-end)
+-- WebSocket (any Upgrade): after the server's 101, http.proxy pumps the
+-- bytes both ways; a minute without one closes both sides.
+v1:handle("GET /ws", rewrite(events, "/v1/ws", "/ws", { idle_timeout = 60 }))
 
 -- An end user's own record, from the subject of an HS256 token.
 http.handle("GET /account", function(req, res)

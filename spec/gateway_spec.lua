@@ -11,6 +11,7 @@ local http = require "moonhttp"
 local NAME = %q
 http.handle("GET /health", function(req, res) res:write("ok") end)
 http.handle("/users/", function(req, res)
+  if req.path == "/users/list" then res:header("Cache-Control", "max-age=30") end
   res:json({ node = NAME, path = req.raw_path, user = req:header("x-user") or false,
     auth = req:header("authorization") or false })
 end)
@@ -64,6 +65,7 @@ describe("examples/gateway.lua", function()
   local u1, u2, ev, gw, dead
   local function get(path, headers) return H.request(gw.port, "GET", path, headers) end
   local KEY = { ["X-API-Key"] = "alice-key" }
+  local CAROL = { ["X-API-Key"] = "carol-key" } -- the cache case's own key, so alice's rate holds
 
   setup(function()
     u1 = H.start(NODE:format("u1"))
@@ -73,7 +75,7 @@ describe("examples/gateway.lua", function()
     local envs = table.concat({
       "GATEWAY_USERS=127.0.0.1:" .. u1.port .. ",127.0.0.1:" .. u2.port .. "," .. dead,
       "GATEWAY_EVENTS=127.0.0.1:" .. ev.port,
-      "GATEWAY_API_KEYS=alice-key=alice,bob-key=bob",
+      "GATEWAY_API_KEYS=alice-key=alice,bob-key=bob,carol-key=carol",
       "GATEWAY_JWT_SECRET=" .. H.shell_quote(SECRET),
       "GATEWAY_RATE=10",
     }, " ")
@@ -101,6 +103,18 @@ describe("examples/gateway.lua", function()
     end
     assert.equal(2, nodes.u1)
     assert.equal(2, nodes.u2)
+  end)
+
+  it("serves what the users service marks cacheable from the shared cache", function()
+    local first = get("/v1/users/list", CAROL)
+    assert.equal(200, first.status)
+    assert.equal("MISS", first.headers["x-cache"])
+    for _ = 1, 3 do
+      local again = get("/v1/users/list", CAROL)
+      assert.equal("HIT", again.headers["x-cache"])
+      assert.equal(first.body, again.body) -- round robin would have named the other node
+    end
+    assert.equal(401, get("/v1/users/list").status) -- the key check stays in front of it
   end)
 
   it("limits each API key to GATEWAY_RATE requests a minute", function()
