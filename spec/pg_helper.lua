@@ -4,6 +4,7 @@
 -- self-signed certificate, and users for each authentication method.
 -- stop() removes everything; start() cleans up after itself when it fails.
 local H = require "helper"
+local certs = require "helpers.certs"
 local socket = require "socket"
 
 local P = {}
@@ -39,10 +40,7 @@ Cluster.__index = Cluster
 
 -- A self-signed certificate for 127.0.0.1 / localhost (its own CA).
 local function make_cert(dir, name, cn)
-  must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
-    .. "-subj /CN=%s -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1' -keyout %s -out %s",
-    cn, q(dir .. "/" .. name .. ".key"), q(dir .. "/" .. name .. ".crt")))
-  return dir .. "/" .. name .. ".crt", dir .. "/" .. name .. ".key"
+  return certs.self_signed(dir, name, "/CN=" .. cn, { san = "DNS:localhost,IP:127.0.0.1" })
 end
 
 function Cluster:psql(sql)
