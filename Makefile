@@ -15,6 +15,8 @@ PREFIX      ?= /usr/local
 FUZZ_SECONDS ?= 60
 # The soak test's length in `make test` (bench/soak.sh; `make soak` runs 10 minutes).
 SOAK_SECONDS ?= 90
+# How many spec files run at once (scripts/spec_run.sh; 1: one busted over spec/).
+SPEC_JOBS ?= 1
 
 all: build
 
@@ -57,13 +59,13 @@ unit: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure
 
 spec: build
-	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
+	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SPEC_JOBS=$(SPEC_JOBS) scripts/spec_run.sh
 
 # The soak runs before busted so the output still ends with the runners' summaries.
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure
 	SOAK_SECONDS=$(SOAK_SECONDS) MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SOAK_OUT=$(abspath $(BUILD_DIR))/soak bench/soak.sh
-	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp busted
+	MOONHTTP_BIN=$(abspath $(BUILD_DIR))/moonhttp SPEC_JOBS=$(SPEC_JOBS) scripts/spec_run.sh
 
 # examples/linkboard.lua under load and faults for 10 minutes (bench/notes/2026-12-02-lab-notebook.md, Soak).
 soak: build

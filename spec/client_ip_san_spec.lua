@@ -3,6 +3,7 @@
 -- only). Certificates are made here with the openssl CLI; the servers are
 -- moonhttp's own HTTPS listeners.
 local H = require "helper"
+local certs = require "helpers.certs"
 
 local sh = H.must
 
@@ -22,14 +23,9 @@ describe("http.fetch to an IP address over TLS", function()
   local dir, servers, ca = nil, {}, nil
 
   local function cert(name, san)
-    local function in_dir(cmd) sh("cd " .. dir .. " && " .. cmd) end
-    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
-    in_dir("openssl req " .. ec .. " -keyout " .. name .. ".key -out " .. name .. ".csr -subj /CN=" .. name)
-    H.write_file(dir .. "/" .. name .. ".cnf", "subjectAltName=" .. san .. "\n")
-    in_dir("openssl x509 -req -in " .. name .. ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out "
-      .. name .. ".pem -days 2 -extfile " .. name .. ".cnf")
+    local pem, key = certs.leaf(dir, name, "/CN=" .. name, { ext = "subjectAltName=" .. san })
     local srv = H.start(SERVER, { no_listen = true, flags = { "--listen", "https://127.0.0.1:0",
-      "--tls-cert", dir .. "/" .. name .. ".pem", "--tls-key", dir .. "/" .. name .. ".key" } })
+      "--tls-cert", pem, "--tls-key", key } })
     servers[name] = srv
     return srv
   end
@@ -43,11 +39,8 @@ describe("http.fetch to an IP address over TLS", function()
   end
 
   setup(function()
-    dir = H.tmpname(".pki")
-    sh("mkdir -p " .. dir)
-    sh("cd " .. dir .. " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
-      .. " -keyout ca.key -out ca.pem -days 2 -subj '/CN=moonhttp ip test CA'")
-    ca = dir .. "/ca.pem"
+    dir = certs.dir(".pki")
+    ca = certs.self_signed(dir, "ca", "/CN=moonhttp ip test CA")
     cert("ip", "IP:127.0.0.1,DNS:localhost")
     cert("dnsonly", "DNS:localhost,DNS:127.0.0.1") -- an address written as a DNS name does not count
     cert("otherip", "IP:127.0.0.2")

@@ -2,6 +2,7 @@
 -- CLI, and bench/client/delayproxy (compiled here, no delay) terminating TLS
 -- in front of the counting upstream (spec/servers/upstream.lua).
 local H = require "helper"
+local certs = require "helpers.certs"
 local socket = require "socket"
 
 local sh = H.must
@@ -28,15 +29,9 @@ describe("http client over TLS", function()
   local dir, pids, up_port, good, expired = nil, {}, nil, nil, nil
 
   setup(function()
-    dir = H.tmpname(".pki")
-    sh("mkdir -p " .. dir)
+    dir = certs.ca_and_server(".pki", "/CN=moonhttp test CA")
     local function in_dir(cmd) sh("cd " .. dir .. " && " .. cmd) end
-    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
-    in_dir("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj '/CN=moonhttp test CA'")
-    in_dir("openssl req -x509 " .. ec .. " -keyout other.key -out other.pem -days 2 -subj '/CN=other CA'")
-    in_dir("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
-    H.write_file(dir .. "/ext.cnf", "subjectAltName=DNS:localhost\n")
-    in_dir("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext.cnf")
+    certs.self_signed(dir, "other", "/CN=other CA")
     -- an expired certificate needs `openssl ca` for explicit dates
     H.write_file(dir .. "/ca.cnf", table.concat({
       "[ ca ]", "default_ca = tca", "[ tca ]", "dir = .", "database = index.txt", "new_certs_dir = .",
@@ -44,7 +39,8 @@ describe("http client over TLS", function()
       "[ pol ]", "commonName = supplied", "" }, "\n"))
     H.write_file(dir .. "/index.txt", "")
     H.write_file(dir .. "/serial", "01\n")
-    in_dir("openssl req " .. ec .. " -keyout old.key -out old.csr -subj /CN=localhost")
+    in_dir("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout old.key -out old.csr"
+      .. " -subj /CN=localhost")
     in_dir("openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in old.csr -out old.pem"
       .. " -startdate 20200101000000Z -enddate 20200201000000Z")
     -- built by CMake beside the binary, against the same Mbed TLS (3.6)

@@ -2,6 +2,7 @@
 -- http.handle, every rule of the handler, and traversal attempts written as
 -- data rows (raw request bytes in, status out).
 local H = require "helper"
+local O = require "ops_helper"
 
 local function sh(cmd)
   assert(os.execute(cmd), "command failed: " .. cmd)
@@ -243,16 +244,21 @@ describe("static files", function()
   it("sees a changed file after the short cache TTL", function()
     local path = dir .. "/public/only.txt"
     assert.are.equal("identity only\n", srv:get("/static/only.txt").body)
+    -- each change is seen within 1.3 s (the TTL and a margin), asked every 50 ms
+    local function seen(want_status, want_body)
+      local r
+      O.wait_for(function()
+        r = srv:get("/static/only.txt")
+        return r.status == want_status and (not want_body or r.body == want_body)
+      end, 1.3, 0.05)
+      return r
+    end
     H.write_file(path, "changed, and longer than before\n")
-    H.sleep(1.3)
-    local r = srv:get("/static/only.txt")
-    assert.are.equal("changed, and longer than before\n", r.body)
+    assert.are.equal("changed, and longer than before\n", seen(200, "changed, and longer than before\n").body)
     os.remove(path)
-    H.sleep(1.3)
-    assert.are.equal(404, srv:get("/static/only.txt").status)
+    assert.are.equal(404, seen(404).status)
     H.write_file(path, "back\n")
-    H.sleep(1.3)
-    assert.are.equal("back\n", srv:get("/static/only.txt").body)
+    assert.are.equal("back\n", seen(200, "back\n").body)
   end)
 
   -- issue 30: the response is cut (Content-Length cannot be kept) and the

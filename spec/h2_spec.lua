@@ -3,6 +3,7 @@
 -- frames (spec/h2_frames.py, Debian's python3-hyperframe + python3-hpack)
 -- for the malformed requests and the floods.
 local H = require "helper"
+local certs = require "helpers.certs"
 
 local q, sh = H.shell_quote, H.sh
 local PY = "/usr/bin/python3"
@@ -91,12 +92,10 @@ local function frames_signalled(srv, scenario, sig)
   return parse(out), out
 end
 
--- A self-signed certificate (c.pem, k.pem) in a new directory.
+-- A self-signed certificate (c.pem, c.key) in a new directory.
 local function make_cert()
-  local tls = H.tmpname("-h2tls")
-  assert(os.execute("mkdir -p " .. q(tls)))
-  H.must(string.format("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes " ..
-    "-keyout %s/k.pem -out %s/c.pem -days 2 -subj /CN=localhost 2>&1", q(tls), q(tls)))
+  local tls = certs.dir("-h2tls")
+  certs.self_signed(tls, "c", "/CN=localhost")
   return tls
 end
 
@@ -146,7 +145,7 @@ describe("HTTP/2", function()
     local body = H.write_file(H.tmpname(".bin"), string.rep("0123456789", 9000))
     local large = H.write_file(H.tmpname(".bin"), string.rep("z", 150000))
     local tls = make_cert()
-    local tsrv = start_for_test(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
+    local tsrv = start_for_test(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/c.key"))
     local fmt = "-o /dev/null -w '%{http_code} %{size_download} [%header{content-type}] " ..
         "[%header{content-length}] [%header{content-encoding}] %{http_version}\\n'"
     for _, row in ipairs(same) do
@@ -489,11 +488,11 @@ describe("HTTP/2", function()
   it("http2 = false: TLS offers only http/1.1 in ALPN", function()
     local tls = make_cert()
     local tsrv = start_for_test(dir, string.format("http2 = false, tls = { cert = %q, key = %q }",
-      tls .. "/c.pem", tls .. "/k.pem"))
+      tls .. "/c.pem", tls .. "/c.key"))
     local out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", tsrv.port))
     assert.truthy(out:find("ALPN: server accepted http/1.1", 1, true), out)
     tsrv:stop()
-    local on = start_for_test(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/k.pem"))
+    local on = start_for_test(dir, string.format("tls = { cert = %q, key = %q }", tls .. "/c.pem", tls .. "/c.key"))
     out = curl(string.format("-v --http2 -k https://127.0.0.1:%d/hello 2>&1", on.port))
     assert.truthy(out:find("ALPN: server accepted h2", 1, true), out)
     on:stop()

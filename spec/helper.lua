@@ -409,6 +409,23 @@ function H.run_kv(prelude, source, ...)
   return kv, out
 end
 
+--- A slow sender (slowloris, a byte-at-a-time client): sends data to connection
+--- c in pieces of opts.size bytes (1), opts.gap seconds apart (0.05), until all
+--- is sent, a send fails (the peer closed) or opts.limit seconds (none) passed.
+--- Returns whether all of data was sent, whether a send failed, and the seconds taken.
+function H.trickle(c, data, opts)
+  opts = opts or {}
+  local size, gap, t0 = opts.size or 1, opts.gap or 0.05, H.now()
+  for i = 1, #data, size do
+    if not c:send(data:sub(i, i + size - 1)) then return false, true, H.now() - t0 end
+    if i + size <= #data then
+      socket.sleep(gap)
+      if opts.limit and H.now() - t0 > opts.limit then return false, false, H.now() - t0 end
+    end
+  end
+  return true, false, H.now() - t0
+end
+
 --- Runs a shell command; returns its combined output and whether it succeeded.
 function H.sh(cmd)
   local out = tmpname(".sh")

@@ -1,7 +1,6 @@
 -- Hostile and malformed input, written as data: the bytes a client sends,
 -- the status it must get, and whether the connection stays open after.
 local H = require "helper"
-local socket = require "socket"
 local cases = require "hostile_rows"
 
 describe("hostile input", function()
@@ -44,10 +43,7 @@ describe("hostile input", function()
 
   it("routes a method llhttp does not know when it arrives a byte at a time", function()
     local c = srv:connect()
-    for b in ("purge /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nok"):gmatch(".") do
-      assert(c:send(b))
-      socket.sleep(0.002)
-    end
+    assert(H.trickle(c, "purge /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nok", { gap = 0.002 }))
     local res = assert(c:read_response())
     assert.same({ 200, "purge", "ok" }, { res.status, res.headers["x-method"], res.body })
     c:close()

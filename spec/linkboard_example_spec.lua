@@ -1,25 +1,14 @@
 -- examples/linkboard.lua (the app bench/soak.sh runs) against a real
 -- PostgreSQL cluster and redis-server, each started here on a free port.
 local H = require "helper"
+local W = require "helpers.ws"
 local P = require "pg_helper"
 local cjson = require "cjson"
 
--- A masked client frame (RFC 6455 §5.3) with a short text payload.
-local function ws_frame(text)
-  local mask = "\1\2\3\4"
-  local out = {}
-  for i = 1, #text do
-    out[i] = string.char(text:byte(i) ~ mask:byte((i - 1) % 4 + 1))
-  end
-  return "\129" .. string.char(128 + #text) .. mask .. table.concat(out)
-end
-
--- The next server frame (unmasked, payload under 126 bytes): opcode, payload.
+-- The next server frame: opcode, payload.
 local function ws_read(c)
-  local head = assert(c:read_bytes(2))
-  local len = head:byte(2) & 127
-  assert(len < 126, "long frame")
-  return head:byte(1) & 15, assert(c:read_bytes(len))
+  local f = assert(W.read_frame(c))
+  return f.op, f.payload
 end
 
 describe("examples/linkboard.lua", function()
@@ -99,7 +88,7 @@ describe("examples/linkboard.lua", function()
     assert(c:send("GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
       .. "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"))
     assert.equal(101, c:read_response().status)
-    assert(c:send(ws_frame("ping 7")))
+    assert(c:send(W.frame(1, "ping 7")))
     assert.same({ 1, "pong 7" }, { ws_read(c) })
     local body = cjson.encode({ url = "https://example.com/w", title = "W" })
     assert.equal(200, srv:request("PUT", "/links/w1", login("cy"), body).status)

@@ -2,6 +2,7 @@
 -- req:tls(): certificates made here with the openssl CLI, clients are curl
 -- (--cert/--key) over HTTP/1.1 and HTTP/2.
 local H = require "helper"
+local certs = require "helpers.certs"
 
 local q = H.shell_quote
 local sh = H.sh
@@ -9,20 +10,10 @@ local sh = H.sh
 local dir
 local function path(name) return dir .. "/" .. name end
 
-local function run(cmd)
-  local out, ok = sh(cmd)
-  assert(ok, cmd .. "\n" .. out)
-end
-
 -- ca signs the server (localhost) and the client "client-one"; other-ca signs "intruder".
 local function make_certs()
-  dir = H.tmpname("-mtls")
-  assert(os.execute("mkdir -p " .. q(dir)))
-  local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-  for _, ca in ipairs({ "ca", "other-ca" }) do
-    run(string.format("openssl req -x509 %s -keyout %s -out %s -days 2 -subj /CN=%s", ec,
-      q(path(ca .. ".key")), q(path(ca .. ".pem")), ca))
-  end
+  dir = certs.dir("-mtls")
+  for _, ca in ipairs({ "ca", "other-ca" }) do certs.self_signed(dir, ca, "/CN=" .. ca) end
   local leaves = {
     { "server", "ca", "/CN=localhost", "subjectAltName=DNS:localhost" },
     { "client", "ca", "/O=moonhttp/CN=client-one",
@@ -30,13 +21,7 @@ local function make_certs()
     { "intruder", "other-ca", "/CN=intruder", "extendedKeyUsage=clientAuth" },
   }
   for _, l in ipairs(leaves) do
-    local name, ca, subj, ext = l[1], l[2], l[3], l[4]
-    H.write_file(path(name .. ".ext"), ext .. "\n")
-    run(string.format("openssl req %s -keyout %s -out %s -subj %s", ec, q(path(name .. ".key")),
-      q(path(name .. ".csr")), subj))
-    run(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -set_serial 4660 -out %s -days 2 -extfile %s",
-      q(path(name .. ".csr")), q(path(ca .. ".pem")), q(path(ca .. ".key")), q(path(name .. ".pem")),
-      q(path(name .. ".ext"))))
+    certs.leaf(dir, l[1], l[3], { ca = l[2], ext = l[4], serial = 4660 })
   end
 end
 

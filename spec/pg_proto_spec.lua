@@ -25,6 +25,7 @@ describe("pg wire protocol", function()
     { "Parse without types", proto.parse("", "q", {}), "50000000090071000000" },
     { "Describe", proto.describe_statement("s1"), "440000000853733100" },
     { "Execute", proto.execute(""), "45000000090000000000" },
+    { "Execute+Sync (pg.lua's batch tail)", proto.EXECUTE_SYNC, "45000000090000000000" .. "5300000004" },
     { "Close", proto.close_statement("s1"), "430000000853733100" },
     { "Bind text + NULL", proto.bind("", "s1", 2, { "ab", nil }, { 0, 0 }),
       "4200000018" .. "00" .. "733100" .. "0000" .. "0002" .. "000000026162" .. "ffffffff" .. "0000" },

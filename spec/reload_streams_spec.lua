@@ -2,6 +2,7 @@
 -- with 1001 and streams hear "stopping", with one worker (the generation is
 -- swapped in place) as with several (old workers stop); the new code serves on.
 local H = require "helper"
+local W = require "helpers.ws"
 local O = require "ops_helper"
 local socket = require "socket"
 
@@ -47,20 +48,7 @@ local function write_app(path, version)
   H.write_file(path, APP:format(version))
 end
 
-local function frame(op, payload)
-  local key = { 0x37, 0xfa, 0x21, 0x3d }
-  local out = {}
-  for i = 1, #payload do out[i] = string.char(payload:byte(i) ~ key[(i - 1) % 4 + 1]) end
-  return string.char(0x80 | op, 0x80 | #payload) .. string.char(table.unpack(key)) .. table.concat(out)
-end
-
-local function read_frame(c)
-  local h = c:read_bytes(2)
-  if not h then return nil end
-  local b1, b2 = h:byte(1, 2)
-  local payload = (b2 & 0x7f) > 0 and c:read_bytes(b2 & 0x7f) or ""
-  return { op = b1 & 0x0f, payload = payload }
-end
+local frame, read_frame = W.frame, W.read_frame
 
 -- A WebSocket on /ws; returns the connection and the server's first message (its VERSION).
 local function open_ws(srv)

@@ -1,5 +1,6 @@
 -- moonhttp.session: signed cookie sessions through the real binary.
 local H = require "helper"
+local O = require "ops_helper"
 
 local S1, S2 = string.rep("a", 32), string.rep("b", 32)
 
@@ -92,8 +93,13 @@ describe("moonhttp.session secrets and expiry", function()
     finally(function() srv:stop() end)
     local c = cookie_of(srv:request("POST", "/login?user=ann", {}, ""))
     assert.equal("ann", srv:get("/me", { Cookie = c }).body)
-    H.sleep(2.1)
-    assert.equal("nobody (fresh)", srv:get("/me", { Cookie = c }).body)
+    -- gone within 2.1 s of max_age = 1 (asked every 50 ms)
+    local body
+    O.wait_for(function()
+      body = srv:get("/me", { Cookie = c }).body
+      return body == "nobody (fresh)"
+    end, 2.1, 0.05)
+    assert.equal("nobody (fresh)", body)
   end)
 
   it("rejects short secrets at load time", function()

@@ -1,6 +1,7 @@
 -- http.tcp() in full duplex: one task receives while another sends on the
 -- same socket (plain and TLS), against spec/servers/duplex_peer.py.
 local H = require "helper"
+local certs = require "helpers.certs"
 
 local function run(source, port, ...)
   local code, out = H.run_lua(string.format("local PORT = %d\n", port) .. source, ...)
@@ -128,17 +129,7 @@ end)
 describe("http.tcp() in full duplex over TLS", function()
   local dir, peer
   setup(function()
-    dir = H.tmpname("-duplex-tls")
-    local function sh(cmd)
-      assert(os.execute("cd " .. dir .. " && " .. cmd .. " >/dev/null 2>&1"), cmd)
-    end
-    assert(os.execute("mkdir -p " .. dir))
-    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-    sh("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj /CN=mh-duplex-ca")
-    H.write_file(dir .. "/ext.cnf", "subjectAltName=DNS:localhost\n")
-    sh("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
-    sh("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
-      .. "-days 2 -extfile ext.cnf")
+    dir = certs.ca_and_server("-duplex-tls", "/CN=mh-duplex-ca")
     peer = H.service(string.format("/usr/bin/python3 spec/servers/duplex_peer.py %s/srv.pem %s/srv.key",
       dir, dir), function(text) return text:match("port (%d+)") end)
   end)

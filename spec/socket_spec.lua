@@ -1,6 +1,7 @@
 -- http.tcp(): sockets against a real peer (spec/servers/echo.py), the
 -- project's own HTTPS listener, and moonhttp handlers.
 local H = require "helper"
+local certs = require "helpers.certs"
 
 -- Runs `source` as a `moonhttp run` script with PORT and UNIX set, returns its output.
 local function run(source, port, unix)
@@ -264,18 +265,7 @@ describe("http.tcp() over TLS, against moonhttp's own HTTPS listener", function(
   local function path(name) return dir .. "/" .. name end
 
   setup(function()
-    dir = H.tmpname("-tls")
-    local function sh(cmd)
-      local ok = os.execute("cd " .. dir .. " && " .. cmd .. " >/dev/null 2>&1")
-      assert(ok, cmd)
-    end
-    assert(os.execute("mkdir -p " .. dir))
-    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-    sh("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj /CN=mh-sock-ca")
-    H.write_file(path("ext.cnf"), "subjectAltName=DNS:localhost\n")
-    sh("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
-    sh("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
-      .. "-days 2 -extfile ext.cnf")
+    dir = certs.ca_and_server("-tls", "/CN=mh-sock-ca")
     local app = H.script('local http = require "moonhttp"\n'
       .. 'http.handle("GET /hello", function(req, res) res:write("hello over tls") end)\n')
     srv = H.start(app, { no_listen = true, flags = { "--listen", "https://127.0.0.1:0",

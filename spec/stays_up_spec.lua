@@ -4,6 +4,7 @@
 -- loop must go on (it once ended there, exiting 0), with one worker and
 -- with two (where the master would silently replace the worker).
 local H = require "helper"
+local certs = require "helpers.certs"
 local P = require "pg_helper"
 local O = require "ops_helper"
 
@@ -71,12 +72,9 @@ describe("a worker whose pooled connections expire", function()
   local dir, upstream, redis, cluster, ports
 
   setup(function()
-    dir = H.tmpname("-up")
-    H.must("mkdir -p " .. q(dir))
-    H.must(string.format("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
-      .. "-nodes -days 2 -subj /CN=localhost -addext 'subjectAltName=DNS:localhost,IP:127.0.0.1' "
-      .. "-keyout key.pem -out cert.pem", q(dir)))
-    upstream = H.start(string.format(UPSTREAM, dir .. "/cert.pem", dir .. "/key.pem"),
+    dir = certs.dir("-up")
+    local cert, key = certs.self_signed(dir, "cert", "/CN=localhost", { san = "DNS:localhost,IP:127.0.0.1" })
+    upstream = H.start(string.format(UPSTREAM, cert, key),
       { no_listen = true })
     assert(O.wait_for(function()
       local n = 0

@@ -5,6 +5,7 @@
 -- and the Lua socket pool key, which carries the TLS options so two
 -- connects with different client certificates never share a connection.
 local H = require "helper"
+local certs = require "helpers.certs"
 local P = require "pg_helper"
 
 local q = H.shell_quote
@@ -12,30 +13,16 @@ local q = H.shell_quote
 local dir
 local function path(name) return dir .. "/" .. name end
 
-local function run(cmd)
-  local out, ok = H.sh(cmd)
-  assert(ok, cmd .. "\n" .. out)
-end
-
 -- ca signs the server (localhost, 127.0.0.1) and two client certificates.
 local function make_certs()
-  dir = H.tmpname("-tlsopts")
-  assert(os.execute("mkdir -p " .. q(dir)))
-  local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-  run(string.format("openssl req -x509 %s -keyout %s -out %s -days 2 -subj /CN=ca", ec,
-    q(path("ca.key")), q(path("ca.pem"))))
+  dir = certs.dir("-tlsopts")
+  certs.self_signed(dir, "ca", "/CN=ca")
   for _, l in ipairs({
     { "server", "/CN=localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1" },
     { "one", "/CN=client-one", "extendedKeyUsage=clientAuth" },
     { "two", "/CN=client-two", "extendedKeyUsage=clientAuth" },
   }) do
-    local name, subj, ext = l[1], l[2], l[3]
-    H.write_file(path(name .. ".ext"), ext .. "\n")
-    run(string.format("openssl req %s -keyout %s -out %s -subj %s", ec, q(path(name .. ".key")),
-      q(path(name .. ".csr")), subj))
-    run(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -set_serial %d -out %s -days 2 -extfile %s",
-      q(path(name .. ".csr")), q(path("ca.pem")), q(path("ca.key")), #name, q(path(name .. ".pem")),
-      q(path(name .. ".ext"))))
+    certs.leaf(dir, l[1], l[2], { ext = l[3], serial = #l[1] })
   end
 end
 

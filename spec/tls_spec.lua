@@ -1,6 +1,7 @@
 -- HTTPS: certificates made here with the openssl CLI, clients are curl,
 -- openssl s_client and raw sockets for the bad input.
 local H = require "helper"
+local certs = require "helpers.certs"
 local socket = require "socket"
 
 local q = H.shell_quote
@@ -13,23 +14,11 @@ local function path(name) return dir .. "/" .. name end
 -- A CA and leaf certificates signed by it: a.test (SAN a.test, localhost)
 -- and b.test (SAN b.test, *.b.test).
 local function make_certs()
-  dir = H.tmpname("-tls")
-  assert(os.execute("mkdir -p " .. q(dir)))
-  local function run(cmd)
-    local out, ok = sh(cmd)
-    assert(ok, cmd .. "\n" .. out)
-  end
-  local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-  run(string.format("openssl req -x509 %s -keyout %s -out %s -days 2 -subj /CN=moonhttp-test-ca",
-    ec, q(path("ca.key")), q(path("ca.pem"))))
+  dir = certs.dir("-tls")
+  certs.self_signed(dir, "ca", "/CN=moonhttp-test-ca")
   local leaves = { a = "DNS:a.test,DNS:localhost", b = "DNS:b.test,DNS:*.b.test" }
   for name, san in pairs(leaves) do
-    H.write_file(path(name .. ".ext"), "subjectAltName=" .. san .. "\n")
-    run(string.format("openssl req %s -keyout %s -out %s -subj /CN=%s.test", ec,
-      q(path(name .. ".key")), q(path(name .. ".csr")), name))
-    run(string.format("openssl x509 -req -in %s -CA %s -CAkey %s -CAcreateserial -out %s -days 2 -extfile %s",
-      q(path(name .. ".csr")), q(path("ca.pem")), q(path("ca.key")), q(path(name .. ".pem")),
-      q(path(name .. ".ext"))))
+    certs.leaf(dir, name, "/CN=" .. name .. ".test", { ext = "subjectAltName=" .. san })
   end
 end
 

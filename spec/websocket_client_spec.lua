@@ -2,6 +2,7 @@
 -- WebSocket server and against python3-websockets (which rejects unmasked
 -- client frames, so every echo there also proves the client masks).
 local H = require "helper"
+local certs = require "helpers.certs"
 
 local function lines(out)
   local t = {}
@@ -158,17 +159,7 @@ end)
 describe("http.websocket over TLS (wss://), against moonhttp's HTTPS listener", function()
   local dir, srv
   setup(function()
-    dir = H.tmpname("-wss")
-    local function sh(cmd)
-      assert(os.execute("cd " .. dir .. " && " .. cmd .. " >/dev/null 2>&1"), cmd)
-    end
-    assert(os.execute("mkdir -p " .. dir))
-    local ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-    sh("openssl req -x509 " .. ec .. " -keyout ca.key -out ca.pem -days 2 -subj /CN=mh-wss-ca")
-    H.write_file(dir .. "/ext.cnf", "subjectAltName=DNS:localhost\n")
-    sh("openssl req " .. ec .. " -keyout srv.key -out srv.csr -subj /CN=localhost")
-    sh("openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
-      .. "-days 2 -extfile ext.cnf")
+    dir = certs.ca_and_server("-wss", "/CN=mh-wss-ca")
     local app = H.script([[
 local http = require "moonhttp"
 http.handle("GET /echo", function(req, res)

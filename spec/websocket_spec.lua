@@ -3,6 +3,7 @@
 -- error as raw frames (data rows), pings, the idle timeout, back-pressure,
 -- a chat across handlers, handler errors, and the graceful stop's 1001.
 local H = require "helper"
+local W = require "helpers.ws"
 local socket = require "socket"
 
 local app = [[
@@ -123,43 +124,7 @@ local function upgrade_request(path, extra)
     "Sec-WebSocket-Key: " .. KEY .. "\r\nSec-WebSocket-Version: 13\r\n" .. (extra or "") .. "\r\n"
 end
 
--- A client frame: masked unless o.mask == false; o.fin = false for a fragment; o.rsv bits.
-local function frame(op, payload, o)
-  o = o or {}
-  local b1 = (o.fin == false and 0 or 0x80) | (o.rsv or 0) | op
-  local m = o.mask == false and 0 or 0x80
-  local len, hdr = #payload, nil
-  if len < 126 then
-    hdr = string.char(b1, m | len)
-  elseif len < 65536 then
-    hdr = string.char(b1, m | 126) .. string.pack(">I2", len)
-  else
-    hdr = string.char(b1, m | 127) .. string.pack(">I8", len)
-  end
-  if m == 0 then return hdr .. payload end
-  local key = { 0x37, 0xfa, 0x21, 0x3d }
-  local out = {}
-  for i = 1, len do out[i] = string.char(payload:byte(i) ~ key[(i - 1) % 4 + 1]) end
-  return hdr .. string.char(table.unpack(key)) .. table.concat(out)
-end
-
-local function read_frame(c)
-  local h = c:read_bytes(2)
-  if not h then return nil end
-  local b1, b2 = h:byte(1, 2)
-  local len = b2 & 0x7f
-  if len == 126 then
-    len = string.unpack(">I2", c:read_bytes(2))
-  elseif len == 127 then
-    len = string.unpack(">I8", c:read_bytes(8))
-  end
-  local payload = len > 0 and c:read_bytes(len) or ""
-  return { fin = b1 & 0x80 ~= 0, op = b1 & 0x0f, masked = b2 & 0x80 ~= 0, payload = payload }
-end
-
-local function close_code(f)
-  if f and f.op == 8 and #f.payload >= 2 then return (string.unpack(">I2", f.payload)) end
-end
+local frame, read_frame, close_code = W.frame, W.read_frame, W.close_code
 
 local function open(srv, path, extra)
   local c = srv:connect()

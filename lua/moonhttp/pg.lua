@@ -32,7 +32,7 @@ local M = {
 
 local null, encode_param, decoder = types.null, types.encode_param, types.decoder
 local decode_row, bind_execute_text = proto.decode_row, proto.bind_execute_text
-local EXECUTE_SYNC = proto.execute("") .. proto.sync
+local EXECUTE_SYNC = proto.EXECUTE_SYNC
 local NO_OIDS = {} -- never written: a statement whose parameter types the server infers
 local sunpack, ssub = string.unpack, string.sub
 local tconcat = table.concat

@@ -11,6 +11,7 @@
 #include "channel.h"
 #include "lua_opts.h"
 #include "lua_sched.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 
 #include <lauxlib.h>
@@ -280,22 +281,12 @@ void mh_channel_open(lua_State *L)
         {"close", l_close},
         {NULL, NULL},
     };
-    if (luaL_newmetatable(L, CHANNEL_MT)) {
-        luaL_newlib(L, chan_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_chan_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, SUB_MT)) {
-        luaL_newlib(L, sub_methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg chan_meta[] = {{"__tostring", l_chan_tostring}, {NULL, NULL}};
+    static const luaL_Reg sub_meta[] = {{"__gc", l_close}, {"__close", l_close}, {NULL, NULL}};
+    mh_lua_register_type(
+        L, &(struct mh_lua_type){.name = CHANNEL_MT, .methods = chan_methods, .meta = chan_meta});
+    mh_lua_register_type(
+        L, &(struct mh_lua_type){.name = SUB_MT, .methods = sub_methods, .meta = sub_meta});
     lua_pushcfunction(L, l_channel);
     lua_setfield(L, -2, "channel");
 }

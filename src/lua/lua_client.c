@@ -14,6 +14,7 @@
 #include "lua_opts.h"
 #include "lua_sched.h"
 #include "lua_tls.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 #include "url.h"
 
@@ -938,23 +939,17 @@ void mh_client_open(lua_State *L)
         {"headers", l_resp_headers},   {"header_list", l_resp_header_list},
         {"trailers", l_resp_trailers}, {NULL, NULL},
     };
-    if (luaL_newmetatable(L, RESP_MT)) {
-        luaL_newlib(L, resp_methods);
-        lua_pushcclosure(L, l_resp_index, 1);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_resp_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_resp_close);
-        lua_setfield(L, -2, "__close");
-        lua_pushcfunction(L, l_resp_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, CLIENT_MT)) {
-        lua_pushcfunction(L, l_client_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg resp_meta[] = {
+        {"__gc", l_resp_close},
+        {"__close", l_resp_close},
+        {"__tostring", l_resp_tostring},
+        {NULL, NULL},
+    };
+    static const luaL_Reg client_meta[] = {{"__gc", l_client_gc}, {NULL, NULL}};
+    mh_lua_register_type(
+        L, &(struct mh_lua_type){
+               .name = RESP_MT, .methods = resp_methods, .index = l_resp_index, .meta = resp_meta});
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = CLIENT_MT, .meta = client_meta});
     static const luaL_Reg fns[] = {
         {"fetch", l_fetch},   {"fetch_send", l_fetch_send},     {"fetch_head", l_fetch_head},
         {"client", l_client}, {"client_close", l_client_close}, {"client_stats", l_client_stats},

@@ -3,6 +3,7 @@
 #include "lua_jwt.h"
 
 #include "codec.h"
+#include "lua_type.h"
 
 #include <lauxlib.h>
 #include <mbedtls/constant_time.h>
@@ -212,11 +213,9 @@ int mh_lua_crypto_open(lua_State *L)
     mh_lua_jwt_register(L);
     struct drbg *d = lua_newuserdatauv(L, sizeof *d, 0);
     d->pid = 0;
-    if (luaL_newmetatable(L, DRBG_MT)) {
-        lua_pushcfunction(L, drbg_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    static const luaL_Reg drbg_meta[] = {{"__gc", drbg_gc}, {NULL, NULL}};
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = DRBG_MT, .meta = drbg_meta});
+    luaL_setmetatable(L, DRBG_MT);
     lua_pushcclosure(L, l_random, 1);
     lua_setfield(L, -2, "random");
     lua_setfield(L, -2, "crypto");

@@ -4,6 +4,7 @@
 #include "files_handler.h"
 #include "lua_handler.h"
 #include "lua_opts.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 #include "mime.h"
 #include "req.h"
@@ -41,11 +42,9 @@ static const struct mh_mime *state_mime(lua_State *L)
     lua_pop(L, 1);
     struct mh_mime **m = lua_newuserdatauv(L, sizeof *m, 0);
     *m = NULL;
-    if (luaL_newmetatable(L, MIME_MT)) {
-        lua_pushcfunction(L, mime_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    static const luaL_Reg mime_meta[] = {{"__gc", mime_gc}, {NULL, NULL}};
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = MIME_MT, .meta = mime_meta});
+    luaL_setmetatable(L, MIME_MT);
     if (!(*m = mh_mime_load("/etc/mime.types")))
         luaL_error(L, "http.files: out of memory");
     lua_rawsetp(L, LUA_REGISTRYINDEX, &MIME_KEY);

@@ -3,6 +3,7 @@
 #include "dispatch.h"
 #include "lua_errors.h"
 #include "lua_sched.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 #include "metrics.h"
 #include "relay.h"
@@ -224,15 +225,14 @@ static int l_is_handler(lua_State *L)
 
 void mh_lua_handler_open(lua_State *L)
 {
-    luaL_newmetatable(L, HANDLER_MT);
-    lua_pushcfunction(L, handler_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, handler_call);
-    lua_setfield(L, -2, "__call");
-    lua_pushcfunction(L, handler_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushliteral(L, HANDLER_MT);
-    lua_setfield(L, -2, "__name");
+    static const luaL_Reg meta[] = {
+        {"__gc", handler_gc},
+        {"__call", handler_call},
+        {"__tostring", handler_tostring},
+        {NULL, NULL},
+    };
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = HANDLER_MT, .meta = meta});
+    luaL_getmetatable(L, HANDLER_MT);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &HANDLER_MT_KEY);
     lua_pushcfunction(L, l_is_handler);
     lua_setfield(L, -2, "is_handler");

@@ -3,6 +3,7 @@
 #include "codec.h"
 #include "lua_json.h"
 #include "lua_opts.h"
+#include "lua_type.h"
 
 #include <lauxlib.h>
 #include <mbedtls/constant_time.h>
@@ -389,11 +390,8 @@ fail:
 
 void mh_lua_jwt_register(lua_State *L)
 {
-    if (luaL_newmetatable(L, KEY_MT)) {
-        lua_pushcfunction(L, key_free);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg key_meta[] = {{"__gc", key_free}, {NULL, NULL}};
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = KEY_MT, .meta = key_meta});
     lua_pushcfunction(L, l_jwt_sign);
     lua_setfield(L, -2, "jwt_sign");
     lua_getglobal(L, "require");

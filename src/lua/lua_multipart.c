@@ -1,6 +1,7 @@
 #include "lua_multipart.h"
 
 #include "buf.h"
+#include "lua_type.h"
 #include "multipart.h"
 
 #include <lauxlib.h>
@@ -106,14 +107,8 @@ static int l_multipart(lua_State *L)
 void mh_lua_multipart_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"feed", parser_feed}, {"next", parser_next}, {NULL, NULL}};
-    if (luaL_newmetatable(L, PARSER_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, parser_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, parser_gc);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", parser_gc}, {"__close", parser_gc}, {NULL, NULL}};
+    mh_lua_register_type(
+        L, &(struct mh_lua_type){.name = PARSER_MT, .methods = methods, .meta = meta});
     lua_pushcfunction(L, l_multipart);
 }

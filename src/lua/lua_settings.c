@@ -15,16 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d) {
-        fputs("moonhttp: out of memory\n", stderr);
-        exit(1);
-    }
-    return d;
-}
-
 int mh_config_shared_from_lua(struct mh_shared_decl *out, size_t *n, lua_State *L, int idx,
                               char *err, size_t errlen)
 {
@@ -116,7 +106,7 @@ static int lua_tls_options(struct mh_tls_certs *t, lua_State *L, int vidx, const
         snprintf(err, errlen, "%s.client_auth: needs client_ca (the CAs to check against)", what);
         rc = -1;
     } else if (rc == 0 && ca == LUA_TSTRING) {
-        t->client_ca = xstrdup(lua_tostring(L, -2));
+        t->client_ca = mh_config_strdup(lua_tostring(L, -2));
         t->client_optional = strcmp(v, "optional") == 0; /* client_ca alone: required */
     }
     lua_pop(L, 2);
@@ -185,8 +175,8 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
         ok = ok && lua_getfield(L, -1, "cert") == LUA_TSTRING;
         ok = ok && lua_getfield(L, -2, "key") == LUA_TSTRING;
         if (ok) {
-            t->cert[t->n] = xstrdup(lua_tostring(L, -2));
-            t->key[t->n++] = xstrdup(lua_tostring(L, -1));
+            t->cert[t->n] = mh_config_strdup(lua_tostring(L, -2));
+            t->key[t->n++] = mh_config_strdup(lua_tostring(L, -1));
         }
         lua_settop(L, vidx);
         if (!ok) {

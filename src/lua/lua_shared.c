@@ -1,5 +1,6 @@
 #include "lua_shared.h"
 
+#include "lua_type.h"
 #include "lua_vm.h"
 #include "shm_dict.h"
 
@@ -398,11 +399,8 @@ void mh_lua_shared_open(lua_State *L)
         lua_setfield(L, -2, "__tostring");
     }
     lua_pop(L, 1);
-    if (luaL_newmetatable(L, KEYS_MT)) {
-        lua_pushcfunction(L, keys_box_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg keys_meta[] = {{"__gc", keys_box_gc}, {NULL, NULL}};
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = KEYS_MT, .meta = keys_meta});
     lua_newtable(L); /* core.shared */
     lua_newtable(L);
     lua_pushcfunction(L, l_shared_index);

@@ -8,6 +8,7 @@
 #include "lua_signal.h"
 
 #include "lua_sched.h"
+#include "lua_type.h"
 
 #include <lauxlib.h>
 #include <stdbool.h>
@@ -91,11 +92,7 @@ void mh_signal_open(lua_State *L)
         {"notify", l_notify},
         {NULL, NULL},
     };
-    if (luaL_newmetatable(L, SIGNAL_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = SIGNAL_MT, .methods = methods});
     lua_pushcfunction(L, l_signal);
     lua_setfield(L, -2, "signal");
 }

@@ -11,6 +11,7 @@
 #include "lua_opts.h"
 #include "lua_socket_impl.h"
 #include "lua_tls.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 
 #include <lauxlib.h>
@@ -940,22 +941,16 @@ void mh_socket_open(lua_State *L)
         {"close", l_close},
         {NULL, NULL},
     };
-    if (luaL_newmetatable(L, SOCK_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_close);
-        lua_setfield(L, -2, "__close");
-        lua_pushcfunction(L, l_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, STATE_MT)) {
-        lua_pushcfunction(L, state_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {
+        {"__gc", l_close},
+        {"__close", l_close},
+        {"__tostring", l_tostring},
+        {NULL, NULL},
+    };
+    static const luaL_Reg state_meta[] = {{"__gc", state_gc}, {NULL, NULL}};
+    mh_lua_register_type(L,
+                         &(struct mh_lua_type){.name = SOCK_MT, .methods = methods, .meta = meta});
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = STATE_MT, .meta = state_meta});
     lua_pushcfunction(L, l_tcp);
     lua_setfield(L, -2, "tcp");
 }

@@ -1,6 +1,7 @@
 #include "lua_thread.h"
 
 #include "lua_sched.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 
 #include <lauxlib.h>
@@ -160,15 +161,9 @@ static int l_tostring(lua_State *L)
 void mh_thread_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"join", l_join}, {"kill", l_kill}, {NULL, NULL}};
-    if (luaL_newmetatable(L, THREAD_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", l_gc}, {"__tostring", l_tostring}, {NULL, NULL}};
+    mh_lua_register_type(
+        L, &(struct mh_lua_type){.name = THREAD_MT, .methods = methods, .meta = meta});
     lua_pushcfunction(L, l_spawn);
     lua_setfield(L, -2, "spawn");
 }

@@ -3,6 +3,7 @@
 #include "log.h"
 #include "lua_opts.h"
 #include "lua_sched.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 #include "shm_once.h"
 
@@ -400,16 +401,9 @@ void mh_timer_gen_retired(struct mh_gen *g)
 void mh_timer_open(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"cancel", l_cancel}, {NULL, NULL}};
-    if (luaL_newmetatable(L, TIMER_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__index");
-    }
-    lua_pop(L, 1);
-    if (luaL_newmetatable(L, STATE_MT)) {
-        lua_pushcfunction(L, state_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg state_meta[] = {{"__gc", state_gc}, {NULL, NULL}};
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = TIMER_MT, .methods = methods});
+    mh_lua_register_type(L, &(struct mh_lua_type){.name = STATE_MT, .meta = state_meta});
     static const luaL_Reg fns[] = {
         {"timer", l_timer}, {"every", l_every}, {"on_start", l_on_start}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);

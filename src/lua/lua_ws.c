@@ -4,6 +4,7 @@
 #include "settings.h"
 #include "lua_sched.h"
 #include "lua_opts.h"
+#include "lua_type.h"
 #include "lua_vm.h"
 #include "req.h"
 #include "utf8.h"
@@ -422,15 +423,9 @@ void mh_lua_ws_open(lua_State *L)
                                        {"ping", l_ping},
                                        {"close", l_close},
                                        {NULL, NULL}};
-    luaL_newmetatable(L, WS_MT);
-    luaL_newlib(L, methods);
-    lua_pushcclosure(L, l_index, 1);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pushcfunction(L, l_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__tostring", l_tostring}, {"__gc", l_gc}, {NULL, NULL}};
+    mh_lua_register_type(L, &(struct mh_lua_type){
+                                .name = WS_MT, .methods = methods, .index = l_index, .meta = meta});
 }
 
 /* ---- for the client (lua/moonhttp/websocket.lua) ------------------------------------ */

@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static char *xstrdup(const char *s)
+char *mh_config_strdup(const char *s)
 {
     char *d = strdup(s);
     if (!d) {
@@ -278,7 +278,7 @@ int mh_setting_parse(struct mh_config *c, const struct mh_setting *s, const char
         return 0;
     case MH_SETTING_STRING:
         free(*(char **)field);
-        *(char **)field = xstrdup(v);
+        *(char **)field = mh_config_strdup(v);
         return 0;
     case MH_SETTING_LISTEN: {
         if (c->nlisten == MH_MAX_LISTEN) {
@@ -294,7 +294,7 @@ int mh_setting_parse(struct mh_config *c, const struct mh_setting *s, const char
             v += 7;
         }
         c->listen_tls[c->nlisten] = tls;
-        c->listen[c->nlisten++] = xstrdup(v);
+        c->listen[c->nlisten++] = mh_config_strdup(v);
         return 0;
     }
     case MH_SETTING_TLS:
@@ -487,8 +487,8 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
     }
     if (c->tls_cert) {
         mh_config_clear_certs(&c->tls);
-        c->tls.cert[0] = xstrdup(c->tls_cert);
-        c->tls.key[0] = xstrdup(c->tls_key);
+        c->tls.cert[0] = mh_config_strdup(c->tls_cert);
+        c->tls.key[0] = mh_config_strdup(c->tls_key);
         c->tls.n = 1;
     }
     bool used = false;

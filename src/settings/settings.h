@@ -184,6 +184,12 @@ const char *mh_config_suggest(const char *name, size_t len);
 /* Fills in the defaults of mh_settings[]. */
 void mh_config_init(struct mh_config *c);
 void mh_config_free(struct mh_config *c);
+/*
+ * A copy of s for a string field of struct mh_config (mh_config_free and the
+ * clear functions below free them). Out of memory while reading settings
+ * exits with a message: there is no server yet to keep running.
+ */
+char *mh_config_strdup(const char *s);
 
 /* Certificates, listen entries and shared dicts, emptied (for a reader replacing them). */
 void mh_config_clear_certs(struct mh_tls_certs *t);

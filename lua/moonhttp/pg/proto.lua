@@ -71,7 +71,10 @@ function M.bind(portal, stmt, n, values, formats)
   return msg("B", table.concat(parts))
 end
 
-local EXECUTE_SYNC = msg("E", "\0\0\0\0\0") .. msg("S", "")
+-- Execute of the unnamed portal with no row limit, then Sync: the tail of
+-- every one-shot query's batch (here and in pg.lua), built once.
+M.EXECUTE_SYNC = msg("E", "\0\0\0\0\0") .. msg("S", "")
+local EXECUTE_SYNC = M.EXECUTE_SYNC
 local bind_text_formats = {} -- n -> the pack format of a Bind of n text values
 
 -- The batch of a query whose values are all text and none NULL: Bind (the

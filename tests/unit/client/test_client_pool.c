@@ -197,6 +197,22 @@ static struct mh_client_pool *pool_new(struct ev_loop *loop,
     return mh_client_pool_new(loop, &s);
 }
 
+/* Each test's fixture: a fresh peer answering every request with reply, and a
+ * pool tuned by tune (NULL: the defaults) on loop. tear_down undoes both. */
+static struct mh_client_pool *set_up(struct ev_loop *loop, const char *reply,
+                                     void (*tune)(struct mh_client_settings *))
+{
+    peer_start(loop);
+    peer.reply = reply;
+    return pool_new(loop, tune);
+}
+
+static void tear_down(struct mh_client_pool *p)
+{
+    mh_client_pool_unref(p);
+    peer_stop();
+}
+
 static const struct mh_client_stats *stats(struct mh_client_pool *p, size_t *idle, size_t *open)
 {
     return mh_client_pool_stats(p, idle, open);
@@ -206,9 +222,7 @@ static const char hello[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
 
 static void test_reuse_after_body_read(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = hello;
-    struct mh_client_pool *p = pool_new(loop, NULL);
+    struct mh_client_pool *p = set_up(loop, hello, NULL);
     struct exchange x;
     size_t idle, open;
     for (int i = 0; i < 3; i++) {
@@ -222,16 +236,13 @@ static void test_reuse_after_body_read(struct ev_loop *loop)
     const struct mh_client_stats *st = stats(p, &idle, &open);
     CHECKF(st->dials == 1 && st->reuses == 2, "dials %lu reuses %lu", st->dials, st->reuses);
     CHECK(peer.accepted == 1 && peer.requests == 3);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 /* A body left unread but already buffered is consumed at finish: the connection is reused. */
 static void test_reuse_after_unread_buffered_body(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = hello;
-    struct mh_client_pool *p = pool_new(loop, NULL);
+    struct mh_client_pool *p = set_up(loop, hello, NULL);
     struct exchange x;
     fetch(loop, p, &x);
     run_until(loop, NULL, 0.02); /* the 5 body bytes are in the socket by now */
@@ -244,8 +255,7 @@ static void test_reuse_after_unread_buffered_body(struct ev_loop *loop)
     const struct mh_client_stats *st = stats(p, &idle, &open);
     CHECKF(st->dials == 1 && st->reuses == 1, "dials %lu reuses %lu", st->dials, st->reuses);
     CHECK(st->closes_no_drain == 0 && peer.accepted == 1);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static const char head10[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
@@ -253,9 +263,7 @@ static const char head10[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
 /* The rest of an unread body comes after finish: drained in the background, then parked. */
 static void test_background_drain(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = head10;
-    struct mh_client_pool *p = pool_new(loop, NULL);
+    struct mh_client_pool *p = set_up(loop, head10, NULL);
     struct exchange x;
     fetch(loop, p, &x);
     CHECK(x.head && x.r.status == 200);
@@ -270,8 +278,7 @@ static void test_background_drain(struct ev_loop *loop)
     fetch(loop, p, &x);
     mh_client_req_finish(&x.r);
     CHECK(st->reuses == 1 && peer.accepted == 1);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static void long_drain_wait(struct mh_client_settings *s)
@@ -283,9 +290,7 @@ static void long_drain_wait(struct mh_client_settings *s)
 /* A request started while a drain runs waits for it and gets the drained connection. */
 static void test_drain_handover(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = head10;
-    struct mh_client_pool *p = pool_new(loop, long_drain_wait);
+    struct mh_client_pool *p = set_up(loop, head10, long_drain_wait);
     struct exchange x, y;
     fetch(loop, p, &x);
     mh_client_req_finish(&x.r);
@@ -303,8 +308,7 @@ static void test_drain_handover(struct ev_loop *loop)
     CHECKF(st->dials == 1 && st->reuses == 1 && st->drains_done == 1,
            "dials %lu reuses %lu drains_done %lu", st->dials, st->reuses, st->drains_done);
     CHECK(peer.accepted == 1 && idle == 1);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static void small_drain(struct mh_client_settings *s)
@@ -315,9 +319,8 @@ static void small_drain(struct mh_client_settings *s)
 /* A Content-Length over drain_bytes is not drained: closed at finish, the next request dials. */
 static void test_no_reuse_after_oversize_body(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789";
-    struct mh_client_pool *p = pool_new(loop, small_drain);
+    struct mh_client_pool *p =
+        set_up(loop, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789", small_drain);
     struct exchange x;
     fetch(loop, p, &x);
     CHECK(x.head && x.r.status == 200);
@@ -330,8 +333,7 @@ static void test_no_reuse_after_oversize_body(struct ev_loop *loop)
     CHECKF(st->dials == 2 && st->reuses == 0, "dials %lu reuses %lu", st->dials, st->reuses);
     run_until(loop, NULL, 0.01);
     CHECK(peer.accepted == 2);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static void short_drain(struct mh_client_settings *s)
@@ -343,9 +345,7 @@ static void short_drain(struct mh_client_settings *s)
 /* A body that stops coming is abandoned at drain_timeout: closed, never reused. */
 static void test_no_reuse_after_stalled_drain(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = head10;
-    struct mh_client_pool *p = pool_new(loop, short_drain);
+    struct mh_client_pool *p = set_up(loop, head10, short_drain);
     struct exchange x;
     fetch(loop, p, &x);
     peer_write(peer.rw[peer.last].fd, "01234"); /* half the body, then nothing */
@@ -358,8 +358,7 @@ static void test_no_reuse_after_stalled_drain(struct ev_loop *loop)
     fetch(loop, p, &x);
     mh_client_req_finish(&x.r);
     CHECK(st->dials == 2 && st->reuses == 0);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static void drain_off(struct mh_client_settings *s)
@@ -370,25 +369,21 @@ static void drain_off(struct mh_client_settings *s)
 /* drain_bytes = 0: any unread byte closes the connection. */
 static void test_drain_off(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = hello;
-    struct mh_client_pool *p = pool_new(loop, drain_off);
+    struct mh_client_pool *p = set_up(loop, hello, drain_off);
     struct exchange x;
     fetch(loop, p, &x);
     mh_client_req_finish(&x.r);
     size_t idle, open;
     const struct mh_client_stats *st = stats(p, &idle, &open);
     CHECK(st->closes_no_drain == 1 && idle == 0 && open == 0);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 /* Connection: close is honoured even for a body read to its end. */
 static void test_no_reuse_after_connection_close(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello";
-    struct mh_client_pool *p = pool_new(loop, NULL);
+    struct mh_client_pool *p = set_up(
+        loop, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", NULL);
     struct exchange x;
     fetch(loop, p, &x);
     CHECK(read_all(loop, &x, "hello"));
@@ -396,8 +391,7 @@ static void test_no_reuse_after_connection_close(struct ev_loop *loop)
     size_t idle, open;
     stats(p, &idle, &open);
     CHECK(idle == 0 && open == 0);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static void short_idle(struct mh_client_settings *s)
@@ -408,9 +402,7 @@ static void short_idle(struct mh_client_settings *s)
 /* An idle connection is closed after idle_timeout; the next request dials. */
 static void test_idle_expiry(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = hello;
-    struct mh_client_pool *p = pool_new(loop, short_idle);
+    struct mh_client_pool *p = set_up(loop, hello, short_idle);
     struct exchange x;
     fetch(loop, p, &x);
     CHECK(read_all(loop, &x, "hello"));
@@ -428,8 +420,7 @@ static void test_idle_expiry(struct ev_loop *loop)
     CHECK(read_all(loop, &x, "hello"));
     mh_client_req_finish(&x.r);
     CHECK(st->dials == 2 && st->reuses == 0);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 /*
@@ -439,9 +430,7 @@ static void test_idle_expiry(struct ev_loop *loop)
  */
 static void test_no_reuse_after_server_spoke(struct ev_loop *loop, bool close_it)
 {
-    peer_start(loop);
-    peer.reply = hello;
-    struct mh_client_pool *p = pool_new(loop, NULL);
+    struct mh_client_pool *p = set_up(loop, hello, NULL);
     struct exchange x;
     fetch(loop, p, &x);
     CHECK(read_all(loop, &x, "hello"));
@@ -464,8 +453,7 @@ static void test_no_reuse_after_server_spoke(struct ev_loop *loop, bool close_it
     CHECKF(st->dials == 2 && st->reuses == 0 && st->retries == 0,
            "dials %lu reuses %lu retries %lu", st->dials, st->reuses, st->retries);
     CHECK(peer.accepted == 2);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 static void one_idle_per_host(struct mh_client_settings *s)
@@ -476,9 +464,7 @@ static void one_idle_per_host(struct mh_client_settings *s)
 /* Two connections finish; max_idle_per_host = 1 keeps the most recent one only. */
 static void test_max_idle_per_host(struct ev_loop *loop)
 {
-    peer_start(loop);
-    peer.reply = hello;
-    struct mh_client_pool *p = pool_new(loop, one_idle_per_host);
+    struct mh_client_pool *p = set_up(loop, hello, one_idle_per_host);
     struct exchange x, y;
     fetch(loop, p, &x);
     fetch(loop, p, &y); /* x still holds its connection: a second one is dialed */
@@ -489,8 +475,7 @@ static void test_max_idle_per_host(struct ev_loop *loop)
     const struct mh_client_stats *st = stats(p, &idle, &open);
     CHECKF(st->dials == 2 && idle == 1 && open == 1, "dials %lu idle %zu open %zu", st->dials, idle,
            open);
-    mh_client_pool_unref(p);
-    peer_stop();
+    tear_down(p);
 }
 
 int main(void)
