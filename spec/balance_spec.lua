@@ -4,6 +4,7 @@
 -- socket and its backlog to slot i's new worker, so a stream of new
 -- connections meets no reset. The route answers with the worker's pid.
 local H = require "helper"
+local certs = require "helpers.certs"
 local O = require "ops_helper"
 local socket = require "socket"
 
@@ -135,13 +136,8 @@ end)
 describe("balanced accepts over TLS and h2", function()
   local dir, srv
   setup(function()
-    dir = H.tmpname("-bal")
-    assert(os.execute("mkdir -p " .. H.shell_quote(dir)))
-    local out, ok = H.sh(string.format(
-      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout %s -out %s " ..
-      "-days 2 -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>&1",
-      H.shell_quote(dir .. "/k.pem"), H.shell_quote(dir .. "/c.pem")))
-    assert(ok, out)
+    dir = certs.dir("-bal")
+    certs.self_signed(dir, "srv", "/CN=localhost", { san = "DNS:localhost,IP:127.0.0.1" })
   end)
   teardown(function()
     if srv then assert.equal(0, srv:stop()) end
@@ -155,7 +151,7 @@ describe("balanced accepts over TLS and h2", function()
       http.handle("GET /pid", function(req, res)
         res:write(req.proto, " ", io.open("/proc/self/stat"):read("n"), "\n")
       end)
-    ]], dir .. "/c.pem", dir .. "/k.pem"))
+    ]], dir .. "/srv.pem", dir .. "/srv.key"))
     srv = H.start(script, { no_listen = true, flags = { "--workers", "2" } })
     assert.truthy(O.wait_for(function() return srv:logtext():find("https://", 1, true) end, 5))
     local tls_port = tonumber(srv:logtext():match("https://[^\n]* %(port (%d+)%)"))

@@ -3,6 +3,7 @@
 -- variables, against two "users" servers and one "events" server started
 -- here (small moonhttp scripts naming themselves in every answer).
 local H = require "helper"
+local W = require "helpers.ws"
 local socket = require "socket"
 local cjson = require "cjson"
 
@@ -45,20 +46,6 @@ local function free_addr()
   local _, port = s:getsockname()
   s:close()
   return "127.0.0.1:" .. port
-end
-
--- A masked client text frame, and a server frame read back (short payloads).
-local function text_frame(payload)
-  local key = { 0x11, 0x22, 0x33, 0x44 }
-  local out = {}
-  for i = 1, #payload do out[i] = string.char(payload:byte(i) ~ key[(i - 1) % 4 + 1]) end
-  return string.char(0x81, 0x80 | #payload, table.unpack(key)) .. table.concat(out)
-end
-
-local function read_text(c)
-  local h = assert(c:read_bytes(2))
-  local len = h:byte(2) & 0x7f
-  return len > 0 and c:read_bytes(len) or ""
 end
 
 describe("examples/gateway.lua", function()
@@ -159,10 +146,10 @@ describe("examples/gateway.lua", function()
       .. "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"))
     local head = assert(c:read_response({ head = true }))
     assert.equal(101, head.status)
-    assert(c:send(text_frame("hello")))
-    assert.equal("e1:hello", read_text(c))
-    assert(c:send(text_frame("again")))
-    assert.equal("e1:again", read_text(c))
+    assert(c:send(W.frame(1, "hello")))
+    assert.equal("e1:hello", W.read_frame(c).payload)
+    assert(c:send(W.frame(1, "again")))
+    assert.equal("e1:again", W.read_frame(c).payload)
     c:close()
   end)
 
