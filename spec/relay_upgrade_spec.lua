@@ -5,6 +5,7 @@
 -- (a non-WebSocket "Upgrade: foo" that speaks first). Clients are raw
 -- sockets (HTTP/1.1) and spec/clients/h2_ws_relay.py (RFC 8441 over h2c).
 local H = require "helper"
+local W = require "helpers.ws"
 local socket = require "socket"
 local cjson = require "cjson"
 
@@ -78,33 +79,12 @@ http.handle("GET /dead/", function(req, res)
 end)
 ]]
 
--- A client frame masked with a zero key (valid, and the payload goes out as it is).
-local function frame(op, payload, fin)
-  local n = #payload
-  local b1 = (fin == false and 0 or 0x80) | op
-  local head
-  if n < 126 then
-    head = string.pack(">BB", b1, 0x80 | n)
-  elseif n < 65536 then
-    head = string.pack(">BBI2", b1, 0x80 | 126, n)
-  else
-    head = string.pack(">BBI8", b1, 0x80 | 127, n)
-  end
-  return head .. "\0\0\0\0" .. payload
-end
-
--- A server frame: opcode, payload; nil on close or timeout.
+-- A client frame masked with the zero key (a 1 MiB payload goes out as it is),
+-- and a server frame as opcode, payload (nil on close or timeout).
+local function frame(op, payload) return W.frame(op, payload, { zero_key = true }) end
 local function read_frame(c)
-  local h = c:read_bytes(2)
-  if not h then return nil end
-  local b1, b2 = h:byte(1, 2)
-  local len = b2 & 0x7f
-  if len == 126 then
-    len = string.unpack(">I2", c:read_bytes(2))
-  elseif len == 127 then
-    len = string.unpack(">I8", c:read_bytes(8))
-  end
-  return b1 & 0x0f, len > 0 and c:read_bytes(len) or ""
+  local f = W.read_frame(c)
+  if f then return f.op, f.payload end
 end
 
 local KEY, ACCEPT = "dGhlIHNhbXBsZSBub25jZQ==", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="

@@ -7,7 +7,8 @@ local W = {}
 local KEY = { 0x37, 0xfa, 0x21, 0x3d } -- any mask key does; a fixed one keeps failures reproducible
 
 --- A client frame of opcode op: masked unless o.mask == false; o.fin = false
---- for a fragment; o.rsv: reserved bits (0x70) to set.
+--- for a fragment; o.rsv: reserved bits (0x70) to set; o.zero_key: masked
+--- with the key 0 (valid, and a large payload is not masked byte by byte).
 function W.frame(op, payload, o)
   o = o or {}
   local b1 = (o.fin == false and 0 or 0x80) | (o.rsv or 0) | op
@@ -21,6 +22,7 @@ function W.frame(op, payload, o)
     hdr = string.char(b1, m | 127) .. string.pack(">I8", len)
   end
   if m == 0 then return hdr .. payload end
+  if o.zero_key then return hdr .. "\0\0\0\0" .. payload end
   local out = {}
   for i = 1, len do out[i] = string.char(payload:byte(i) ~ KEY[(i - 1) % 4 + 1]) end
   return hdr .. string.char(table.unpack(KEY)) .. table.concat(out)

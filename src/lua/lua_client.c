@@ -337,14 +337,13 @@ static int l_resp_header(lua_State *L)
  * resp:header_list() → { name1, value1, name2, value2, ... }: the head in
  * order, names as the server wrote them (for a proxy that keeps their case).
  */
-static int l_resp_header_list(lua_State *L)
+/*
+ * Pushes { name1, value1, ... } from fields stored as NUL-terminated name,
+ * value pairs in p[0..len) (the client's head and trailer layout).
+ */
+static int push_field_list(lua_State *L, const char *p, size_t len)
 {
-    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
-    size_t len;
-    const char *p = r->closed ? "" : mh_client_head(&r->req, &len), *end;
-    if (r->closed)
-        len = 0;
-    end = p + len;
+    const char *end = p + len;
     lua_newtable(L);
     lua_Integer n = 0;
     while (p < end) {
@@ -362,6 +361,14 @@ static int l_resp_header_list(lua_State *L)
     return 1;
 }
 
+static int l_resp_header_list(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    size_t len = 0;
+    const char *p = r->closed ? "" : mh_client_head(&r->req, &len);
+    return push_field_list(L, p, r->closed ? 0 : len);
+}
+
 /*
  * resp:trailers() → { name1, value1, ... }: the trailer fields of a chunked
  * response, names as sent, once the body has been read to its end (empty
@@ -370,22 +377,7 @@ static int l_resp_header_list(lua_State *L)
 static int l_resp_trailers(lua_State *L)
 {
     struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
-    const char *p = r->trailers ? r->trailers : "", *end = p + r->trailers_len;
-    lua_newtable(L);
-    lua_Integer n = 0;
-    while (p < end) {
-        size_t nlen = strnlen(p, (size_t)(end - p));
-        const char *value = p + nlen + 1;
-        if (value >= end)
-            break;
-        size_t vlen = strnlen(value, (size_t)(end - value));
-        lua_pushlstring(L, p, nlen);
-        lua_rawseti(L, -2, ++n);
-        lua_pushlstring(L, value, vlen);
-        lua_rawseti(L, -2, ++n);
-        p = value + vlen + 1;
-    }
-    return 1;
+    return push_field_list(L, r->trailers ? r->trailers : "", r->trailers ? r->trailers_len : 0);
 }
 
 static int l_resp_headers(lua_State *L)
