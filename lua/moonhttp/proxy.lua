@@ -4,6 +4,7 @@
 -- HTTP policy (hop-by-hop headers, forwarding headers, Via, error mapping) is
 -- here; the bytes move through the client and res:write.
 local core = require "moonhttp.core"
+local hop = require "moonhttp.hop"
 local upstream = require "moonhttp.upstream"
 
 local M = {}
@@ -12,10 +13,7 @@ local KNOWN = { "client", "timeout", "connect_timeout", "send_timeout", "read_ti
   "preserve_host", "x_forwarded", "forwarded", "trust_forwarded", "via", "request",
   "response", "on_error", "idle_timeout" }
 
--- RFC 9110 §7.6.1 and the older ones still seen (Keep-Alive, Proxy-Connection).
-local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true, te = true,
-  trailer = true, ["transfer-encoding"] = true, upgrade = true,
-  ["proxy-authenticate"] = true, ["proxy-authorization"] = true }
+local HOP = hop.NAMES
 
 -- The front server's own on the way down (as nginx does): its Date and Server. Content-Length
 -- passes (a HEAD answer keeps the GET's length; a download its progress); if the body then
@@ -29,16 +27,7 @@ local FORWARDING = { ["x-forwarded-for"] = true, ["x-forwarded-proto"] = true,
 
 local PIECE = 64 * 1024
 
--- The names to drop from a header list: hop-by-hop ones and those its Connection names.
-local function dropped(list)
-  local drop = setmetatable({}, { __index = HOP })
-  for i = 1, #list, 2 do
-    if list[i]:lower() == "connection" then
-      for token in list[i + 1]:gmatch("[^,%s]+") do drop[token:lower()] = true end
-    end
-  end
-  return drop
-end
+local dropped = hop.dropped
 
 -- Adds value under name, keeping the first spelling of a name seen in any case.
 local function add(headers, spelling, name, value)

@@ -4,6 +4,7 @@
 -- (core.relay over http/relay.c), with no Lua per chunk. http.proxy calls
 -- M.run with the upstream request it built (forwarding headers, rewrites).
 local core = require "moonhttp.core"
+local hop = require "moonhttp.hop"
 local crypto = require "moonhttp.crypto"
 
 local M = {}
@@ -11,10 +12,8 @@ local M = {}
 local KNOWN = { "connect_timeout", "read_timeout", "idle_timeout", "headers", "keep_host",
   "keep_path", "tls", "max_buffer" }
 
--- RFC 9110 §7.6.1 (and the older ones still seen); Upgrade and Connection are set again below.
-local HOP = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true, te = true,
-  trailer = true, ["transfer-encoding"] = true, upgrade = true,
-  ["proxy-authenticate"] = true, ["proxy-authorization"] = true }
+-- Hop-by-hop fields are not passed on; Upgrade and Connection are set again below.
+local HOP = hop.NAMES
 
 -- Not passed down: the front server's own (Date, Server), and what a switch answer over HTTP/2
 -- cannot carry or no longer means (RFC 8441 has no key and no accept).
@@ -89,12 +88,7 @@ local function request_head(req, opts, up, authority, target, h2)
     end
   else
     local list = req:header_list()
-    local drop = setmetatable({}, { __index = HOP })
-    for i = 1, #list, 2 do
-      if list[i]:lower() == "connection" then
-        for token in list[i + 1]:gmatch("[^,%s]+") do drop[token:lower()] = true end
-      end
-    end
+    local drop = hop.dropped(list)
     for i = 1, #list, 2 do
       local l = list[i]:lower()
       if not drop[l] and not extra[l] and (l ~= "host" or opts.keep_host) then
@@ -152,9 +146,7 @@ end
 -- Headers to pass down: hop-by-hop ones, those the upstream's Connection names, and the
 -- server's own left out; keep_upgrade keeps Upgrade (a 101 over HTTP/1.1).
 local function down_headers(list, keep_upgrade, h2)
-  local drop = setmetatable({}, { __index = HOP })
-  local c = find(list, "connection")
-  for token in (c or ""):gmatch("[^,%s]+") do drop[token:lower()] = true end
+  local drop = hop.dropped(list)
   local out = {}
   for i = 1, #list, 2 do
     local l = list[i]:lower()
