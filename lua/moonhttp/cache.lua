@@ -7,8 +7,10 @@
 -- The wrapped handler writes to a stand-in `res` that keeps the response
 -- (status, headers, body) until it is known to be storable; past max_entry
 -- bytes it stops keeping and streams on to the real response (an SSE stream
--- or a download passes through, uncached). No revalidation (ETag,
--- If-Modified-Since): an entry is fresh, or stale, or gone.
+-- or a download passes through, uncached). A client's If-None-Match or
+-- If-Modified-Since is answered by the cache itself (a 304 from the entry);
+-- toward the handler they are hidden on a miss, so that what comes back is
+-- the whole response, which can be stored.
 local core = require "moonhttp.core"
 
 local M = {}
@@ -77,6 +79,51 @@ local function freshness(self, req, status, headers)
   if ttl <= 0 then return nil end
   return ttl
 end
+
+-- An HTTP-date (IMF-fixdate, RFC 9110 §5.6.7) as seconds since the epoch, or nil.
+local MONTHS = { Jan = 1, Feb = 2, Mar = 3, Apr = 4, May = 5, Jun = 6, Jul = 7, Aug = 8,
+  Sep = 9, Oct = 10, Nov = 11, Dec = 12 }
+local function http_time(s)
+  if not s then return nil end
+  local d, mon, y, h, mi, sec = s:match("^%a%a%a, (%d%d) (%a%a%a) (%d%d%d%d) (%d%d):(%d%d):(%d%d) GMT$")
+  local m = MONTHS[mon]
+  if not m then return nil end
+  y = tonumber(y) - (m <= 2 and 1 or 0)
+  -- days since 1970-01-01 of a proleptic Gregorian date (the civil-days algorithm)
+  local era = y // 400
+  local yoe = y - era * 400
+  local doy = (153 * ((m + 9) % 12) + 2) // 5 + tonumber(d) - 1
+  local days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+  return days * 86400 + tonumber(h) * 3600 + tonumber(mi) * 60 + tonumber(sec)
+end
+
+-- Whether an If-None-Match list names etag, by weak comparison (RFC 9110 §13.1.2).
+local function none_match_hits(list, etag)
+  if list:match("^%s*%*%s*$") then return true end
+  if not etag then return false end
+  local opaque = etag:gsub("^W/", "")
+  for tag in list:gmatch("[^,]+") do
+    if tag:match("^%s*(.-)%s*$"):gsub("^W/", "") == opaque then return true end
+  end
+  return false
+end
+
+-- Whether a client's conditional GET is answered 304 by a response with these
+-- validators (RFC 9110 §13.2.2): If-None-Match decides when present, else
+-- If-Modified-Since against Last-Modified (a date that does not parse is ignored).
+local function not_modified(req, etag, last_modified)
+  local inm = req:header("if-none-match")
+  if inm then return none_match_hits(inm, etag) end
+  local since, lm = http_time(req:header("if-modified-since")), http_time(last_modified)
+  return since ~= nil and lm ~= nil and lm <= since
+end
+
+-- The fields a 304 carries (RFC 9110 §15.4.5): those a cache would update, and no body's.
+local IN_304 = { ["cache-control"] = true, ["content-location"] = true, etag = true,
+  expires = true, vary = true, ["last-modified"] = true }
+
+-- The client's own validators: hidden from the handler on a miss (the cache answers them).
+local CONDITIONAL = { ["if-none-match"] = true, ["if-modified-since"] = true }
 
 -- ---- entries: string.pack'ed, so a dict value holds any body bytes ----------------
 
@@ -192,6 +239,61 @@ setmetatable(Capture, { __index = function(_, k)
   end
 end })
 
+-- ---- the stand-in req ------------------------------------------------------------
+
+local SPELLING = { ["if-none-match"] = "If-None-Match", ["if-modified-since"] = "If-Modified-Since" }
+
+-- The request as the handler sees it, with header fields replaced: `over` maps a
+-- lowercased name to a value, or to false to hide it. Every other field and method
+-- is the real request's (a method is called on it), so http.proxy forwards what this
+-- one shows. A request with a body is never replaced (http.fetch streams from the real one).
+local function request_with(req, over)
+  local own, wrapped = {}, {}
+  function own.header(_, name)
+    local v = over[name:lower()]
+    if v ~= nil then return v or nil end
+    return req:header(name)
+  end
+  function own.header_list()
+    local list, out = req:header_list(), {}
+    for i = 1, #list, 2 do
+      if over[list[i]:lower()] == nil then
+        out[#out + 1] = list[i]
+        out[#out + 1] = list[i + 1]
+      end
+    end
+    for l, v in pairs(over) do
+      if v then
+        out[#out + 1] = SPELLING[l] or l
+        out[#out + 1] = v
+      end
+    end
+    return out
+  end
+  function own.headers()
+    local t = req:headers()
+    for l, v in pairs(over) do t[l] = v and { v } or nil end
+    return t
+  end
+  return setmetatable({}, {
+    __index = function(_, k)
+      local f = own[k] or wrapped[k]
+      if f then return f end
+      local v = req[k]
+      if type(v) ~= "function" then return v end
+      f = function(_, ...) return v(req, ...) end
+      wrapped[k] = f
+      return f
+    end,
+    __tostring = function() return tostring(req) end,
+  })
+end
+
+local function has_body(req)
+  local cl = req:header("content-length")
+  return (cl and cl ~= "0") or req:header("transfer-encoding") ~= nil
+end
+
 -- ---- serving ---------------------------------------------------------------------
 
 local function key_of(self, req)
@@ -216,10 +318,37 @@ local function lookup(self, req, base)
   return rec and decode(rec)
 end
 
+-- The first value of a field in a name/value list, by its lowercased name.
+local function field(list, l)
+  for i = 1, #list, 2 do
+    if list[i]:lower() == l then return list[i + 1] end
+  end
+  return nil
+end
+
+local function conditional(req)
+  return req:header("if-none-match") ~= nil or req:header("if-modified-since") ~= nil
+end
+
+-- A 304 for a client whose validators match a 200 with these fields (entry or capture).
+local function send_304(self, res, list, how, age)
+  res:status(304)
+  for i = 1, #list, 2 do
+    if IN_304[list[i]:lower()] then res:add_header(list[i], list[i + 1]) end
+  end
+  if age then res:header("Age", tostring(age)) end
+  if self.status_header then res:header(self.status_header, how) end
+end
+
 local function send(self, req, res, e, how, now)
+  local age = math.max(0, math.floor(now - e.stored))
+  if e.status == 200 and conditional(req)
+      and not_modified(req, field(e.list, "etag"), field(e.list, "last-modified")) then
+    return send_304(self, res, e.list, how, age)
+  end
   res:status(e.status)
   for i = 1, #e.list, 2 do res:add_header(e.list[i], e.list[i + 1]) end
-  res:header("Age", tostring(math.max(0, math.floor(now - e.stored))))
+  res:header("Age", tostring(age))
   if self.status_header then res:header(self.status_header, how) end
   if e.status ~= 204 and e.status ~= 304 then
     res:header("Content-Length", tostring(#e.body))
@@ -266,9 +395,15 @@ function M.serve(self, req, res, handler, ...)
     return true
   end
   local stale = e and self.stale_if_error > 0 and now < e.stored + e.ttl + self.stale_if_error and e
+  -- the client's validators are the cache's to answer: the handler is asked for the whole response
+  local client_cond = conditional(req)
+  local hreq = req
+  if client_cond and not has_body(req) then
+    hreq = request_with(req, { ["if-none-match"] = false, ["if-modified-since"] = false })
+  end
   local cap = new_capture(res, self.max_entry)
   if stale then cap._max = math.huge end -- the answer must be seen whole before it is chosen
-  local results = table.pack(pcall(handler, req, cap, ...))
+  local results = table.pack(pcall(handler, hreq, cap, ...))
   if stale and (not results[1] or ERRORS[cap.status_code]) then
     send(self, req, res, stale, "STALE", now)
     return true
@@ -277,6 +412,11 @@ function M.serve(self, req, res, handler, ...)
   if cap.passing then return table.unpack(results, 2, results.n) end
   local ttl = cap.storable and m == "GET" and freshness(self, req, cap.status_code, cap.lower)
   if ttl then store(self, req, base, cap, ttl, now) end
+  if client_cond and hreq ~= req and cap.status_code == 200
+      and not_modified(req, cap.lower["etag"], cap.lower["last-modified"]) then
+    send_304(self, res, cap.list, "MISS")
+    return table.unpack(results, 2, results.n)
+  end
   if self.status_header then cap:header(self.status_header, "MISS") end
   pass(cap)
   return table.unpack(results, 2, results.n)
