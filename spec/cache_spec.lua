@@ -73,6 +73,45 @@ http.handle("GET /tagged", function(req, res)
   res:header("Content-Type", "text/plain")
   res:write("tagged " .. n)
 end)
+-- expires in a second; a conditional request with its ETag gets a 304 that says when it
+-- was checked (X-Checked), and is counted under PATH#304
+local function etagged(req, res, cc, tag)
+  local n = count(req)
+  local inm = req:header("if-none-match")
+  if inm then hits:incr(req.path .. "#cond", 1, 0) end
+  if hits:get("down") then
+    res:status(503)
+    res:write("down")
+    return
+  end
+  res:header("Cache-Control", cc)
+  res:header("ETag", tag)
+  if inm == tag then
+    hits:incr(req.path .. "#304", 1, 0)
+    res:header("X-Checked", tostring(n))
+    res:status(304)
+    return
+  end
+  res:write(req.path:sub(2) .. " " .. n)
+end
+http.handle("GET /reval", function(req, res) etagged(req, res, "max-age=1", '"r1"') end)
+http.handle("GET /strict", function(req, res) etagged(req, res, "max-age=1, must-revalidate", '"s1"') end)
+http.handle("GET /flakytag", function(req, res) etagged(req, res, "max-age=1", '"f1"') end)
+-- a new version at every request: a revalidation gets the whole new response
+http.handle("GET /replaced", function(req, res)
+  etagged(req, res, "max-age=1", '"v' .. (hits:get("/replaced") or 0) + 1 .. '"')
+end)
+http.handle("GET /reval-lm", function(req, res)
+  local n = count(req)
+  res:header("Cache-Control", "max-age=1")
+  if req:header("if-modified-since") == LM then
+    hits:incr(req.path .. "#304", 1, 0)
+    res:status(304)
+    return
+  end
+  res:header("Last-Modified", LM)
+  res:write("reval-lm " .. n)
+end)
 http.handle("GET /hits", function(req, res)
   res:write(tostring(hits:get(req:arg("p")) or 0))
 end)
@@ -269,5 +308,59 @@ describe("moonhttp.cache", function()
     r = front:get("/tagged", { ["If-Modified-Since"] = "not a date" })
     assert.equal(200, r.status)
     assert.equal(1, hits("/tagged"))
+  end)
+
+  it("revalidates an expired entry with its validator: a 304 refreshes it, a 200 replaces it", function()
+    for _, p in ipairs({ "/reval", "/reval-lm", "/replaced", "/strict", "/flakytag" }) do
+      local r = front:get(p)
+      assert.equal(200, r.status)
+      assert.equal("MISS", r.headers["x-cache"])
+    end
+    H.sleep(1.2)
+    -- ETag: If-None-Match to the upstream, its 304's fields kept, the stored body served
+    local r = front:get("/reval")
+    assert.equal(200, r.status)
+    assert.equal("reval 1", r.body)
+    assert.equal("REVALIDATED", r.headers["x-cache"])
+    assert.equal("2", r.headers["x-checked"])
+    assert.equal("0", r.headers["age"])
+    assert.equal(1, hits("/reval#304"))
+    r = front:get("/reval") -- fresh again for max-age, with the 304's fields
+    assert.equal("reval 1", r.body)
+    assert.equal("HIT", r.headers["x-cache"])
+    assert.equal("2", r.headers["x-checked"])
+    assert.equal(2, hits("/reval"))
+    -- Last-Modified: If-Modified-Since; the client's own matching validator gets a 304
+    r = front:get("/reval-lm", { ["If-Modified-Since"] = "Sun, 06 Dec 2026 01:00:00 GMT" })
+    assert.equal(304, r.status)
+    assert.equal("REVALIDATED", r.headers["x-cache"])
+    assert.equal(1, hits("/reval-lm#304"))
+    r = front:get("/reval-lm")
+    assert.equal("reval-lm 1", r.body)
+    assert.equal("HIT", r.headers["x-cache"])
+    -- a changed resource: the conditional request was sent, and its 200 replaces the entry
+    r = front:get("/replaced")
+    assert.equal("replaced 2", r.body)
+    assert.equal("MISS", r.headers["x-cache"])
+    assert.equal(1, hits("/replaced#cond"))
+    assert.equal(0, hits("/replaced#304"))
+    r = front:get("/replaced")
+    assert.equal("replaced 2", r.body)
+    assert.equal("HIT", r.headers["x-cache"])
+    -- the upstream fails: stale_if_error answers, except for must-revalidate
+    up:get("/down?on=1")
+    r = front:get("/flakytag")
+    assert.equal(200, r.status)
+    assert.equal("flakytag 1", r.body)
+    assert.equal("STALE", r.headers["x-cache"])
+    assert.equal(1, hits("/flakytag#cond"))
+    r = front:get("/strict")
+    assert.equal(503, r.status)
+    assert.equal("down", r.body)
+    assert.equal(1, hits("/strict#cond"))
+    up:get("/down?on=0")
+    r = front:get("/strict")
+    assert.equal("strict 1", r.body)
+    assert.equal("REVALIDATED", r.headers["x-cache"])
   end)
 end)

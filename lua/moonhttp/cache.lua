@@ -10,13 +10,15 @@
 -- or a download passes through, uncached). A client's If-None-Match or
 -- If-Modified-Since is answered by the cache itself (a 304 from the entry);
 -- toward the handler they are hidden on a miss, so that what comes back is
--- the whole response, which can be stored.
+-- the whole response, which can be stored. An expired entry with a validator
+-- (ETag, Last-Modified) is revalidated: the handler sees If-None-Match /
+-- If-Modified-Since, and a 304 from it refreshes the entry (RFC 9111 §4.3.4).
 local core = require "moonhttp.core"
 
 local M = {}
 
 local KNOWN = { "dict", "key_headers", "default_ttl", "stale_if_error", "max_entry",
-  "statuses", "status_header" }
+  "statuses", "status_header", "revalidate" }
 
 -- Heuristically cacheable statuses (RFC 9110 §15.1), here only with explicit freshness.
 local STATUSES = { 200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501 }
@@ -356,29 +358,67 @@ local function send(self, req, res, e, how, now)
   end
 end
 
-local function store(self, req, base, cap, ttl, now)
-  local vary = cap.lower["vary"]
+-- The fields of a response head worth keeping with an entry.
+local function stored_fields(list)
+  local out = {}
+  for i = 1, #list, 2 do
+    if not NOT_STORED[list[i]:lower()] then
+      out[#out + 1] = list[i]
+      out[#out + 1] = list[i + 1]
+    end
+  end
+  return out
+end
+
+-- Stores an entry under its key (and its variant's, when it Varies). Past its lifetime
+-- it is kept for stale_if_error, or longer for a revalidation when it has a validator.
+local function store(self, req, base, status, list, body, ttl, now)
+  local vary = field(list, "vary")
   local names
   if vary then
     local l = {}
     for name in vary:gmatch("[^,%s]+") do l[#l + 1] = name:lower() end
     names = table.concat(l, ",")
   end
-  local list = {}
-  for i = 1, #cap.list, 2 do
-    if not NOT_STORED[cap.list[i]:lower()] then
-      list[#list + 1] = cap.list[i]
-      list[#list + 1] = cap.list[i + 1]
-    end
-  end
-  local keep = ttl + self.stale_if_error
-  local value = encode(cap.status_code, now, ttl, list, table.concat(cap.parts))
+  local extra = self.stale_if_error
+  if field(list, "etag") or field(list, "last-modified") then extra = math.max(extra, self.revalidate) end
+  local keep = ttl + extra
+  local value = encode(status, now, ttl, list, body)
   if names and names ~= "" then
     self.dict:set(base, "vary:" .. names, keep)
     self.dict:set(variant(base, names, req), value, keep)
   else
     self.dict:set(base, value, keep)
   end
+end
+
+-- A 304 to the cache's own conditional request (RFC 9111 §4.3.4): the entry takes the
+-- fields the 304 carries (each name replaced whole), its freshness is computed again
+-- from them, and the stored body is the answer.
+local function refresh(self, req, res, base, e, list304, now)
+  local new = stored_fields(list304)
+  local names = {}
+  for i = 1, #new, 2 do names[new[i]:lower()] = true end
+  local list = {}
+  for i = 1, #e.list, 2 do
+    if not names[e.list[i]:lower()] then
+      list[#list + 1] = e.list[i]
+      list[#list + 1] = e.list[i + 1]
+    end
+  end
+  table.move(new, 1, #new, #list + 1, list)
+  local lower = {}
+  for i = 1, #list, 2 do
+    local l = list[i]:lower()
+    lower[l] = lower[l] and (lower[l] .. ", " .. list[i + 1]) or list[i + 1]
+  end
+  local fresh = { status = e.status, stored = now, ttl = 0, list = list, body = e.body }
+  local ttl = freshness(self, req, e.status, lower)
+  if ttl then
+    fresh.ttl = ttl
+    store(self, req, base, e.status, list, e.body, ttl, now)
+  end
+  send(self, req, res, fresh, "REVALIDATED", now)
 end
 
 -- Runs handler(req, res, ...) in front of the cache: see docs/guide/proxy.md.
@@ -394,13 +434,21 @@ function M.serve(self, req, res, handler, ...)
     send(self, req, res, e, "HIT", now)
     return true
   end
-  local stale = e and self.stale_if_error > 0 and now < e.stored + e.ttl + self.stale_if_error and e
-  -- the client's validators are the cache's to answer: the handler is asked for the whole response
+  -- §4.2.4: must-revalidate / proxy-revalidate, no stale answer without the origin's word
+  local cc = e and directives(field(e.list, "cache-control"))
+  local strict = cc and (cc["must-revalidate"] or cc["proxy-revalidate"])
+  local stale = e and not strict and self.stale_if_error > 0
+    and now < e.stored + e.ttl + self.stale_if_error and e
+  -- the client's validators are the cache's to answer: the handler is asked for the
+  -- whole response, or to confirm the expired entry with the entry's own validators
   local client_cond = conditional(req)
+  local etag = e and self.revalidate > 0 and field(e.list, "etag")
+  local lm = e and self.revalidate > 0 and field(e.list, "last-modified")
   local hreq = req
-  if client_cond and not has_body(req) then
-    hreq = request_with(req, { ["if-none-match"] = false, ["if-modified-since"] = false })
+  if (client_cond or etag or lm) and not has_body(req) then
+    hreq = request_with(req, { ["if-none-match"] = etag or false, ["if-modified-since"] = lm or false })
   end
+  local revalidating = (etag or lm) and hreq ~= req
   local cap = new_capture(res, self.max_entry)
   if stale then cap._max = math.huge end -- the answer must be seen whole before it is chosen
   local results = table.pack(pcall(handler, hreq, cap, ...))
@@ -409,9 +457,15 @@ function M.serve(self, req, res, handler, ...)
     return true
   end
   if not results[1] then error(results[2], 0) end
+  if revalidating and cap.status_code == 304 and not cap.passing then
+    refresh(self, req, res, base, e, cap.list, now)
+    return true
+  end
   if cap.passing then return table.unpack(results, 2, results.n) end
   local ttl = cap.storable and m == "GET" and freshness(self, req, cap.status_code, cap.lower)
-  if ttl then store(self, req, base, cap, ttl, now) end
+  if ttl then
+    store(self, req, base, cap.status_code, stored_fields(cap.list), table.concat(cap.parts), ttl, now)
+  end
   if client_cond and hreq ~= req and cap.status_code == 200
       and not_modified(req, cap.lower["etag"], cap.lower["last-modified"]) then
     send_304(self, res, cap.list, "MISS")
@@ -448,6 +502,7 @@ function M.new(opts)
     key_headers = key_headers,
     default_ttl = seconds_opt(opts.default_ttl, "default_ttl", 0),
     stale_if_error = seconds_opt(opts.stale_if_error, "stale_if_error", 0),
+    revalidate = seconds_opt(opts.revalidate, "revalidate", 600),
     max_entry = opts.max_entry and size_opt(opts.max_entry, "max_entry") or 1048576,
     statuses = statuses,
     status_header = status_header or nil,
