@@ -112,6 +112,19 @@ http.handle("GET /reval-lm", function(req, res)
   res:header("Last-Modified", LM)
   res:write("reval-lm " .. n)
 end)
+-- slow to answer: concurrent misses overlap
+http.handle("GET /slow", function(req, res)
+  local n = count(req)
+  http.sleep(0.3)
+  res:header("Cache-Control", "max-age=60")
+  res:write("slow " .. n)
+end)
+http.handle("GET /t/slower", function(req, res)
+  local n = count(req)
+  http.sleep(1.2)
+  res:header("Cache-Control", "max-age=60")
+  res:write("slower " .. n)
+end)
 http.handle("GET /hits", function(req, res)
   res:write(tostring(hits:get(req:arg("p")) or 0))
 end)
@@ -140,6 +153,12 @@ http.handle("GET /ctl/spin", function(req, res)
   local t = os.clock() + 0.6
   while os.clock() < t do end
   res:header("X-Worker", worker())
+end)
+-- a waiter gives up on the request fetching its key after half a second
+local short = require("moonhttp.cache").new{ dict = http.shared.cache, lock_timeout = 0.5 }
+http.handle("/t/", function(req, res)
+  res:header("X-Worker", worker())
+  return short:serve(req, res, upstream)
 end)
 http.handle("/", function(req, res)
   res:header("X-Worker", worker())
@@ -362,5 +381,41 @@ describe("moonhttp.cache", function()
     r = front:get("/strict")
     assert.equal("strict 1", r.body)
     assert.equal("REVALIDATED", r.headers["x-cache"])
+  end)
+
+  -- n requests for path at once, each on its own connection: the responses
+  local function concurrent(path, n)
+    local conns = {}
+    for i = 1, n do
+      conns[i] = H.connect(front.port, 10)
+      assert(conns[i]:send("GET " .. path .. " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+    end
+    local out = {}
+    for i = 1, n do
+      out[i] = assert(conns[i]:read_response())
+      conns[i]:close()
+    end
+    return out
+  end
+
+  it("collapses concurrent misses across the 2 workers: one request reaches the upstream", function()
+    local workers, states, n = {}, {}, 0
+    for _, r in ipairs(concurrent("/slow", 20)) do
+      assert.equal(200, r.status)
+      assert.equal("slow 1", r.body)
+      workers[r.headers["x-worker"]] = true
+      states[r.headers["x-cache"]] = (states[r.headers["x-cache"]] or 0) + 1
+    end
+    assert.equal(1, hits("/slow"))
+    assert.same({ MISS = 1, HIT = 19 }, states)
+    for _ in pairs(workers) do n = n + 1 end
+    assert.is_true(n >= 2, "every request went to one worker: waiting across workers not shown")
+  end)
+
+  it("lets a waiter go to the upstream itself after lock_timeout", function()
+    local out = concurrent("/t/slower", 3)
+    for _, r in ipairs(out) do assert.equal(200, r.status) end
+    -- the first holds the lock for 1.2 s; the two others waited 0.5 s and went on
+    assert.equal(3, hits("/t/slower"))
   end)
 end)

@@ -13,12 +13,14 @@
 -- the whole response, which can be stored. An expired entry with a validator
 -- (ETag, Last-Modified) is revalidated: the handler sees If-None-Match /
 -- If-Modified-Since, and a 304 from it refreshes the entry (RFC 9111 §4.3.4).
+-- While one request runs the handler for a key, the others for it wait (as nginx's
+-- proxy_cache_lock): a lock entry in the dict, released with a message on a channel.
 local core = require "moonhttp.core"
 
 local M = {}
 
 local KNOWN = { "dict", "key_headers", "default_ttl", "stale_if_error", "max_entry",
-  "statuses", "status_header", "revalidate" }
+  "statuses", "status_header", "revalidate", "lock_timeout" }
 
 -- Heuristically cacheable statuses (RFC 9110 §15.1), here only with explicit freshness.
 local STATUSES = { 200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501 }
@@ -159,13 +161,14 @@ Capture.__index = Capture
 
 local function new_capture(res, max)
   return setmetatable({ _res = res, _max = max, status_code = 200, list = {}, lower = {},
-    parts = {}, size = 0, passing = false, storable = true }, Capture)
+    parts = {}, size = 0, passing = false, storable = true, lock = false }, Capture)
 end
 
 -- From here on the response goes to the real res: what was kept first.
 local function pass(self)
   if self.passing then return end
   self.passing, self.storable = true, false
+  if self.lock then self.lock:release() end -- nothing will be stored: the waiters go on
   local res = self._res
   res:status(self.status_code)
   for i = 1, #self.list, 2 do res:add_header(self.list[i], self.list[i + 1]) end
@@ -240,6 +243,54 @@ setmetatable(Capture, { __index = function(_, k)
     return f(self._res, ...)
   end
 end })
+
+-- ---- collapsing misses ------------------------------------------------------------
+
+-- Every waiter in every worker hears every release (the message is the key) and
+-- looks again; waiting is rare and short, so one channel serves all keys.
+local CHANNEL = "moonhttp.cache"
+local channel -- made at the first wait: a channel cannot be made while the script loads
+
+-- A lock's own expiry frees it when its holder's worker died; a waiter polls the dict
+-- this often for that case (and for a release message dropped from its queue).
+local POLL = 0.25
+
+local function lock_key(base) return "lock\0" .. base end
+
+local Lock = {}
+Lock.__index = Lock
+
+function Lock:release()
+  if self.done then return end
+  self.done = true
+  self.dict:delete(self.key)
+  channel = channel or core.channel(CHANNEL)
+  channel:publish(self.base) -- a key over 64 KiB is not sent: its waiters see the dict
+end
+Lock.__close = Lock.release
+
+-- The key's lock, or nil and true when another request holds it (a full dict: no lock).
+local function acquire(self, base)
+  local key = lock_key(base)
+  local ok, err = self.dict:add(key, true, self.lock_timeout)
+  if ok then return setmetatable({ dict = self.dict, key = key, base = base }, Lock) end
+  return nil, err == "exists"
+end
+
+-- Waits until the lock on base is gone (released, or expired with its holder) or
+-- lock_timeout has passed.
+local function wait_unlock(self, base)
+  channel = channel or core.channel(CHANNEL)
+  local sub <close> = channel:subscribe() -- before the look, or a release could slip between
+  local key = lock_key(base)
+  local deadline = core.now() + self.lock_timeout
+  while self.dict:get(key) do
+    local left = deadline - core.now()
+    if left <= 0 then return end
+    local msg, err = sub:receive(math.min(left, POLL))
+    if msg == base or err == "stopping" or err == "closed" then return end
+  end
+end
 
 -- ---- the stand-in req ------------------------------------------------------------
 
@@ -434,6 +485,22 @@ function M.serve(self, req, res, handler, ...)
     send(self, req, res, e, "HIT", now)
     return true
   end
+  -- one request runs the handler; the others for the key wait for its entry, a while
+  local lock
+  if m == "GET" and self.lock_timeout > 0 then
+    local held
+    lock, held = acquire(self, base)
+    if held then
+      wait_unlock(self, base)
+      now = core.now()
+      e = lookup(self, req, base)
+      if e and now < e.stored + e.ttl then
+        send(self, req, res, e, "HIT", now)
+        return true
+      end
+    end
+  end
+  local _ <close> = lock
   -- §4.2.4: must-revalidate / proxy-revalidate, no stale answer without the origin's word
   local cc = e and directives(field(e.list, "cache-control"))
   local strict = cc and (cc["must-revalidate"] or cc["proxy-revalidate"])
@@ -450,6 +517,7 @@ function M.serve(self, req, res, handler, ...)
   end
   local revalidating = (etag or lm) and hreq ~= req
   local cap = new_capture(res, self.max_entry)
+  cap.lock = lock or false
   if stale then cap._max = math.huge end -- the answer must be seen whole before it is chosen
   local results = table.pack(pcall(handler, hreq, cap, ...))
   if stale and (not results[1] or ERRORS[cap.status_code]) then
@@ -466,6 +534,7 @@ function M.serve(self, req, res, handler, ...)
   if ttl then
     store(self, req, base, cap.status_code, stored_fields(cap.list), table.concat(cap.parts), ttl, now)
   end
+  if lock then lock:release() end
   if client_cond and hreq ~= req and cap.status_code == 200
       and not_modified(req, cap.lower["etag"], cap.lower["last-modified"]) then
     send_304(self, res, cap.list, "MISS")
@@ -503,6 +572,7 @@ function M.new(opts)
     default_ttl = seconds_opt(opts.default_ttl, "default_ttl", 0),
     stale_if_error = seconds_opt(opts.stale_if_error, "stale_if_error", 0),
     revalidate = seconds_opt(opts.revalidate, "revalidate", 600),
+    lock_timeout = seconds_opt(opts.lock_timeout, "lock_timeout", 5),
     max_entry = opts.max_entry and size_opt(opts.max_entry, "max_entry") or 1048576,
     statuses = statuses,
     status_header = status_header or nil,
