@@ -125,6 +125,13 @@ http.handle("GET /t/slower", function(req, res)
   res:header("Cache-Control", "max-age=60")
   res:write("slower " .. n)
 end)
+-- slow from its second request on: a background refresh takes a second
+http.handle("GET /w/swr", function(req, res)
+  local n = count(req)
+  if n > 1 then http.sleep(1) end
+  res:header("Cache-Control", "max-age=1")
+  res:write("swr " .. n)
+end)
 http.handle("GET /hits", function(req, res)
   res:write(tostring(hits:get(req:arg("p")) or 0))
 end)
@@ -159,6 +166,11 @@ local short = require("moonhttp.cache").new{ dict = http.shared.cache, lock_time
 http.handle("/t/", function(req, res)
   res:header("X-Worker", worker())
   return short:serve(req, res, upstream)
+end)
+-- an expired entry answered at once for 10 s while it is fetched again
+local swr = require("moonhttp.cache").new{ dict = http.shared.cache, stale_while_revalidate = 10 }
+http.handle("/w/", function(req, res)
+  return swr:serve(req, res, upstream)
 end)
 http.handle("/", function(req, res)
   res:header("X-Worker", worker())
@@ -417,5 +429,25 @@ describe("moonhttp.cache", function()
     for _, r in ipairs(out) do assert.equal(200, r.status) end
     -- the first holds the lock for 1.2 s; the two others waited 0.5 s and went on
     assert.equal(3, hits("/t/slower"))
+  end)
+
+  it("answers an expired entry at once while one background fetch refreshes it (stale_while_revalidate)", function()
+    local socket = require "socket"
+    assert.equal("swr 1", front:get("/w/swr").body)
+    H.sleep(1.2)
+    local t0 = socket.gettime()
+    local out = concurrent("/w/swr", 5)
+    local took = socket.gettime() - t0
+    for _, r in ipairs(out) do
+      assert.equal(200, r.status)
+      assert.equal("swr 1", r.body)
+      assert.equal("UPDATING", r.headers["x-cache"])
+    end
+    assert.is_true(took < 0.9, "the stale answers waited for the upstream (" .. took .. " s)")
+    H.sleep(1.3) -- the one refresh (a second at the upstream) has stored its answer
+    assert.equal(2, hits("/w/swr"))
+    local r = front:get("/w/swr")
+    assert.equal("swr 2", r.body)
+    assert.equal("HIT", r.headers["x-cache"])
   end)
 end)

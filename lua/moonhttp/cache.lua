@@ -15,12 +15,15 @@
 -- If-Modified-Since, and a 304 from it refreshes the entry (RFC 9111 §4.3.4).
 -- While one request runs the handler for a key, the others for it wait (as nginx's
 -- proxy_cache_lock): a lock entry in the dict, released with a message on a channel.
+-- With stale_while_revalidate, an entry just expired is answered at once and fetched
+-- again in a timer task of its own (the lock keeps it to one refresh at a time).
 local core = require "moonhttp.core"
 
 local M = {}
 
 local KNOWN = { "dict", "key_headers", "default_ttl", "stale_if_error", "max_entry",
-  "statuses", "status_header", "revalidate", "lock_timeout" }
+  "statuses", "status_header", "revalidate", "lock_timeout",
+  "stale_while_revalidate" }
 
 -- Heuristically cacheable statuses (RFC 9110 §15.1), here only with explicit freshness.
 local STATUSES = { 200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501 }
@@ -431,7 +434,7 @@ local function store(self, req, base, status, list, body, ttl, now)
     for name in vary:gmatch("[^,%s]+") do l[#l + 1] = name:lower() end
     names = table.concat(l, ",")
   end
-  local extra = self.stale_if_error
+  local extra = math.max(self.stale_if_error, self.stale_while_revalidate)
   if field(list, "etag") or field(list, "last-modified") then extra = math.max(extra, self.revalidate) end
   local keep = ttl + extra
   local value = encode(status, now, ttl, list, body)
@@ -446,7 +449,7 @@ end
 -- A 304 to the cache's own conditional request (RFC 9111 §4.3.4): the entry takes the
 -- fields the 304 carries (each name replaced whole), its freshness is computed again
 -- from them, and the stored body is the answer.
-local function refresh(self, req, res, base, e, list304, now)
+local function refreshed(self, req, base, e, list304, now)
   local new = stored_fields(list304)
   local names = {}
   for i = 1, #new, 2 do names[new[i]:lower()] = true end
@@ -469,7 +472,82 @@ local function refresh(self, req, res, base, e, list304, now)
     fresh.ttl = ttl
     store(self, req, base, e.status, list, e.body, ttl, now)
   end
-  send(self, req, res, fresh, "REVALIDATED", now)
+  return fresh
+end
+
+-- The request toward the handler: the client's validators hidden, the entry's set
+-- (a request with a body is the handler's as it is). Returns it, and whether it
+-- asks the handler to revalidate e.
+local function handler_request(self, req, e)
+  local etag = e and self.revalidate > 0 and field(e.list, "etag")
+  local lm = e and self.revalidate > 0 and field(e.list, "last-modified")
+  if not (conditional(req) or etag or lm) or has_body(req) then return req, false end
+  local over = { ["if-none-match"] = etag or false, ["if-modified-since"] = lm or false }
+  return request_with(req, over), (etag or lm) and true
+end
+
+-- ---- refreshing in the background (stale_while_revalidate) ---------------------
+
+-- Where a background fetch's response goes: nowhere (the capture keeps what is stored).
+local SINK = setmetatable({}, { __index = function() return function() return true end end })
+
+-- The request's head, copied: a timer task runs after the request has ended, when
+-- the real req raises "request finished". Enough for http.proxy; a handler that
+-- reads more (args, body) fails in the background, and the entry stays stale.
+local function detached(req)
+  local list, tls = req:header_list(), req:tls()
+  local snap = { method = req.method, host = req.host, path = req.path,
+    raw_path = req.raw_path, query = req.query, remote_addr = req.remote_addr,
+    proto = req.proto, ctx = {} }
+  function snap.header(_, name) return field(list, name:lower()) end
+  function snap.header_list() return table.move(list, 1, #list, 1, {}) end
+  function snap.headers()
+    local t = {}
+    for i = 1, #list, 2 do
+      local l = list[i]:lower()
+      t[l] = t[l] or {}
+      table.insert(t[l], list[i + 1])
+    end
+    return t
+  end
+  function snap.tls() return tls end
+  return snap
+end
+
+-- Runs the handler for base in a timer task unless a fetch of it is running: a 304
+-- refreshes e, a storable answer replaces it, anything else leaves it as it is.
+local function refresh_later(self, req, base, e, handler, ...)
+  local lock = acquire(self, base)
+  if not lock then return end
+  local snap, args = detached(req), table.pack(...)
+  local ok = core.timer(0, function()
+    local _ <close> = lock
+    local hreq, revalidating = handler_request(self, snap, e)
+    local cap = new_capture(SINK, self.max_entry)
+    cap.lock = lock
+    local done, err = pcall(handler, hreq, cap, table.unpack(args, 1, args.n))
+    if not done then
+      core.log("warn", "moonhttp.cache: background refresh of " .. snap.raw_path .. ": " .. tostring(err))
+      return
+    end
+    local now = core.now()
+    if revalidating and cap.status_code == 304 and not cap.passing then
+      refreshed(self, snap, base, e, cap.list, now)
+      return
+    end
+    local ttl = cap.storable and freshness(self, snap, cap.status_code, cap.lower)
+    if ttl then
+      store(self, snap, base, cap.status_code, stored_fields(cap.list), table.concat(cap.parts), ttl, now)
+    end
+  end)
+  if not ok then lock:release() end
+end
+
+-- §4.2.4: an entry that says must-revalidate / proxy-revalidate is not answered stale
+-- without the origin's word.
+local function strict(e)
+  local cc = directives(field(e.list, "cache-control"))
+  return cc["must-revalidate"] or cc["proxy-revalidate"]
 end
 
 -- Runs handler(req, res, ...) in front of the cache: see docs/guide/proxy.md.
@@ -483,6 +561,11 @@ function M.serve(self, req, res, handler, ...)
   local e = lookup(self, req, base)
   if e and now < e.stored + e.ttl then
     send(self, req, res, e, "HIT", now)
+    return true
+  end
+  if e and m == "GET" and now < e.stored + e.ttl + self.stale_while_revalidate and not strict(e) then
+    refresh_later(self, req, base, e, handler, ...)
+    send(self, req, res, e, "UPDATING", now)
     return true
   end
   -- one request runs the handler; the others for the key wait for its entry, a while
@@ -501,21 +584,12 @@ function M.serve(self, req, res, handler, ...)
     end
   end
   local _ <close> = lock
-  -- §4.2.4: must-revalidate / proxy-revalidate, no stale answer without the origin's word
-  local cc = e and directives(field(e.list, "cache-control"))
-  local strict = cc and (cc["must-revalidate"] or cc["proxy-revalidate"])
-  local stale = e and not strict and self.stale_if_error > 0
+  local stale = e and self.stale_if_error > 0 and not strict(e)
     and now < e.stored + e.ttl + self.stale_if_error and e
   -- the client's validators are the cache's to answer: the handler is asked for the
   -- whole response, or to confirm the expired entry with the entry's own validators
   local client_cond = conditional(req)
-  local etag = e and self.revalidate > 0 and field(e.list, "etag")
-  local lm = e and self.revalidate > 0 and field(e.list, "last-modified")
-  local hreq = req
-  if (client_cond or etag or lm) and not has_body(req) then
-    hreq = request_with(req, { ["if-none-match"] = etag or false, ["if-modified-since"] = lm or false })
-  end
-  local revalidating = (etag or lm) and hreq ~= req
+  local hreq, revalidating = handler_request(self, req, e)
   local cap = new_capture(res, self.max_entry)
   cap.lock = lock or false
   if stale then cap._max = math.huge end -- the answer must be seen whole before it is chosen
@@ -526,7 +600,7 @@ function M.serve(self, req, res, handler, ...)
   end
   if not results[1] then error(results[2], 0) end
   if revalidating and cap.status_code == 304 and not cap.passing then
-    refresh(self, req, res, base, e, cap.list, now)
+    send(self, req, res, refreshed(self, req, base, e, cap.list, now), "REVALIDATED", now)
     return true
   end
   if cap.passing then return table.unpack(results, 2, results.n) end
@@ -573,6 +647,7 @@ function M.new(opts)
     stale_if_error = seconds_opt(opts.stale_if_error, "stale_if_error", 0),
     revalidate = seconds_opt(opts.revalidate, "revalidate", 600),
     lock_timeout = seconds_opt(opts.lock_timeout, "lock_timeout", 5),
+    stale_while_revalidate = seconds_opt(opts.stale_while_revalidate, "stale_while_revalidate", 0),
     max_entry = opts.max_entry and size_opt(opts.max_entry, "max_entry") or 1048576,
     statuses = statuses,
     status_header = status_header or nil,
