@@ -129,9 +129,6 @@ end
 local IN_304 = { ["cache-control"] = true, ["content-location"] = true, etag = true,
   expires = true, vary = true, ["last-modified"] = true }
 
--- The client's own validators: hidden from the handler on a miss (the cache answers them).
-local CONDITIONAL = { ["if-none-match"] = true, ["if-modified-since"] = true }
-
 -- ---- entries: string.pack'ed, so a dict value holds any body bytes ----------------
 
 local function encode(status, stored, ttl, list, body)
@@ -250,7 +247,8 @@ end })
 -- ---- collapsing misses ------------------------------------------------------------
 
 -- Every waiter in every worker hears every release (the message is the key) and
--- looks again; waiting is rare and short, so one channel serves all keys.
+-- looks again; waiting is rare and short, so one channel serves all keys. The lock's
+-- value counts its waiters: a release without any publishes nothing.
 local CHANNEL = "moonhttp.cache"
 local channel -- made at the first wait: a channel cannot be made while the script loads
 
@@ -266,16 +264,20 @@ Lock.__index = Lock
 function Lock:release()
   if self.done then return end
   self.done = true
+  local waiting = self.dict:get(self.key)
   self.dict:delete(self.key)
-  channel = channel or core.channel(CHANNEL)
-  channel:publish(self.base) -- a key over 64 KiB is not sent: its waiters see the dict
+  -- a waiter counted after the get sees the lock gone at its next look (POLL at most)
+  if waiting and waiting > 0 then
+    channel = channel or core.channel(CHANNEL)
+    channel:publish(self.base) -- a key over 64 KiB is not sent: its waiters see the dict
+  end
 end
 Lock.__close = Lock.release
 
 -- The key's lock, or nil and true when another request holds it (a full dict: no lock).
 local function acquire(self, base)
   local key = lock_key(base)
-  local ok, err = self.dict:add(key, true, self.lock_timeout)
+  local ok, err = self.dict:add(key, 0, self.lock_timeout)
   if ok then return setmetatable({ dict = self.dict, key = key, base = base }, Lock) end
   return nil, err == "exists"
 end
@@ -286,6 +288,7 @@ local function wait_unlock(self, base)
   channel = channel or core.channel(CHANNEL)
   local sub <close> = channel:subscribe() -- before the look, or a release could slip between
   local key = lock_key(base)
+  if not self.dict:incr(key, 1) then return end -- released already
   local deadline = core.now() + self.lock_timeout
   while self.dict:get(key) do
     local left = deadline - core.now()
