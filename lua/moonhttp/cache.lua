@@ -427,10 +427,11 @@ local function stored_fields(list)
   return out
 end
 
--- Stores an entry under its key (and its variant's, when it Varies). Past its lifetime
--- it is kept for stale_if_error, or longer for a revalidation when it has a validator.
-local function store(self, req, base, status, list, body, ttl, now)
-  local vary = field(list, "vary")
+-- Stores an entry under its key (and its variant's, when it Varies); `lower` is its
+-- fields by lowercased name. Past its lifetime it is kept for stale_if_error, or
+-- longer for a revalidation when it has a validator.
+local function store(self, req, base, status, list, lower, body, ttl, now)
+  local vary = lower["vary"]
   local names
   if vary then
     local l = {}
@@ -438,7 +439,7 @@ local function store(self, req, base, status, list, body, ttl, now)
     names = table.concat(l, ",")
   end
   local extra = math.max(self.stale_if_error, self.stale_while_revalidate)
-  if field(list, "etag") or field(list, "last-modified") then extra = math.max(extra, self.revalidate) end
+  if lower["etag"] or lower["last-modified"] then extra = math.max(extra, self.revalidate) end
   local keep = ttl + extra
   local value = encode(status, now, ttl, list, body)
   if names and names ~= "" then
@@ -473,7 +474,7 @@ local function refreshed(self, req, base, e, list304, now)
   local ttl = freshness(self, req, e.status, lower)
   if ttl then
     fresh.ttl = ttl
-    store(self, req, base, e.status, list, e.body, ttl, now)
+    store(self, req, base, e.status, list, lower, e.body, ttl, now)
   end
   return fresh
 end
@@ -540,7 +541,8 @@ local function refresh_later(self, req, base, e, handler, ...)
     end
     local ttl = cap.storable and freshness(self, snap, cap.status_code, cap.lower)
     if ttl then
-      store(self, snap, base, cap.status_code, stored_fields(cap.list), table.concat(cap.parts), ttl, now)
+      store(self, snap, base, cap.status_code, stored_fields(cap.list), cap.lower,
+        table.concat(cap.parts), ttl, now)
     end
   end)
   if not ok then lock:release() end
@@ -609,7 +611,8 @@ function M.serve(self, req, res, handler, ...)
   if cap.passing then return table.unpack(results, 2, results.n) end
   local ttl = cap.storable and m == "GET" and freshness(self, req, cap.status_code, cap.lower)
   if ttl then
-    store(self, req, base, cap.status_code, stored_fields(cap.list), table.concat(cap.parts), ttl, now)
+    store(self, req, base, cap.status_code, stored_fields(cap.list), cap.lower,
+      table.concat(cap.parts), ttl, now)
   end
   if lock then lock:release() end
   if client_cond and hreq ~= req and cap.status_code == 200
