@@ -432,19 +432,16 @@ describe("moonhttp.cache", function()
   end)
 
   it("answers an expired entry at once while one background fetch refreshes it (stale_while_revalidate)", function()
-    local socket = require "socket"
     assert.equal("swr 1", front:get("/w/swr").body)
     H.sleep(1.2)
-    local t0 = socket.gettime()
-    local out = concurrent("/w/swr", 5)
-    local took = socket.gettime() - t0
-    for _, r in ipairs(out) do
+    -- answered before the refresh (a second at the upstream) could end: had they
+    -- waited for it, they would say "swr 2"
+    for _, r in ipairs(concurrent("/w/swr", 5)) do
       assert.equal(200, r.status)
       assert.equal("swr 1", r.body)
       assert.equal("UPDATING", r.headers["x-cache"])
     end
-    assert.is_true(took < 0.9, "the stale answers waited for the upstream (" .. took .. " s)")
-    H.sleep(1.3) -- the one refresh (a second at the upstream) has stored its answer
+    H.sleep(1.3) -- the one refresh has stored its answer
     assert.equal(2, hits("/w/swr"))
     local r = front:get("/w/swr")
     assert.equal("swr 2", r.body)
