@@ -264,6 +264,8 @@ Lock.__index = Lock
 function Lock:release()
   if self.done then return end
   self.done = true
+  -- past its expiry the lock may be another request's now: left to it
+  if core.now() >= self.expires then return end
   local waiting = self.dict:get(self.key)
   self.dict:delete(self.key)
   -- a waiter counted after the get sees the lock gone at its next look (POLL at most)
@@ -278,7 +280,10 @@ Lock.__close = Lock.release
 local function acquire(self, base)
   local key = lock_key(base)
   local ok, err = self.dict:add(key, 0, self.lock_timeout)
-  if ok then return setmetatable({ dict = self.dict, key = key, base = base }, Lock) end
+  if ok then
+    return setmetatable({ dict = self.dict, key = key, base = base,
+      expires = core.now() + self.lock_timeout }, Lock)
+  end
   return nil, err == "exists"
 end
 
