@@ -119,6 +119,13 @@ http.handle("GET /slow", function(req, res)
   res:header("Cache-Control", "max-age=60")
   res:write("slow " .. n)
 end)
+-- slow and never storable: collapsing must not queue its requests one after another
+http.handle("GET /uncacheable", function(req, res)
+  local n = count(req)
+  http.sleep(1)
+  res:header("Cache-Control", "private")
+  res:write("uncacheable " .. n)
+end)
 http.handle("GET /t/slower", function(req, res)
   local n = count(req)
   http.sleep(1.2)
@@ -422,6 +429,25 @@ describe("moonhttp.cache", function()
     assert.same({ MISS = 1, HIT = 19 }, states)
     for _ in pairs(workers) do n = n + 1 end
     assert.is_true(n >= 2, "every request went to one worker: waiting across workers not shown")
+  end)
+
+  it("lets requests for a key found uncacheable skip the lock (hit-for-miss)", function()
+    assert.equal("uncacheable 1", front:get("/uncacheable").body)
+    -- the upstream takes 1 s: half-way, the lock would have let one request in, the
+    -- mark lets them all
+    local conns = {}
+    for i = 1, 8 do
+      conns[i] = H.connect(front.port, 10)
+      assert(conns[i]:send("GET /uncacheable HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+    end
+    H.sleep(0.5)
+    local arrived = hits("/uncacheable") - 1
+    for i = 1, 8 do
+      assert.equal(200, assert(conns[i]:read_response()).status)
+      conns[i]:close()
+    end
+    assert.is_true(arrived >= 5, arrived .. " of 8 requests reached the upstream at once")
+    assert.equal(9, hits("/uncacheable"))
   end)
 
   it("lets a waiter go to the upstream itself after lock_timeout", function()

@@ -257,6 +257,11 @@ local channel -- made at the first wait: a channel cannot be made while the scri
 local POLL = 0.25
 
 local function lock_key(base) return "lock\0" .. base end
+-- Set when a locked fetch's answer could not be stored: for PASS_TTL seconds the
+-- key's requests go to the handler without the lock, as Varnish's hit-for-miss,
+-- so an uncacheable URL under load is not answered one upstream round trip late.
+local function pass_key(base) return "pass\0" .. base end
+local PASS_TTL = 60
 
 local Lock = {}
 Lock.__index = Lock
@@ -580,7 +585,7 @@ function M.serve(self, req, res, handler, ...)
   end
   -- one request runs the handler; the others for the key wait for its entry, a while
   local lock
-  if m == "GET" and self.lock_timeout > 0 then
+  if m == "GET" and self.lock_timeout > 0 and not self.dict:get(pass_key(base)) then
     local held
     lock, held = acquire(self, base)
     if held then
@@ -613,11 +618,17 @@ function M.serve(self, req, res, handler, ...)
     send(self, req, res, refreshed(self, req, base, e, cap.list, now), "REVALIDATED", now)
     return true
   end
-  if cap.passing then return table.unpack(results, 2, results.n) end
+  if cap.passing then
+    if lock then self.dict:set(pass_key(base), true, PASS_TTL) end
+    return table.unpack(results, 2, results.n)
+  end
   local ttl = cap.storable and m == "GET" and freshness(self, req, cap.status_code, cap.lower)
   if ttl then
     store(self, req, base, cap.status_code, stored_fields(cap.list), cap.lower,
       table.concat(cap.parts), ttl, now)
+    self.dict:delete(pass_key(base))
+  elseif lock then
+    self.dict:set(pass_key(base), true, PASS_TTL)
   end
   if lock then lock:release() end
   if client_cond and hreq ~= req and cap.status_code == 200
