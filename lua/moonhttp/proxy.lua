@@ -75,16 +75,26 @@ local function resolve_target(target)
 end
 
 -- The upstream request: method, path, headers (name → list), per RFC 9110 §7.6.
+-- Also returns what the same walk over the fields saw of the request's framing
+-- and upgrade (req:header would walk them again for each): the first
+-- Content-Length, whether Transfer-Encoding and Upgrade came.
 local function upstream_request(req, opts, prefix)
   local list = req:header_list()
   local drop = dropped(list)
   local headers, spelling = {}, {}
   local trust = opts.trust_forwarded
+  local cl, te, upgrade
   for i = 1, #list, 2 do
     local name, value = list[i], list[i + 1]
     local l = name:lower()
     if not drop[l] and not OWN_UP[l] and (trust or not FORWARDING[l]) then
       add(headers, spelling, name, value, l)
+    elseif l == "content-length" then
+      cl = cl or value
+    elseif l == "transfer-encoding" then
+      te = true
+    elseif l == "upgrade" then
+      upgrade = true
     end
   end
   local ip = client_ip(req)
@@ -117,7 +127,7 @@ local function upstream_request(req, opts, prefix)
     method = req.method,
     path = prefix .. req.raw_path .. ((q and q ~= "") and ("?" .. q) or ""),
     headers = headers,
-  }
+  }, cl, te, upgrade
 end
 
 local ERROR_TEXT = { [502] = "bad gateway\n", [503] = "no healthy upstream\n", [504] = "gateway timeout\n" }
@@ -223,9 +233,9 @@ function M.proxy(http, req, res, target, opts)
     core.check_opts(opts, "http.proxy", KNOWN, 3)
   end
   local base, prefix = resolve_target(target)
-  local up = upstream_request(req, opts, prefix)
+  local up, cl, te, upgrade = upstream_request(req, opts, prefix)
   if opts.request then opts.request(up, req) end
-  if req:header("upgrade") or core.extended_connect(req) then
+  if upgrade or core.extended_connect(req) then
     -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua);
     -- a group gives one server (no retry: the handshake is not replayed)
     local ubase = base
@@ -240,8 +250,7 @@ function M.proxy(http, req, res, target, opts)
     if not ok then return fail(res, opts, why, detail) end
     return ok, why
   end
-  local cl = req:header("content-length")
-  local has_body = (cl and cl ~= "0") or req:header("transfer-encoding")
+  local has_body = (cl and cl ~= "0") or te
   local fopts = {
     method = up.method, headers = up.headers,
     -- an empty body is a string, so a retry may send it again (with its Content-Length: 0)
