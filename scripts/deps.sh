@@ -16,11 +16,12 @@ set -e
 # python3-h11: the strict HTTP/1.1 parser spec/h11_diff_spec.lua compares with.
 # dpkg-dev, debhelper, fakeroot, lintian: `make deb` (debian/). systemd: its
 # systemd-analyze checks the units (spec/deploy_spec.lua would be pending without it).
+# strace: spec/client_watch_spec.lua counts the client's epoll_ctl calls.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
 media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
 redis-server postgresql python3 python3-websockets python3-h2 python3-h11 nghttp2-client \
-dpkg-dev debhelper fakeroot lintian systemd"
+dpkg-dev debhelper fakeroot lintian systemd strace"
 if [ "$1" = "--bench" ]; then
     # golang-github-*: the Go peer of bench/tfb, built in GOPATH mode from
     # Debian's sources (no module download); gnuplot-nox: its charts.
