@@ -26,7 +26,9 @@ M.ErrorReply = ErrorReply
 local PROTOCOL = "protocol error"
 local MAX_BULK = 512 * 1024 * 1024
 
-local tointeger, concat, type, select = math.tointeger, table.concat, type, select
+local tointeger, concat, type, select, byte = math.tointeger, table.concat, type, select, string.byte
+local resp_read = require("moonhttp.resp").read
+local null = M.null
 
 local function encode(args, n)
   local out = { "*" .. n .. "\r\n" }
@@ -46,10 +48,12 @@ local function encode(args, n)
 end
 M.encode = function(...) return encode({ ... }, select("#", ...)) end
 
--- Reads one reply from sock (its first line already read when `line` is
--- given). Returns value; or nil, msg, false for an error reply; or nil,
--- err, true for a transport or protocol failure.
-local function read_reply(sock, depth, line)
+-- redis.read_reply(sock [, line]): one reply from a bare socket (its first
+-- line already read when `line` is given), read exactly, never past its
+-- end, for a socket that carries more than Redis replies. The client reads
+-- ahead instead (below). Returns value; or nil, msg, false for an error
+-- reply; or nil, err, true for a transport or protocol failure.
+local function read_exact(sock, depth, line)
   local err
   if not line then
     line, err = sock:receive("l")
@@ -77,7 +81,7 @@ local function read_reply(sock, depth, line)
     if (depth or 0) > 32 then return nil, PROTOCOL, true end
     local list = {}
     for i = 1, n do
-      local v, e, transport = read_reply(sock, (depth or 0) + 1)
+      local v, e, transport = read_exact(sock, (depth or 0) + 1)
       if v == nil then
         if transport then return nil, e, true end
         v = setmetatable({ err = e }, ErrorReply)
@@ -88,7 +92,65 @@ local function read_reply(sock, depth, line)
   end
   return nil, PROTOCOL, true
 end
-M.read_reply = read_reply
+M.read_reply = function(sock, line) return read_exact(sock, 0, line) end
+
+-- Replies are read ahead into the client's input (self.buf from byte self.pos
+-- on) and cut there in C (moonhttp.resp, src/base/resp.c): one socket read and
+-- one call for a reply that arrives whole, where a line and a bulk read and
+-- their string work in Lua cost several times more per command.
+local CHUNK = 64 * 1024
+
+-- Reads until the input (rest: what is left of it) holds at least `need` bytes
+-- and ends with '\n' (no reply is whole before both, so nothing is scanned in
+-- vain and a read never waits for bytes that are not coming); a bulk's known
+-- remainder past CHUNK is read exactly. Returns the input; or nil, err,
+-- whether bytes were lost with the failure.
+local function fill(sock, rest, need)
+  local have = #rest
+  local data, err
+  if need - have > CHUNK then data, err = sock:receive(need - have) else data, err = sock:receiveany(CHUNK) end
+  if not data then return nil, err, have > 0 end
+  have = have + #data
+  if have >= need and byte(data, -1) == 10 then
+    if rest == "" then return data end
+    return rest .. data
+  end
+  local parts, n = { rest, data }, 2
+  repeat
+    if need - have > CHUNK then data, err = sock:receive(need - have) else data, err = sock:receiveany(CHUNK) end
+    if not data then return nil, err, true end
+    n = n + 1
+    parts[n] = data
+    have = have + #data
+  until have >= need and byte(data, -1) == 10
+  return concat(parts, "", 1, n)
+end
+
+-- Reads one reply. Returns value; or nil, msg, false for an error reply; or
+-- nil, err, true for a transport or protocol failure (the caller closes).
+-- `partial` (read_message's) is whether bytes of the reply were read before
+-- a transport failure.
+local function read_reply(self)
+  local buf, pos = self.buf, self.pos
+  while true do
+    local nxt, v, msg = resp_read(buf, pos, null, ErrorReply)
+    if nxt then
+      if nxt > #buf then
+        self.buf, self.pos = "", 1
+      else
+        self.buf, self.pos = buf, nxt
+      end
+      if v == nil then return nil, msg, false end
+      return v
+    end
+    if nxt == false then return nil, PROTOCOL, true end
+    local rest = pos > 1 and buf:sub(pos) or buf
+    local err, partial
+    buf, err, partial = fill(self.sock, rest, v)
+    if not buf then return nil, err, true, partial end
+    pos = 1
+  end
+end
 
 local Client = {}
 local methods = {}
@@ -119,7 +181,7 @@ local function request(self, ...)
   local sock = self.sock
   local ok, err = sock:send(encode({ ... }, select("#", ...)))
   if not ok then return broken(self, err) end
-  local v, e, transport = read_reply(sock)
+  local v, e, transport = read_reply(self)
   if v == nil then
     if transport then return broken(self, e) end
     return nil, e
@@ -151,7 +213,7 @@ function methods:pipeline(fn)
   if not ok then return broken(self, err) end
   local replies = {}
   for i = 1, #queued do
-    local v, e, transport = read_reply(sock)
+    local v, e, transport = read_reply(self)
     if v == nil then
       if transport then return broken(self, e) end
       v = setmetatable({ err = e }, ErrorReply)
@@ -172,7 +234,7 @@ local function subscribe_cmd(self, cmd, ...)
   self.subscribed = true
   local last
   for _ = 1, math.max(n, 1) do
-    local v, e, transport = read_reply(sock)
+    local v, e, transport = read_reply(self)
     if v == nil then
       if transport then return broken(self, e) end
       return nil, e
@@ -193,13 +255,9 @@ function methods:read_message()
   local sock = self.sock
   if not sock then return nil, "closed" end
   arm(self)
-  local line, err, partial = sock:receive("l")
-  if not line then
-    if err == "timeout" and partial == "" then return nil, err end
-    return broken(self, err)
-  end
-  local v, e, transport = read_reply(sock, 0, line)
+  local v, e, transport, partial = read_reply(self)
   if v == nil then
+    if e == "timeout" and not partial then return nil, e end
     if transport then return broken(self, e) end
     return nil, e
   end
@@ -220,6 +278,10 @@ function methods:keepalive()
   if self.subscribed then
     sock:close()
     return nil, "subscribed"
+  end
+  if self.pos <= #self.buf then -- more than was asked for: the next command would take it as its reply
+    sock:close()
+    return nil, PROTOCOL
   end
   return sock:keepalive(self.idle_timeout, self.pool_size)
 end
@@ -275,7 +337,7 @@ function M.connect(opts)
   if not ok then return nil, err end
   -- Every field is always set (false when off): a missing one would read as a command.
   local self = setmetatable({ sock = sock, key = key, subscribed = false, timeout = timeout,
-    pool_size = pool_size, idle_timeout = opts.idle_timeout or 60 }, Client)
+    pool_size = pool_size, idle_timeout = opts.idle_timeout or 60, buf = "", pos = 1 }, Client)
   if sock:reused() == 0 then
     if opts.password then
       local v, e = request(self, "AUTH", opts.password)
