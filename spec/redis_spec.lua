@@ -105,6 +105,31 @@ describe("moonhttp.redis", function()
     assert.equal("true\t1048576\n20000\t20000\n20000\titem1\titem20000\n200\tPONG\ntrue\n1\t20000\n", out)
   end)
 
+  it("checks an options table again once it changed, and keeps a parked client closed", function()
+    local out = run([[
+      local opts = { port = PORT }
+      local r = assert(redis.connect(opts))
+      assert(r:set("where", "db0"))
+      assert(r:keepalive())
+      opts.db = 5 -- the same table, changed: another pool key, SELECT 5
+      local r5 = assert(redis.connect(opts))
+      print(r5:get("where") == redis.null, r5:reused())
+      assert(r5:set("where", "db5"))
+      assert(r5:keepalive())
+      opts.db = nil
+      local r0 = assert(redis.connect(opts))
+      print(r0:get("where"))
+      print(r:get("where")) -- parked: its socket now serves r0
+      assert(r0:keepalive())
+      opts.dbb = 1
+      print(pcall(redis.connect, opts))
+      opts.dbb, opts.db = nil, -1
+      print(pcall(redis.connect, opts))
+    ]], srv.port)
+    assert.matches("^true\t0\ndb0\nnil\tclosed\nfalse\t[^\n]*redis.connect[^\n]*dbb[^\n]*\n"
+      .. "false\t[^\n]*db must be a number >= 0\n$", out)
+  end)
+
   it("authenticates with a password", function()
     local locked = H.redis("--requirepass s3cret")
     local out = run([[

@@ -152,6 +152,12 @@ local function read_reply(self)
   end
 end
 
+-- Sockets that parked their connection, for the next connect to take up
+-- (any key: a socket connects anew): a new socket per request was another
+-- tenth. Only keepalive puts one here, after which no client refers to it.
+local spare, nspare = {}, 0
+local SPARE_MAX = 64
+
 local Client = {}
 local methods = {}
 Client.__index = function(_, name)
@@ -283,7 +289,13 @@ function methods:keepalive()
     sock:close()
     return nil, PROTOCOL
   end
-  return sock:keepalive(self.idle_timeout, self.pool_size)
+  local ok, err = sock:keepalive(self.idle_timeout, self.pool_size)
+  if not ok then return nil, err end
+  if nspare < SPARE_MAX then
+    nspare = nspare + 1
+    spare[nspare] = sock
+  end
+  return ok
 end
 
 function methods:close()
@@ -300,51 +312,90 @@ Client.__tostring = function(self) return "moonhttp.redis (" .. self.key .. ")" 
 local CONNECT_KEYS = { "host", "port", "path", "password", "db", "timeout", "pool_size", "idle_timeout",
   "tls" }
 
+-- What connect derives from an options table, kept per table (weakly) with
+-- a copy of its fields: most apps pass one table on every request, and
+-- checking it, formatting the pool key and building the socket's options
+-- each time were a tenth of a seed route's instructions
+-- (bench/notes/2026-12-06-redis-json.md). A table changed since is checked
+-- again.
+local prepared = setmetatable({}, { __mode = "k" })
+local NO_OPTS = {}
+
+local function unchanged(opts, p)
+  local seen, n = p.seen, 0
+  for k, v in next, opts do
+    if seen[k] ~= v then return false end
+    n = n + 1
+  end
+  return n == p.n
+end
+
+local function prepare(opts)
+  if type(opts) ~= "table" then error("redis.connect: options must be a table", 3) end
+  core.check_opts(opts, "redis.connect", CONNECT_KEYS, 3)
+  local tls = opts.tls
+  if tls ~= nil and type(tls) ~= "boolean" and type(tls) ~= "table" then
+    error("redis.connect: tls must be true or a table", 3)
+  end
+  if type(tls) == "table" and tls.min_version ~= nil and tls.min_version ~= "1.2"
+      and tls.min_version ~= "1.3" then
+    error('redis.connect: tls.min_version: expected "1.2" or "1.3"', 3)
+  end
+  local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
+  local db = opts.db or 0
+  if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 3) end
+  local key = string.format("redis %s/%d/%s", path and ("unix:" .. path) or (host .. ":" .. port),
+    db, opts.password or "")
+  -- pool_size caps the connections too: past it, connects wait for one to come back.
+  local pool_size = opts.pool_size or 30
+  local p = { key = key, host = path and "unix:" .. path or host, port = not path and port or nil,
+    db = db, password = opts.password, timeout = opts.timeout or 5, pool_size = pool_size,
+    idle_timeout = opts.idle_timeout or 60,
+    copts = { pool = key, pool_size = pool_size, tls = opts.tls }, seen = {}, n = 0 }
+  for k, v in next, opts do
+    p.seen[k] = v
+    p.n = p.n + 1
+  end
+  prepared[opts] = p
+  return p
+end
+
 -- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout =,
 --   tls = true | { ca =, verify =, server_name =, cert =, key =, min_version = } }
 -- tls is http.tcp()'s: the pool key carries its options, so TLS and plain connections (or two
 -- client certificates) never share one.
 function M.connect(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("redis.connect: options must be a table", 2) end
-  core.check_opts(opts, "redis.connect", CONNECT_KEYS)
-  local tls = opts.tls
-  if tls ~= nil and type(tls) ~= "boolean" and type(tls) ~= "table" then
-    error("redis.connect: tls must be true or a table", 2)
+  opts = opts or NO_OPTS
+  local p = prepared[opts]
+  if not p or not unchanged(opts, p) then p = prepare(opts) end
+  local sock
+  if nspare > 0 then
+    sock = spare[nspare]
+    spare[nspare] = nil
+    nspare = nspare - 1
+  else
+    sock = core.tcp()
   end
-  if type(tls) == "table" and tls.min_version ~= nil and tls.min_version ~= "1.2"
-      and tls.min_version ~= "1.3" then
-    error('redis.connect: tls.min_version: expected "1.2" or "1.3"', 2)
-  end
-  local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
-  local db = opts.db or 0
-  if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 2) end
-  local key = string.format("redis %s/%d/%s", path and ("unix:" .. path) or (host .. ":" .. port),
-    db, opts.password or "")
-  local sock = core.tcp()
-  local timeout = opts.timeout or 5
+  local timeout = p.timeout
   sock:settimeouts(timeout, timeout, timeout)
   sock:setdeadline(timeout) -- one clock for the connect, AUTH and SELECT together
-  -- pool_size caps the connections too: past it, connects wait for one to come back.
-  local pool_size = opts.pool_size or 30
-  local copts = { pool = key, pool_size = pool_size, tls = opts.tls }
   local ok, err
-  if path then
-    ok, err = sock:connect("unix:" .. path, copts)
+  if p.port then
+    ok, err = sock:connect(p.host, p.port, p.copts)
   else
-    ok, err = sock:connect(host, port, copts)
+    ok, err = sock:connect(p.host, p.copts)
   end
   if not ok then return nil, err end
   -- Every field is always set (false when off): a missing one would read as a command.
-  local self = setmetatable({ sock = sock, key = key, subscribed = false, timeout = timeout,
-    pool_size = pool_size, idle_timeout = opts.idle_timeout or 60, buf = "", pos = 1 }, Client)
+  local self = setmetatable({ sock = sock, key = p.key, subscribed = false, timeout = timeout,
+    pool_size = p.pool_size, idle_timeout = p.idle_timeout, buf = "", pos = 1 }, Client)
   if sock:reused() == 0 then
-    if opts.password then
-      local v, e = request(self, "AUTH", opts.password)
+    if p.password then
+      local v, e = request(self, "AUTH", p.password)
       if not v then self:close(); return nil, e end
     end
-    if db ~= 0 then
-      local v, e = request(self, "SELECT", db)
+    if p.db ~= 0 then
+      local v, e = request(self, "SELECT", p.db)
       if not v then self:close(); return nil, e end
     end
   end
