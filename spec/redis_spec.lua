@@ -130,6 +130,19 @@ describe("moonhttp.redis", function()
       .. "false\t[^\n]*db must be a number >= 0\n$", out)
   end)
 
+  it("encodes commands: numbers whole as integers, others with 17 digits, misuse raised", function()
+    local out = run([[
+      local bytes = redis.encode("SET", "k\r\n", 1.5, 3.0, -42, 2^63, "", math.maxinteger)
+      print((bytes:gsub("\r\n", "|")))
+      print(pcall(redis.encode, "SET", "k", {}))
+      local r = assert(redis.connect{ port = PORT })
+      print(r:set("n", 7.0), r:get("n"), r:set("f", 0.1), r:get("f"))
+    ]], srv.port)
+    assert.matches("^%*8|%$3|SET|%$3|k||%$3|1%.5|%$1|3|%$3|%-42|%$22|9%.2233720368547758e%+18|%$0||%$19|9223372036854775807|\n"
+      .. "false\t[^\n]*argument 3 must be a string or number, got table\n"
+      .. "OK\t7\tOK\t0%.10000000000000001\n$", out)
+  end)
+
   it("authenticates with a password", function()
     local locked = H.redis("--requirepass s3cret")
     local out = run([[

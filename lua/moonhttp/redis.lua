@@ -27,26 +27,13 @@ local PROTOCOL = "protocol error"
 local MAX_BULK = 512 * 1024 * 1024
 
 local tointeger, concat, type, select, byte = math.tointeger, table.concat, type, select, string.byte
-local resp_read = require("moonhttp.resp").read
+local resp = require "moonhttp.resp"
+local resp_read = resp.read
 local null = M.null
 
-local function encode(args, n)
-  local out = { "*" .. n .. "\r\n" }
-  for i = 1, n do
-    local a = args[i]
-    local ty = type(a)
-    if ty == "number" then
-      a = tointeger(a) and string.format("%d", a) or string.format("%.17g", a)
-    elseif ty ~= "string" then
-      error("redis: argument " .. i .. " must be a string or number, got " .. ty, 4)
-    end
-    out[#out + 1] = "$" .. #a .. "\r\n"
-    out[#out + 1] = a
-    out[#out + 1] = "\r\n"
-  end
-  return concat(out)
-end
-M.encode = function(...) return encode({ ... }, select("#", ...)) end
+-- The RESP bytes of one command (moonhttp.resp.command, in C).
+local command = resp.command
+M.encode = command
 
 -- redis.read_reply(sock [, line]): one reply from a bare socket (its first
 -- line already read when `line` is given), read exactly, never past its
@@ -185,7 +172,7 @@ end
 -- One command and its reply, within the deadline already armed.
 local function request(self, ...)
   local sock = self.sock
-  local ok, err = sock:send(encode({ ... }, select("#", ...)))
+  local ok, err = sock:send(command(...))
   if not ok then return broken(self, err) end
   local v, e, transport = read_reply(self)
   if v == nil then
@@ -210,7 +197,7 @@ function methods:pipeline(fn)
   local queued = {}
   local p = setmetatable({}, { __index = function(_, name)
     local cmd = name:upper()
-    return function(_, ...) queued[#queued + 1] = encode({ cmd, ... }, select("#", ...) + 1) end
+    return function(_, ...) queued[#queued + 1] = command(cmd, ...) end
   end })
   fn(p)
   if #queued == 0 then return {} end
@@ -235,7 +222,7 @@ local function subscribe_cmd(self, cmd, ...)
   if not sock then return nil, "closed" end
   local n = select("#", ...)
   arm(self)
-  local ok, err = sock:send(encode({ cmd, ... }, n + 1))
+  local ok, err = sock:send(command(cmd, ...))
   if not ok then return broken(self, err) end
   self.subscribed = true
   local last
