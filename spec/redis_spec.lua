@@ -269,7 +269,7 @@ describe("moonhttp.redis", function()
         local again = assert(redis.connect{ port = PORT })
         print(again:reused())
       ]], peer.port)
-      assert.equal("OK\nnil\tprotocol error\n0\n", out)
+      assert.equal("OK\nnil\tunread data\n0\n", out)
     end)
 
     it("answers closed, then nothing more, when the peer closes mid-reply", function()

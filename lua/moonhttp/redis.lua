@@ -272,9 +272,9 @@ function methods:keepalive()
     sock:close()
     return nil, "subscribed"
   end
-  if self.pos <= #self.buf then -- more than was asked for: the next command would take it as its reply
+  if self.pos <= #self.buf then -- more than was asked for: as sock:keepalive with unread bytes
     sock:close()
-    return nil, PROTOCOL
+    return nil, "unread data"
   end
   local ok, err = sock:keepalive(self.idle_timeout, self.pool_size)
   if not ok then return nil, err end
