@@ -78,6 +78,71 @@ describe("moonhttp.redis", function()
     assert.equal("0\n1\tyes\n0\ttrue\n", out)
   end)
 
+  it("reads replies larger than one read, and pipelined replies arriving together", function()
+    local out = run([[
+      local r = assert(redis.connect{ port = PORT })
+      local big = string.rep("0123456789abcdef", 65536) -- 1 MiB
+      assert(r:set("big", big))
+      print(r:get("big") == big, r:strlen("big"))
+      local replies = r:pipeline(function(p)
+        for i = 1, 20000 do p:rpush("list", "item" .. i) end
+      end)
+      print(#replies, replies[20000])
+      local list = r:lrange("list", 0, -1)
+      print(#list, list[1], list[20000])
+      assert(r:set("small", "v"))
+      replies = assert(r:pipeline(function(p)
+        for i = 1, 200 do if i % 50 == 0 then p:get("big") else p:get("small") end end
+        p:ping()
+      end))
+      local same = 0
+      for i = 1, 200 do if replies[i] == (i % 50 == 0 and big or "v") then same = same + 1 end end
+      print(same, replies[201])
+      print(r:keepalive())
+      local again = assert(redis.connect{ port = PORT })
+      print(again:reused(), again:llen("list"))
+    ]], srv.port)
+    assert.equal("true\t1048576\n20000\t20000\n20000\titem1\titem20000\n200\tPONG\ntrue\n1\t20000\n", out)
+  end)
+
+  it("checks an options table again once it changed, and keeps a parked client closed", function()
+    local out = run([[
+      local opts = { port = PORT }
+      local r = assert(redis.connect(opts))
+      assert(r:set("where", "db0"))
+      assert(r:keepalive())
+      opts.db = 5 -- the same table, changed: another pool key, SELECT 5
+      local r5 = assert(redis.connect(opts))
+      print(r5:get("where") == redis.null, r5:reused())
+      assert(r5:set("where", "db5"))
+      assert(r5:keepalive())
+      opts.db = nil
+      local r0 = assert(redis.connect(opts))
+      print(r0:get("where"))
+      print(r:get("where")) -- parked: its socket now serves r0
+      assert(r0:keepalive())
+      opts.dbb = 1
+      print(pcall(redis.connect, opts))
+      opts.dbb, opts.db = nil, -1
+      print(pcall(redis.connect, opts))
+    ]], srv.port)
+    assert.matches("^true\t0\ndb0\nnil\tclosed\nfalse\t[^\n]*redis.connect[^\n]*dbb[^\n]*\n"
+      .. "false\t[^\n]*db must be a number >= 0\n$", out)
+  end)
+
+  it("encodes commands: numbers whole as integers, others with 17 digits, misuse raised", function()
+    local out = run([[
+      local bytes = redis.encode("SET", "k\r\n", 1.5, 3.0, -42, 2^63, "", math.maxinteger)
+      print((bytes:gsub("\r\n", "|")))
+      print(pcall(redis.encode, "SET", "k", {}))
+      local r = assert(redis.connect{ port = PORT })
+      print(r:set("n", 7.0), r:get("n"), r:set("f", 0.1), r:get("f"))
+    ]], srv.port)
+    assert.matches("^%*8|%$3|SET|%$3|k||%$3|1%.5|%$1|3|%$3|%-42|%$22|9%.2233720368547758e%+18|%$0||%$19|9223372036854775807|\n"
+      .. "false\t[^\n]*argument 3 must be a string or number, got table\n"
+      .. "OK\t7\tOK\t0%.10000000000000001\n$", out)
+  end)
+
   it("authenticates with a password", function()
     local locked = H.redis("--requirepass s3cret")
     local out = run([[
@@ -132,6 +197,89 @@ describe("moonhttp.redis", function()
       print(r:get("load"), peak - before)
     ]], srv.port)
     assert.equal("1000\t4\n", out)
+  end)
+
+  -- The client's own reader (read ahead, cut in C) on replies from
+  -- spec/servers/resp_peer.py: whole, cut at every byte ("trickle").
+  describe("client reader", function()
+    local peer
+    setup(function()
+      peer = H.service("/usr/bin/python3 spec/servers/resp_peer.py", function(text)
+        return text:match("port (%d+)")
+      end)
+    end)
+    teardown(function() peer:stop() end)
+
+    -- prints a reply: nested values by kind, error replies inside arrays as E:msg
+    local SHOW = [=[
+      local function show(v, err)
+        if type(v) == "table" and v ~= redis.null then
+          local parts = {}
+          for i = 1, #v do
+            local e = v[i]
+            if getmetatable(e) == redis.ErrorReply then parts[i] = "E:" .. e.err
+            elseif e == redis.null then parts[i] = "null"
+            elseif type(e) == "table" then parts[i] = "{" .. #e .. "}"
+            else parts[i] = tostring(e) end
+          end
+          return "[" .. table.concat(parts, ",") .. "]"
+        end
+        if v == nil then return "nil|" .. tostring(err) end
+        return math.type(v) and math.type(v) .. ":" .. v or tostring(v)
+      end
+    ]=]
+
+    local rows = {
+      { "status", "+OK\r\n", "OK" },
+      { "status with LF only", "+OK\n", "OK" },
+      { "integer", ":-42\r\n", "integer:-42" },
+      { "integer at the edge", ":-9223372036854775808\r\n", "integer:-9223372036854775808" },
+      { "empty bulk", "$0\r\n\r\n", "" },
+      { "bulk with CRLF inside", "$4\r\na\r\nb\r\n", "a\r\nb" },
+      { "nil bulk", "$-1\r\n", "redis.null" },
+      { "nil array", "*-1\r\n", "redis.null" },
+      { "error reply", "-ERR bad thing\r\n", "nil|ERR bad thing" },
+      { "nested array", "*4\r\n:1\r\n*2\r\n+a\r\n$-1\r\n-ERR x\r\n*-1\r\n", "[1,{2},E:ERR x,null]" },
+      { "unknown type byte", "!5\r\n", "nil|protocol error" },
+      { "integer not a number", ":12x\r\n", "nil|protocol error" },
+      { "integer too large", ":9223372036854775808\r\n", "nil|protocol error" },
+      { "bulk length negative", "$-5\r\n", "nil|protocol error" },
+      { "bulk too large", "$99999999999\r\n", "nil|protocol error" },
+      { "bulk missing CRLF", "$2\r\nabcd\r\n", "nil|protocol error" },
+      { "array too deep", string.rep("*1\r\n", 34) .. ":1\r\n", "nil|protocol error" },
+    }
+    for _, mode in ipairs({ "whole", "trickle" }) do
+      for _, row in ipairs(rows) do
+        it(row[1] .. " (" .. mode .. ")", function()
+          local hex = row[2]:gsub(".", function(c) return string.format("%02x", c:byte()) end)
+          local out = run(SHOW .. string.format([[
+            local r = assert(redis.connect{ port = PORT, timeout = 2 })
+            print(show(r:call("%s", "%s")))
+          ]], hex, mode), peer.port)
+          assert.equal(row[3] .. "\n", out)
+        end)
+      end
+    end
+
+    it("closes, not parks, a connection with bytes past the replies asked for", function()
+      local out = run(SHOW .. [[
+        local r = assert(redis.connect{ port = PORT })
+        print(show(r:call("2b4f4b0d0a2b45585452410d0a")))
+        print(r:keepalive())
+        local again = assert(redis.connect{ port = PORT })
+        print(again:reused())
+      ]], peer.port)
+      assert.equal("OK\nnil\tunread data\n0\n", out)
+    end)
+
+    it("answers closed, then nothing more, when the peer closes mid-reply", function()
+      local out = run(SHOW .. [[
+        local r = assert(redis.connect{ port = PORT })
+        print(show(r:call("2a320d0a3a310d0a", "close")))
+        print(show(r:get("k")))
+      ]], peer.port)
+      assert.equal("nil|closed\nnil|closed\n", out)
+    end)
   end)
 
   -- Malformed and edge replies, as raw bytes from a fake peer.

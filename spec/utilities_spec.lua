@@ -22,13 +22,31 @@ http.handle("GET /json/{case}", function(req, res)
     big = { 2 ^ 53 },
     int = { math.maxinteger },
     ints = { 0, -1, 7, 10, -10000, 1234567890, math.mininteger },
+    -- every byte that is escaped, and longer than the encoder's first (stack) buffer
+    controls = { s = string.char(table.unpack((function()
+      local t = {}
+      for b = 0, 31 do t[#t + 1] = b end
+      t[#t + 1] = 127
+      return t
+    end)())) },
+    long_escaped = { string.rep('a"\1', 5000) },
+    long_list = (function() local t = {} for i = 1, 3000 do t[i] = i * 7 end return t end)(),
+    rows = (function()
+      local t = json.array({})
+      for i = 1, 400 do t[i] = { id = i, ['k"ey'] = "v" .. i } end
+      return t
+    end)(),
+    numkey = { [2.5] = true },
   }
   res:json(cases[req:pathvalue("case")])
 end)
 http.handle("GET /encode-error/{case}", function(req, res)
   local t = {}
   t.self = t
-  local cases = { fn = { f = print }, cycle = t, nan = { 0 / 0 }, key = { [true] = 1 } }
+  local long_nan = {}
+  for i = 1, 3000 do long_nan[i] = "x" .. i end
+  long_nan[3001] = 0 / 0 -- past the first buffer: the grown one is freed before the error
+  local cases = { fn = { f = print }, cycle = t, nan = { 0 / 0 }, key = { [true] = 1 }, long_nan = long_nan }
   local ok, err = pcall(json.encode, cases[req:pathvalue("case")])
   res:write(tostring(ok), " ", err)
 end)
@@ -72,8 +90,18 @@ describe("http.json.encode", function()
     { "big", "[9007199254740992]" },
     { "int", "[9223372036854775807]" },
     { "ints", "[0,-1,7,10,-10000,1234567890,-9223372036854775808]" },
+    { "controls", '{"s":"\\u0000\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b'
+      .. '\\f\\r\\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018\\u0019'
+      .. '\\u001a\\u001b\\u001c\\u001d\\u001e\\u001f\\u007f"}' },
+    { "long_escaped", '["' .. string.rep('a\\"\\u0001', 5000) .. '"]' },
+    { "long_list", (function()
+      local t = {}
+      for i = 1, 3000 do t[i] = tostring(i * 7) end
+      return "[" .. table.concat(t, ",") .. "]"
+    end)() },
+    { "numkey", '{"2.5":true}' },
   }) do
-    it("encodes " .. row[1] .. " as " .. row[2], function()
+    it("encodes " .. row[1] .. " as " .. (#row[2] > 80 and row[2]:sub(1, 60) .. "..." or row[2]), function()
       local res = assert(srv:get("/json/" .. row[1]))
       assert.equal(200, res.status)
       assert.equal("application/json", res.headers["content-type"])
@@ -86,12 +114,21 @@ describe("http.json.encode", function()
     { "cycle", "nesting deeper than 1000" },
     { "nan", "cannot encode NaN or infinity" },
     { "key", "table keys must be strings or numbers" },
+    { "long_nan", "cannot encode NaN or infinity" },
   }) do
     it("refuses " .. row[1], function()
       local body = assert(srv:get("/encode-error/" .. row[1])).body
       assert.truthy(body:find("^false .*json.encode: " .. row[2]:gsub("%p", "%%%0")), body)
     end)
   end
+
+  it("encodes 400 rows (past the first buffer) that decode to the same", function()
+    local rows = cjson.decode(assert(srv:get("/json/rows")).body)
+    assert.equal(400, #rows)
+    for i = 1, 400 do
+      assert.same({ id = i, ['k"ey'] = "v" .. i }, rows[i])
+    end
+  end)
 
   it("round-trips through decode", function()
     assert.equal("same", srv:get("/roundtrip").body)

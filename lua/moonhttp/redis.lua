@@ -26,30 +26,21 @@ M.ErrorReply = ErrorReply
 local PROTOCOL = "protocol error"
 local MAX_BULK = 512 * 1024 * 1024
 
-local tointeger, concat, type, select = math.tointeger, table.concat, type, select
+local tointeger, concat, type, select, byte = math.tointeger, table.concat, type, select, string.byte
+local resp = require "moonhttp.resp"
+local resp_read = resp.read
+local null = M.null
 
-local function encode(args, n)
-  local out = { "*" .. n .. "\r\n" }
-  for i = 1, n do
-    local a = args[i]
-    local ty = type(a)
-    if ty == "number" then
-      a = tointeger(a) and string.format("%d", a) or string.format("%.17g", a)
-    elseif ty ~= "string" then
-      error("redis: argument " .. i .. " must be a string or number, got " .. ty, 4)
-    end
-    out[#out + 1] = "$" .. #a .. "\r\n"
-    out[#out + 1] = a
-    out[#out + 1] = "\r\n"
-  end
-  return concat(out)
-end
-M.encode = function(...) return encode({ ... }, select("#", ...)) end
+-- The RESP bytes of one command (moonhttp.resp.command, in C).
+local command = resp.command
+M.encode = command
 
--- Reads one reply from sock (its first line already read when `line` is
--- given). Returns value; or nil, msg, false for an error reply; or nil,
--- err, true for a transport or protocol failure.
-local function read_reply(sock, depth, line)
+-- redis.read_reply(sock [, line]): one reply from a bare socket (its first
+-- line already read when `line` is given), read exactly, never past its
+-- end, for a socket that carries more than Redis replies. The client reads
+-- ahead instead (below). Returns value; or nil, msg, false for an error
+-- reply; or nil, err, true for a transport or protocol failure.
+local function read_exact(sock, depth, line)
   local err
   if not line then
     line, err = sock:receive("l")
@@ -77,7 +68,7 @@ local function read_reply(sock, depth, line)
     if (depth or 0) > 32 then return nil, PROTOCOL, true end
     local list = {}
     for i = 1, n do
-      local v, e, transport = read_reply(sock, (depth or 0) + 1)
+      local v, e, transport = read_exact(sock, (depth or 0) + 1)
       if v == nil then
         if transport then return nil, e, true end
         v = setmetatable({ err = e }, ErrorReply)
@@ -88,7 +79,71 @@ local function read_reply(sock, depth, line)
   end
   return nil, PROTOCOL, true
 end
-M.read_reply = read_reply
+M.read_reply = function(sock, line) return read_exact(sock, 0, line) end
+
+-- Replies are read ahead into the client's input (self.buf from byte self.pos
+-- on) and cut there in C (moonhttp.resp, src/base/resp.c): one socket read and
+-- one call for a reply that arrives whole, where a line and a bulk read and
+-- their string work in Lua cost several times more per command.
+local CHUNK = 64 * 1024
+
+-- Reads until the input (rest: what is left of it) holds at least `need` bytes
+-- and ends with '\n' (no reply is whole before both, so nothing is scanned in
+-- vain and a read never waits for bytes that are not coming); a bulk's known
+-- remainder past CHUNK is read exactly. Returns the input; or nil, err,
+-- whether bytes were lost with the failure.
+local function fill(sock, rest, need)
+  local have = #rest
+  local data, err
+  if need - have > CHUNK then data, err = sock:receive(need - have) else data, err = sock:receiveany(CHUNK) end
+  if not data then return nil, err, have > 0 end
+  have = have + #data
+  if have >= need and byte(data, -1) == 10 then
+    if rest == "" then return data end
+    return rest .. data
+  end
+  local parts, n = { rest, data }, 2
+  repeat
+    if need - have > CHUNK then data, err = sock:receive(need - have) else data, err = sock:receiveany(CHUNK) end
+    if not data then return nil, err, true end
+    n = n + 1
+    parts[n] = data
+    have = have + #data
+  until have >= need and byte(data, -1) == 10
+  return concat(parts, "", 1, n)
+end
+
+-- Reads one reply. Returns value; or nil, msg, false for an error reply; or
+-- nil, err, true for a transport or protocol failure (the caller closes).
+-- `partial` (read_message's) is whether bytes of the reply were read before
+-- a transport failure.
+local function read_reply(self)
+  local buf, pos = self.buf, self.pos
+  while true do
+    local nxt, v, msg = resp_read(buf, pos, null, ErrorReply)
+    if nxt then
+      if nxt > #buf then
+        self.buf, self.pos = "", 1
+      else
+        self.buf, self.pos = buf, nxt
+      end
+      if v == nil then return nil, msg, false end
+      return v
+    end
+    if nxt == false then return nil, PROTOCOL, true end
+    local rest = pos > 1 and buf:sub(pos) or buf
+    local err, partial
+    buf, err, partial = fill(self.sock, rest, v)
+    if not buf then return nil, err, true, partial end
+    pos = 1
+  end
+end
+
+-- Sockets that parked their connection, for the next connect to take up
+-- (any key: a socket connects anew): a new socket per request was another
+-- tenth. Only keepalive puts one here, after which no client refers to it.
+local spare, nspare = {}, 0
+local SPARE_MAX = 64
 
 local Client = {}
 local methods = {}
@@ -117,9 +172,9 @@ end
 -- One command and its reply, within the deadline already armed.
 local function request(self, ...)
   local sock = self.sock
-  local ok, err = sock:send(encode({ ... }, select("#", ...)))
+  local ok, err = sock:send(command(...))
   if not ok then return broken(self, err) end
-  local v, e, transport = read_reply(sock)
+  local v, e, transport = read_reply(self)
   if v == nil then
     if transport then return broken(self, e) end
     return nil, e
@@ -142,7 +197,7 @@ function methods:pipeline(fn)
   local queued = {}
   local p = setmetatable({}, { __index = function(_, name)
     local cmd = name:upper()
-    return function(_, ...) queued[#queued + 1] = encode({ cmd, ... }, select("#", ...) + 1) end
+    return function(_, ...) queued[#queued + 1] = command(cmd, ...) end
   end })
   fn(p)
   if #queued == 0 then return {} end
@@ -151,7 +206,7 @@ function methods:pipeline(fn)
   if not ok then return broken(self, err) end
   local replies = {}
   for i = 1, #queued do
-    local v, e, transport = read_reply(sock)
+    local v, e, transport = read_reply(self)
     if v == nil then
       if transport then return broken(self, e) end
       v = setmetatable({ err = e }, ErrorReply)
@@ -167,12 +222,12 @@ local function subscribe_cmd(self, cmd, ...)
   if not sock then return nil, "closed" end
   local n = select("#", ...)
   arm(self)
-  local ok, err = sock:send(encode({ cmd, ... }, n + 1))
+  local ok, err = sock:send(command(cmd, ...))
   if not ok then return broken(self, err) end
   self.subscribed = true
   local last
   for _ = 1, math.max(n, 1) do
-    local v, e, transport = read_reply(sock)
+    local v, e, transport = read_reply(self)
     if v == nil then
       if transport then return broken(self, e) end
       return nil, e
@@ -193,13 +248,9 @@ function methods:read_message()
   local sock = self.sock
   if not sock then return nil, "closed" end
   arm(self)
-  local line, err, partial = sock:receive("l")
-  if not line then
-    if err == "timeout" and partial == "" then return nil, err end
-    return broken(self, err)
-  end
-  local v, e, transport = read_reply(sock, 0, line)
+  local v, e, transport, partial = read_reply(self)
   if v == nil then
+    if e == "timeout" and not partial then return nil, e end
     if transport then return broken(self, e) end
     return nil, e
   end
@@ -221,7 +272,17 @@ function methods:keepalive()
     sock:close()
     return nil, "subscribed"
   end
-  return sock:keepalive(self.idle_timeout, self.pool_size)
+  if self.pos <= #self.buf then -- more than was asked for: as sock:keepalive with unread bytes
+    sock:close()
+    return nil, "unread data"
+  end
+  local ok, err = sock:keepalive(self.idle_timeout, self.pool_size)
+  if not ok then return nil, err end
+  if nspare < SPARE_MAX then
+    nspare = nspare + 1
+    spare[nspare] = sock
+  end
+  return ok
 end
 
 function methods:close()
@@ -238,51 +299,90 @@ Client.__tostring = function(self) return "moonhttp.redis (" .. self.key .. ")" 
 local CONNECT_KEYS = { "host", "port", "path", "password", "db", "timeout", "pool_size", "idle_timeout",
   "tls" }
 
+-- What connect derives from an options table, kept per table (weakly) with
+-- a copy of its fields: most apps pass one table on every request, and
+-- checking it, formatting the pool key and building the socket's options
+-- each time were a tenth of a seed route's instructions
+-- (bench/notes/2026-12-06-redis-json.md). A table changed since is checked
+-- again.
+local prepared = setmetatable({}, { __mode = "k" })
+local NO_OPTS = {}
+
+local function unchanged(opts, p)
+  local seen, n = p.seen, 0
+  for k, v in next, opts do
+    if seen[k] ~= v then return false end
+    n = n + 1
+  end
+  return n == p.n
+end
+
+local function prepare(opts)
+  if type(opts) ~= "table" then error("redis.connect: options must be a table", 3) end
+  core.check_opts(opts, "redis.connect", CONNECT_KEYS, 3)
+  local tls = opts.tls
+  if tls ~= nil and type(tls) ~= "boolean" and type(tls) ~= "table" then
+    error("redis.connect: tls must be true or a table", 3)
+  end
+  if type(tls) == "table" and tls.min_version ~= nil and tls.min_version ~= "1.2"
+      and tls.min_version ~= "1.3" then
+    error('redis.connect: tls.min_version: expected "1.2" or "1.3"', 3)
+  end
+  local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
+  local db = opts.db or 0
+  if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 3) end
+  local key = string.format("redis %s/%d/%s", path and ("unix:" .. path) or (host .. ":" .. port),
+    db, opts.password or "")
+  -- pool_size caps the connections too: past it, connects wait for one to come back.
+  local pool_size = opts.pool_size or 30
+  local p = { key = key, host = path and "unix:" .. path or host, port = not path and port or nil,
+    db = db, password = opts.password, timeout = opts.timeout or 5, pool_size = pool_size,
+    idle_timeout = opts.idle_timeout or 60,
+    copts = { pool = key, pool_size = pool_size, tls = opts.tls }, seen = {}, n = 0 }
+  for k, v in next, opts do
+    p.seen[k] = v
+    p.n = p.n + 1
+  end
+  prepared[opts] = p
+  return p
+end
+
 -- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout =,
 --   tls = true | { ca =, verify =, server_name =, cert =, key =, min_version = } }
 -- tls is http.tcp()'s: the pool key carries its options, so TLS and plain connections (or two
 -- client certificates) never share one.
 function M.connect(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("redis.connect: options must be a table", 2) end
-  core.check_opts(opts, "redis.connect", CONNECT_KEYS)
-  local tls = opts.tls
-  if tls ~= nil and type(tls) ~= "boolean" and type(tls) ~= "table" then
-    error("redis.connect: tls must be true or a table", 2)
+  opts = opts or NO_OPTS
+  local p = prepared[opts]
+  if not p or not unchanged(opts, p) then p = prepare(opts) end
+  local sock
+  if nspare > 0 then
+    sock = spare[nspare]
+    spare[nspare] = nil
+    nspare = nspare - 1
+  else
+    sock = core.tcp()
   end
-  if type(tls) == "table" and tls.min_version ~= nil and tls.min_version ~= "1.2"
-      and tls.min_version ~= "1.3" then
-    error('redis.connect: tls.min_version: expected "1.2" or "1.3"', 2)
-  end
-  local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
-  local db = opts.db or 0
-  if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 2) end
-  local key = string.format("redis %s/%d/%s", path and ("unix:" .. path) or (host .. ":" .. port),
-    db, opts.password or "")
-  local sock = core.tcp()
-  local timeout = opts.timeout or 5
+  local timeout = p.timeout
   sock:settimeouts(timeout, timeout, timeout)
   sock:setdeadline(timeout) -- one clock for the connect, AUTH and SELECT together
-  -- pool_size caps the connections too: past it, connects wait for one to come back.
-  local pool_size = opts.pool_size or 30
-  local copts = { pool = key, pool_size = pool_size, tls = opts.tls }
   local ok, err
-  if path then
-    ok, err = sock:connect("unix:" .. path, copts)
+  if p.port then
+    ok, err = sock:connect(p.host, p.port, p.copts)
   else
-    ok, err = sock:connect(host, port, copts)
+    ok, err = sock:connect(p.host, p.copts)
   end
   if not ok then return nil, err end
   -- Every field is always set (false when off): a missing one would read as a command.
-  local self = setmetatable({ sock = sock, key = key, subscribed = false, timeout = timeout,
-    pool_size = pool_size, idle_timeout = opts.idle_timeout or 60 }, Client)
+  local self = setmetatable({ sock = sock, key = p.key, subscribed = false, timeout = timeout,
+    pool_size = p.pool_size, idle_timeout = p.idle_timeout, buf = "", pos = 1 }, Client)
   if sock:reused() == 0 then
-    if opts.password then
-      local v, e = request(self, "AUTH", opts.password)
+    if p.password then
+      local v, e = request(self, "AUTH", p.password)
       if not v then self:close(); return nil, e end
     end
-    if db ~= 0 then
-      local v, e = request(self, "SELECT", db)
+    if p.db ~= 0 then
+      local v, e = request(self, "SELECT", p.db)
       if not v then self:close(); return nil, e end
     end
   end
