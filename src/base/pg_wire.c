@@ -99,6 +99,23 @@ bool mh_pg_int(const char *s, size_t n, int64_t *out)
     return true;
 }
 
+size_t mh_pg_int_text(int64_t v, char *out)
+{
+    char tmp[MH_PG_INT_TEXT];
+    char *end = tmp + sizeof tmp, *p = end;
+    /* the magnitude in unsigned arithmetic: -INT64_MIN does not fit int64 */
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    size_t len = (size_t)(end - p);
+    memcpy(out, p, len);
+    return len;
+}
+
 static char *put32(char *p, uint32_t v)
 {
     p[0] = (char)(v >> 24);

@@ -61,6 +61,16 @@ void mh_pg_field(struct mh_pg_row *row, const char **v, size_t *len);
  */
 bool mh_pg_int(const char *s, size_t n, int64_t *out);
 
+/* The longest text mh_pg_int_text writes: "-9223372036854775808". */
+#define MH_PG_INT_TEXT 20
+
+/*
+ * The decimal text of v, as "%lld" writes it (a parameter in the text
+ * format), into out (MH_PG_INT_TEXT bytes or more, no NUL added); returns
+ * its length. snprintf took 1,400 instructions for an id.
+ */
+size_t mh_pg_int_text(int64_t v, char *out);
+
 /* A statement's bound on parameters: Bind counts them in 16 bits. */
 #define MH_PG_MAX_PARAMS 65535
 

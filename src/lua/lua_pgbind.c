@@ -26,19 +26,19 @@
 /* The text form PostgreSQL reads for a number, as types.lua's encode_param writes it. */
 static void number_param(lua_State *L, int arg, struct mh_pg_param *p, char *num)
 {
-    int len;
-    if (lua_isinteger(L, arg)) {
-        len = snprintf(num, NUM, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, arg));
-    } else {
-        double f = (double)lua_tonumber(L, arg);
-        if (isnan(f))
-            len = snprintf(num, NUM, "NaN");
-        else if (isinf(f))
-            len = snprintf(num, NUM, f > 0 ? "Infinity" : "-Infinity");
-        else
-            len = snprintf(num, NUM, "%.17g", f);
-    }
     p->v = num;
+    if (lua_isinteger(L, arg)) {
+        p->len = mh_pg_int_text((int64_t)lua_tointeger(L, arg), num);
+        return;
+    }
+    double f = (double)lua_tonumber(L, arg);
+    int len;
+    if (isnan(f))
+        len = snprintf(num, NUM, "NaN");
+    else if (isinf(f))
+        len = snprintf(num, NUM, f > 0 ? "Infinity" : "-Infinity");
+    else
+        len = snprintf(num, NUM, "%.17g", f);
     p->len = (size_t)len;
 }
 

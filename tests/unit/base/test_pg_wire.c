@@ -7,6 +7,7 @@
 #include "unit.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A message: type, then big-endian length 4 + n, then body. Returns its size. */
@@ -194,8 +195,22 @@ static void test_bind(void)
     CHECK(mh_pg_bind_size(3, two_halves, 2) == 0);
 }
 
+static void test_int_text(void)
+{
+    static const int64_t cases[] = {0,     7,          -7,        10,        -10,          42,
+                                    99999, 1000000007, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[32], got[MH_PG_INT_TEXT + 1];
+        int wlen = snprintf(want, sizeof want, "%lld", (long long)cases[i]);
+        size_t len = mh_pg_int_text(cases[i], got);
+        got[len] = '\0';
+        CHECKF(len == (size_t)wlen && strcmp(got, want) == 0, "%s: got %s", want, got);
+    }
+}
+
 int main(void)
 {
+    test_int_text();
     test_messages();
     test_datarow();
     test_int();
