@@ -127,6 +127,19 @@ function Conn:read_message()
   end
 end
 
+-- What has arrived, into the emptied input buffer (for pgrows.scan, which
+-- takes a whole answer in one call): true, or nil, err with the connection
+-- failed as read fails it.
+function Conn:fill()
+  local more, err, partial = self.sock:receiveany(RECV_MAX)
+  self.inbuf, self.inpos = more or partial or "", 1
+  if err then
+    if err == "timeout" and self.busy then self:cancel_later() end
+    return self:fail(err)
+  end
+  return true
+end
+
 -- The next message that matters; notices, parameter changes and stray
 -- notifications are handled here. Returns type, body or nil, err. With
 -- soft set (a listener), a timeout is returned and the session kept (recv
@@ -359,7 +372,15 @@ local function collect(self, st)
   while true do
     local t, body
     -- an extended query's answer: what has arrived of it is read in C
-    -- (pgrows.scan), up to ReadyForQuery or a message it leaves to us
+    -- (pgrows.scan), up to ReadyForQuery or a message it leaves to us;
+    -- an empty buffer is filled straight from the socket for it
+    if st and cols and self.inpos > #self.inbuf then
+      local ok, ferr = self:fill()
+      if not ok then
+        self.busy = false
+        return nil, ferr
+      end
+    end
     if st and cols and self.inpos <= #self.inbuf then
       local pos, got, tag
       pos, n, got, tag, body = scan(self.inbuf, self.inpos, cols, rows, n, null)
