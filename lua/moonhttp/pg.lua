@@ -22,6 +22,7 @@ local auth = require "moonhttp.pg.auth"
 local crypto = require "moonhttp.pgauth"
 local core = require "moonhttp.core"
 local scan = require("moonhttp.pgrows").scan
+local bind = require("moonhttp.pgbind").bind
 
 local M = {
   null = types.null,
@@ -31,10 +32,11 @@ local M = {
 }
 
 local null, encode_param, decoder = types.null, types.encode_param, types.decoder
-local decode_row, bind_execute_text = proto.decode_row, proto.bind_execute_text
-local EXECUTE_SYNC = proto.EXECUTE_SYNC
+local decode_row = proto.decode_row
 local NO_OIDS = {} -- never written: a statement whose parameter types the server infers
+local MAX_PARAMS = 65535 -- Bind counts parameters in 16 bits
 local sunpack, ssub = string.unpack, string.sub
+local tunpack = table.unpack
 local tconcat = table.concat
 
 local CANCEL_GRACE = 5       -- seconds the background CancelRequest waits for the server to close
@@ -123,6 +125,19 @@ function Conn:read_message()
     self.inbuf, self.inpos = buf, pos
     if err then return nil, err end
   end
+end
+
+-- What has arrived, into the emptied input buffer (for pgrows.scan, which
+-- takes a whole answer in one call): true, or nil, err with the connection
+-- failed as read fails it.
+function Conn:fill()
+  local more, err, partial = self.sock:receiveany(RECV_MAX)
+  self.inbuf, self.inpos = more or partial or "", 1
+  if err then
+    if err == "timeout" and self.busy then self:cancel_later() end
+    return self:fail(err)
+  end
+  return true
 end
 
 -- The next message that matters; notices, parameter changes and stray
@@ -357,7 +372,15 @@ local function collect(self, st)
   while true do
     local t, body
     -- an extended query's answer: what has arrived of it is read in C
-    -- (pgrows.scan), up to ReadyForQuery or a message it leaves to us
+    -- (pgrows.scan), up to ReadyForQuery or a message it leaves to us;
+    -- an empty buffer is filled straight from the socket for it
+    if st and cols and self.inpos > #self.inbuf then
+      local ok, ferr = self:fill()
+      if not ok then
+        self.busy = false
+        return nil, ferr
+      end
+    end
     if st and cols and self.inpos <= #self.inbuf then
       local pos, got, tag
       pos, n, got, tag, body = scan(self.inbuf, self.inpos, cols, rows, n, null)
@@ -421,33 +444,34 @@ local function collect(self, st)
   end
 end
 
-local BYTEA = 17
+-- A query's parameters the server cannot take, as a server error would
+-- come (the query fails, the connection stays usable).
+local function param_error(code, message)
+  return setmetatable({ severity = "ERROR", code = code, message = message }, proto.Error)
+end
 
--- Strings go in text unless the server said the parameter is bytea: then
--- in binary, byte for byte. Text cannot carry NUL, so such a string for a
--- text parameter is refused here, as the server would refuse it. Returns
--- whether every value is text and none NULL (the packed Bind applies).
-local function finish_formats(q, ptypes)
-  local values, formats, raw = q.values, q.formats, q.raw
-  local all_text = q.all_text
-  for i = 1, q.n do
-    if raw[i] then
-      if ptypes[i] == BYTEA then
-        formats[i] = 1
-        all_text = false
-      elseif values[i]:find("\0", 1, true) then
-        return nil, setmetatable({ severity = "ERROR", code = "22021",
-          message = "parameter $" .. i .. " contains a NUL byte, which text cannot carry (send bytes as bytea)",
-        }, proto.Error)
-      end
-    end
+local function too_many(n)
+  return param_error("54000", "too many parameters: " .. n .. " (at most " .. MAX_PARAMS .. ")")
+end
+
+-- The batch (Bind, Execute, Sync) of a query on st with parameters ...,
+-- built in C (moonhttp.pgbind): strings go in text unless the server said
+-- the parameter is bytea, then in binary, byte for byte. Text cannot carry
+-- NUL, so such a string for a text parameter is refused here, as the
+-- server would refuse it. Returns the batch or nil, err.
+local function bind_batch(st, ...)
+  local batch, e, i = bind(st.name, st.ptypes, null, ...)
+  if batch then return batch end
+  if e == "nul" then
+    return nil, param_error("22021",
+      "parameter $" .. i .. " contains a NUL byte, which text cannot carry (send bytes as bytea)")
   end
-  return true, all_text
+  return nil, param_error("54000", "parameters too large for one message")
 end
 
 -- Parse and Describe a new statement (one round trip, so Bind knows the
--- parameter types); returns it, or nil, err.
-function Conn:prepare(q)
+-- parameter types), cached under key; returns it, or nil, err.
+function Conn:prepare(key, sql, oids)
   local name = ""
   if self.pool.statement_cache > 0 then
     self:make_room()
@@ -457,7 +481,7 @@ function Conn:prepare(q)
   local parts = {}
   for i, closed in ipairs(self.closes) do parts[i] = proto.close_statement(closed) end
   self.closes = {}
-  parts[#parts + 1] = proto.parse(name, q.sql, q.oids)
+  parts[#parts + 1] = proto.parse(name, sql, oids)
   parts[#parts + 1] = proto.describe_statement(name)
   parts[#parts + 1] = proto.sync
   local ok, err = self:send(tconcat(parts))
@@ -467,7 +491,7 @@ function Conn:prepare(q)
   rows, err = self:collect(st)
   if not rows then return nil, err end
   if name ~= "" then
-    self.stmts[q.key] = st
+    self.stmts[key] = st
     self.nstmts = self.nstmts + 1
   end
   return st
@@ -475,16 +499,18 @@ end
 
 Conn.collect = guarded(collect)
 
--- An extended-protocol query (q from encode_args): Bind, Execute, Sync on
--- the cached statement, prepared first when new. Returns rows or nil, err.
-function Conn:extended(q)
+-- An extended-protocol query (its arguments from query_args): Bind,
+-- Execute, Sync on the statement cached under key, prepared first when
+-- new. Returns rows or nil, err.
+function Conn:extended(key, sql, oids, ...)
+  if select("#", ...) > MAX_PARAMS then return nil, too_many(select("#", ...)) end
   local ok, err = begin_io(self)
   if not ok then return nil, err end
   self.tick = self.tick + 1
-  local st = self.stmts[q.key]
+  local st = self.stmts[key]
   local cached = st ~= nil
   if not st then
-    st, err = self:prepare(q)
+    st, err = self:prepare(key, sql, oids)
     if not st then
       self.busy = false
       return nil, err
@@ -492,17 +518,11 @@ function Conn:extended(q)
     self.busy = true
   end
   st.used = self.tick
-  local all_text
-  ok, all_text = finish_formats(q, st.ptypes)
-  if not ok then
-    self.busy = false
-    return nil, all_text
-  end
   local batch
-  if all_text then
-    batch = bind_execute_text(st.name, q.n, q.values)
-  else
-    batch = proto.bind("", st.name, q.n, q.values, q.formats) .. EXECUTE_SYNC
+  batch, err = bind_batch(st, ...)
+  if not batch then
+    self.busy = false
+    return nil, err
   end
   if #self.closes > 0 then
     local parts = {}
@@ -520,7 +540,7 @@ function Conn:extended(q)
   if cached and type(err) == "table" and (err.code == "0A000" or err.code == "26000") then
     -- "cached plan must not change result type" (the table changed under us), or
     -- the statement is gone (DEALLOCATE ALL, DISCARD ALL): prepare it afresh next time
-    self:forget(q.key)
+    self:forget(key)
   end
   return rows, err
 end
@@ -558,7 +578,8 @@ local PIPELINE_WINDOW = 32 * 1024
 local function pipeline_each(self, qs)
   local results = {}
   for i = 1, #qs do
-    local rows, err = self:extended(qs[i])
+    local q = qs[i]
+    local rows, err = self:extended(q.key, q.sql, q.oids, tunpack(q, 1, q.n))
     if not rows and (type(err) ~= "table" or self.broken) then return nil, err end
     results[i] = rows or err
   end
@@ -578,8 +599,10 @@ local function pipeline_statements(self, qs, results)
   for i = 1, #qs do
     local q = qs[i]
     local st, err = self.stmts[q.key], nil
-    if not st then
-      st, err = self:prepare(q)
+    if q.n > MAX_PARAMS then
+      st, results[i] = false, too_many(q.n)
+    elseif not st then
+      st, err = self:prepare(q.key, q.sql, q.oids)
       if not st then
         if type(err) ~= "table" or self.broken then return nil, err end
         st, results[i] = false, err
@@ -634,13 +657,10 @@ function Conn:pipeline(qs)
   for i = 1, n do
     local q, st = qs[i], sts[i]
     if st then
-      local all_text
-      ok, all_text = finish_formats(q, st.ptypes)
-      if not ok then
-        sts[i], results[i] = false, all_text
+      local b, berr = bind_batch(st, tunpack(q, 1, q.n))
+      if not b then
+        sts[i], results[i] = false, berr
       else
-        local b = all_text and bind_execute_text(st.name, q.n, q.values)
-          or proto.bind("", st.name, q.n, q.values, q.formats) .. EXECUTE_SYNC
         parts[#parts + 1], bytes = b, bytes + #b
       end
     end
@@ -660,25 +680,61 @@ function Conn:pipeline(qs)
   return results
 end
 
--- Encodes arguments 1..n for Bind into a query record. Raises on misuse,
--- before any connection is taken.
+-- Raises for SQL that is not a string or holds a NUL, at the given level
+-- (1: the function calling check_sql, 2: its caller).
+local function check_sql(sql, level)
+  if type(sql) ~= "string" then error("pg: query expects SQL text as a string", level + 1) end
+  if sql:find("\0", 1, true) then error("pg: SQL text must not contain NUL", level + 1) end
+end
+
+-- A query record: { sql =, key =, oids =, n =, the parameters 1..n }, the
+-- arguments with tables (pg.json, pg.bytea, arrays) turned into the
+-- strings moonhttp.pgbind sends; the rest go as they are. key names the
+-- statement in the cache: the SQL, and the types it was parsed with when
+-- any is given (pg.bytea). Raises on misuse, before any connection is
+-- taken (the caller checks sql with check_sql).
 local function encode_args(sql, n, ...)
-  if type(sql) ~= "string" then error("pg: query expects SQL text as a string", 3) end
-  if sql:find("\0", 1, true) then error("pg: SQL text must not contain NUL", 3) end
-  local values, formats, oids, raw = {}, {}, {}, {}
-  local typed, all_text = false, true
+  local q = { sql = sql, key = sql, oids = NO_OIDS, n = n, ... }
+  local oids
   for i = 1, n do
-    local a = select(i, ...)
-    local v, f, oid = encode_param(a, i)
-    values[i], formats[i], oids[i] = v, f, oid
-    raw[i] = type(a) == "string"
-    if oid ~= 0 then typed = true end
-    if v == nil or f ~= 0 then all_text = false end
+    local a = q[i]
+    local ta = type(a)
+    if ta == "table" or ta == "function" or ta == "thread" or (ta == "userdata" and a ~= null) then
+      local v, _, oid = encode_param(a, i)
+      q[i] = v
+      if oid ~= 0 then
+        oids = oids or {}
+        oids[i] = oid
+      end
+    end
   end
-  local key = sql
-  if typed then key = sql .. "\0" .. tconcat(oids, ",") end
-  return { sql = sql, key = key, n = n, values = values, formats = formats, raw = raw,
-    oids = typed and oids or NO_OIDS, all_text = all_text }
+  if oids then
+    for i = 1, n do oids[i] = oids[i] or 0 end
+    q.oids, q.key = oids, sql .. "\0" .. tconcat(oids, ",")
+  end
+  return q
+end
+
+-- A query's arguments as Conn:extended takes them (key, sql, oids, the
+-- parameters): a few plain values (nil, pg.null, booleans, numbers,
+-- strings) as they are, without a record; anything else through
+-- encode_args.
+local PLAIN = { ["nil"] = true, boolean = true, number = true, string = true }
+local FEW = 4
+local function query_args(sql, n, ...)
+  check_sql(sql, 3)
+  if n <= FEW then
+    local plain = true
+    for i = 1, n do
+      local a = select(i, ...)
+      if not PLAIN[type(a)] and a ~= null then plain = false; break end
+    end
+    if plain then
+      return sql, sql, NO_OIDS, ...
+    end
+  end
+  local q = encode_args(sql, n, ...)
+  return q.key, sql, q.oids, tunpack(q, 1, n)
 end
 
 -- Pool ---------------------------------------------------------------------
@@ -919,11 +975,11 @@ local function run(pool, method, ...)
 end
 
 function Pool:query(sql, ...)
-  return run(self, Conn.extended, encode_args(sql, select("#", ...), ...))
+  return run(self, Conn.extended, query_args(sql, select("#", ...), ...))
 end
 
 function Pool:exec(sql)
-  encode_args(sql, 0)
+  check_sql(sql, 2)
   return run(self, Conn.simple, sql)
 end
 
@@ -934,6 +990,7 @@ Queue.__index = Queue
 
 function Queue:query(sql, ...)
   if self.sent then error("pg: pipeline already sent", 2) end
+  check_sql(sql, 2)
   self.n = self.n + 1
   self.qs[self.n] = encode_args(sql, select("#", ...), ...)
 end
@@ -964,11 +1021,11 @@ local function conn_handle(finished)
     return c
   end
   function class:query(sql, ...)
-    return conn_of(self):extended(encode_args(sql, select("#", ...), ...))
+    return conn_of(self):extended(query_args(sql, select("#", ...), ...))
   end
   function class:exec(sql)
     local c = conn_of(self)
-    encode_args(sql, 0)
+    check_sql(sql, 2)
     return c:simple(sql)
   end
   function class:pipeline(fn)

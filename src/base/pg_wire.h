@@ -1,13 +1,15 @@
 #ifndef MH_PG_WIRE_H
 #define MH_PG_WIRE_H
 /*
- * The backend messages of PostgreSQL's protocol 3.0 that make up most of a
- * query's answer, cut from a buffer of received bytes: a message head
- * (type byte, 4-byte big-endian length counting itself, body) and the
- * fields of a DataRow. Pure functions over caller-owned bytes: nothing is
- * copied or allocated, every slice points into the input. moonhttp.pg's
- * fast path (src/lua/lua_pgrows.c) reads answers with them; anything they
- * do not take is left to the Lua client (lua/moonhttp/pg/proto.lua).
+ * The messages of PostgreSQL's protocol 3.0 that make up most of a query:
+ * the batch a client sends for a prepared statement (Bind, Execute, Sync)
+ * and, cut from a buffer of received bytes, the backend messages of its
+ * answer: a message head (type byte, 4-byte big-endian length counting
+ * itself, body) and the fields of a DataRow. Pure functions over
+ * caller-owned bytes: nothing is allocated, every slice points into the
+ * input. moonhttp.pg's fast path (src/lua/lua_pgbind.c, lua_pgrows.c)
+ * uses them; anything they do not take is left to the Lua client
+ * (lua/moonhttp/pg/proto.lua).
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,5 +60,38 @@ void mh_pg_field(struct mh_pg_row *row, const char **v, size_t *len);
  * anything else (the caller falls back to its general decoder).
  */
 bool mh_pg_int(const char *s, size_t n, int64_t *out);
+
+/* The longest text mh_pg_int_text writes: "-9223372036854775808". */
+#define MH_PG_INT_TEXT 20
+
+/*
+ * The decimal text of v, as "%lld" writes it (a parameter in the text
+ * format), into out (MH_PG_INT_TEXT bytes or more, no NUL added); returns
+ * its length. snprintf took 1,400 instructions for an id.
+ */
+size_t mh_pg_int_text(int64_t v, char *out);
+
+/* A statement's bound on parameters: Bind counts them in 16 bits. */
+#define MH_PG_MAX_PARAMS 65535
+
+/* One parameter for mh_pg_bind: v NULL for SQL NULL; binary sends format 1 (bytes), else text. */
+struct mh_pg_param {
+    const char *v;
+    size_t len;
+    bool binary;
+};
+
+/*
+ * The batch of one query on the prepared statement stmt (slen bytes, no
+ * NUL): Bind (the unnamed portal, the n parameters, every result column in
+ * text; no format codes when all n are text, else one per parameter),
+ * Execute (the unnamed portal, no row limit) and Sync. The same bytes as
+ * proto.lua's bind(...) .. EXECUTE_SYNC. mh_pg_bind_size returns the batch's
+ * size, or 0 when it cannot be sent: n above MH_PG_MAX_PARAMS, or a Bind
+ * body the server would refuse as longer than MH_PG_MAX_MESSAGE.
+ * mh_pg_bind then writes exactly that many bytes to out.
+ */
+size_t mh_pg_bind_size(size_t slen, const struct mh_pg_param *p, unsigned n);
+void mh_pg_bind(char *out, const char *stmt, size_t slen, const struct mh_pg_param *p, unsigned n);
 
 #endif

@@ -5,6 +5,7 @@
 #include "lua_crypto.h"
 #include "lua_metrics.h"
 #include "lua_pgauth.h"
+#include "lua_pgbind.h"
 #include "lua_pgrows.h"
 #include "lua_resp.h"
 #include "lua_signal.h"
@@ -321,6 +322,8 @@ static void install_preloads(lua_State *L)
     lua_setfield(L, -2, "moonhttp.webcore");
     lua_pushcfunction(L, mh_lua_pgauth_open);
     lua_setfield(L, -2, "moonhttp.pgauth");
+    lua_pushcfunction(L, mh_lua_pgbind_open);
+    lua_setfield(L, -2, "moonhttp.pgbind");
     lua_pushcfunction(L, mh_lua_pgrows_open);
     lua_setfield(L, -2, "moonhttp.pgrows");
     lua_pushcfunction(L, mh_lua_resp_open);

@@ -72,24 +72,10 @@ function M.bind(portal, stmt, n, values, formats)
 end
 
 -- Execute of the unnamed portal with no row limit, then Sync: the tail of
--- every one-shot query's batch (here and in pg.lua), built once.
+-- every one-shot query's batch. pg.lua's queries are built in C
+-- (src/lua/lua_pgbind.c over src/base/pg_wire.c), to the same bytes as
+-- bind(...) .. EXECUTE_SYNC; these two are the reference its specs compare with.
 M.EXECUTE_SYNC = msg("E", "\0\0\0\0\0") .. msg("S", "")
-local EXECUTE_SYNC = M.EXECUTE_SYNC
-local bind_text_formats = {} -- n -> the pack format of a Bind of n text values
-
--- The batch of a query whose values are all text and none NULL: Bind (the
--- unnamed portal, results in text), Execute, Sync, packed at once. stmt is
--- one of our own statement names (no NUL).
-function M.bind_execute_text(stmt, n, values)
-  local fmt = bind_text_formats[n]
-  if not fmt then
-    fmt = ">c1I4xzI2I2" .. string.rep("s4", n)
-    bind_text_formats[n] = fmt
-  end
-  local len = 4 + 1 + #stmt + 1 + 2 + 2 + 4 * n + 2
-  for i = 1, n do len = len + #values[i] end
-  return spack(fmt, "B", len, stmt, 0, n, table.unpack(values, 1, n)) .. "\0\0" .. EXECUTE_SYNC
-end
 
 function M.describe_statement(name) return msg("D", "S" .. cstring(name, "statement name")) end
 function M.execute(portal) return msg("E", cstring(portal, "portal name") .. "\0\0\0\0") end

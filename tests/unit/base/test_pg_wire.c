@@ -1,11 +1,13 @@
 /*
  * base/pg_wire.c: message heads at every split of a buffer, DataRows whole,
- * short, long and with NULLs, and integer text at int64's edges.
+ * short, long and with NULLs, integer text at int64's edges, and Bind +
+ * Execute + Sync batches byte for byte against messages written out by hand.
  */
 #include "pg_wire.h"
 #include "unit.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A message: type, then big-endian length 4 + n, then body. Returns its size. */
@@ -121,10 +123,97 @@ static void test_int(void)
     }
 }
 
+/* Builds the batch of p[0..n) on statement stmt; checks it equals want (wlen bytes). */
+static void check_bind(const char *what, const char *stmt, const struct mh_pg_param *p, unsigned n,
+                       const char *want, size_t wlen)
+{
+    char out[256];
+    size_t size = mh_pg_bind_size(strlen(stmt), p, n);
+    CHECKF(size == wlen, "%s: size %zu, want %zu", what, size, wlen);
+    if (size != wlen || size > sizeof out)
+        return;
+    memset(out, '?', sizeof out);
+    mh_pg_bind(out, stmt, strlen(stmt), p, n);
+    CHECKF(memcmp(out, want, wlen) == 0, "%s: bytes differ", what);
+    CHECKF(out[wlen] == '?', "%s: wrote past its size", what);
+}
+
+/* Execute of the unnamed portal with no row limit, then Sync: every batch's tail. */
+#define EXEC_SYNC "E\0\0\0\x09\0\0\0\0\0S\0\0\0\x04"
+
+static void test_bind(void)
+{
+    static const char none[] = "B\0\0\0\x0f"
+                               "\0"
+                               "mh1\0"
+                               "\0\0" /* no format codes: all text */
+                               "\0\0" /* no parameters */
+                               "\0\0" /* results in text */
+        EXEC_SYNC;
+    check_bind("no parameters", "mh1", NULL, 0, none, sizeof none - 1);
+
+    struct mh_pg_param text[] = {{"42", 2, false}, {NULL, 0, false}, {"", 0, false}};
+    static const char text_want[] = "B\0\0\0\x1e"
+                                    "\0"
+                                    "mh12\0"
+                                    "\0\0"
+                                    "\0\x03"
+                                    "\0\0\0\x02"
+                                    "42"
+                                    "\xff\xff\xff\xff" /* NULL */
+                                    "\0\0\0\0"         /* the empty string */
+                                    "\0\0" EXEC_SYNC;
+    check_bind("text, NULL, empty", "mh12", text, 3, text_want, sizeof text_want - 1);
+
+    /* one binary parameter: a format code for each, bytes kept as they are (a NUL inside) */
+    struct mh_pg_param bin[] = {{"a", 1, false}, {"\0\xff", 2, true}};
+    static const char bin_want[] = "B\0\0\0\x1b"
+                                   "\0"
+                                   "\0" /* the unnamed statement */
+                                   "\0\x02"
+                                   "\0\0"
+                                   "\0\x01"
+                                   "\0\x02"
+                                   "\0\0\0\x01"
+                                   "a"
+                                   "\0\0\0\x02"
+                                   "\0\xff"
+                                   "\0\0" EXEC_SYNC;
+    check_bind("a binary parameter", "", bin, 2, bin_want, sizeof bin_want - 1);
+
+    /* the bounds: 65535 parameters fit (NULLs: 4 bytes each), one more does not; nor a value over 1
+     * GiB */
+    static struct mh_pg_param many[MH_PG_MAX_PARAMS + 1];
+    size_t size = mh_pg_bind_size(3, many, MH_PG_MAX_PARAMS);
+    CHECKF(size == 1 + 4 + 1 + 4 + 2 + 2 + (size_t)MH_PG_MAX_PARAMS * 4 + 2 + 15, "65535: %zu",
+           size);
+    CHECK(mh_pg_bind_size(3, many, MH_PG_MAX_PARAMS + 1) == 0);
+    struct mh_pg_param huge = {"x", (size_t)MH_PG_MAX_MESSAGE, false};
+    CHECK(mh_pg_bind_size(3, &huge, 1) == 0);
+    struct mh_pg_param two_halves[] = {{"x", MH_PG_MAX_MESSAGE / 2, false},
+                                       {"x", MH_PG_MAX_MESSAGE / 2, false}};
+    CHECK(mh_pg_bind_size(3, two_halves, 2) == 0);
+}
+
+static void test_int_text(void)
+{
+    static const int64_t cases[] = {0,     7,          -7,        10,        -10,          42,
+                                    99999, 1000000007, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[32], got[MH_PG_INT_TEXT + 1];
+        int wlen = snprintf(want, sizeof want, "%lld", (long long)cases[i]);
+        size_t len = mh_pg_int_text(cases[i], got);
+        got[len] = '\0';
+        CHECKF(len == (size_t)wlen && strcmp(got, want) == 0, "%s: got %s", want, got);
+    }
+}
+
 int main(void)
 {
+    test_int_text();
     test_messages();
     test_datarow();
     test_int();
+    test_bind();
     return unit_report();
 }
