@@ -133,9 +133,15 @@ local function send_head(req, res, resp, opts)
   local drop = dropped(list)
   local head = { status = resp.status, headers = {} }
   local spelling = {}
+  -- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
+  -- on after the body (pass_trailers), so their announcement goes down too, unless the
+  -- upstream's Connection names it or an HTTP/1.0 client can get no trailers
+  local announce = not rawget(drop, "trailer") and req.proto ~= "HTTP/1.0"
   for i = 1, #list, 2 do
     local l = list[i]:lower()
-    if not drop[l] and not OWN_DOWN[l] then add(head.headers, spelling, list[i], list[i + 1]) end
+    if (not drop[l] or (l == "trailer" and announce)) and not OWN_DOWN[l] then
+      add(head.headers, spelling, list[i], list[i + 1])
+    end
   end
   if opts.via then add(head.headers, spelling, "Via", resp.proto:match("HTTP/(.*)") .. " " .. opts.via) end
   if opts.response then opts.response(head, req) end
