@@ -192,15 +192,20 @@ function M.proxy(http, req, res, target, opts)
   if req:header("upgrade") or core.extended_connect(req) then
     -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua);
     -- a group gives one server (no retry: the handshake is not replayed)
-    local ubase = base
+    local relay = require("moonhttp.relay")
+    local ubase, client = base, opts.client
     if upstream.is_group(target) then
+      if client then error("http.proxy: a group has its own client (http.upstream's client option)", 3) end
       local why
       ubase, why = target:url(req)
       if not ubase then return fail(res, opts, why, "no server available") end
+      client = target.client
     end
-    local ok, why, detail = require("moonhttp.relay").run(http, req, res, ubase .. up.path, {
-      connect_timeout = opts.connect_timeout, read_timeout = opts.read_timeout,
-      idle_timeout = opts.idle_timeout }, up)
+    local tls, connect_timeout
+    if client then tls, connect_timeout = relay.client_opts(client) end
+    local ok, why, detail = relay.run(http, req, res, ubase .. up.path, {
+      connect_timeout = opts.connect_timeout or connect_timeout, read_timeout = opts.read_timeout,
+      idle_timeout = opts.idle_timeout, tls = tls, via = opts.via, response = opts.response }, up)
     if not ok then return fail(res, opts, why, detail) end
     return ok, why
   end
