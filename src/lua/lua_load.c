@@ -543,9 +543,11 @@ static bool shared_declared(lua_State *L, const struct mh_gen *g, const struct m
             return true;
     if (g->settings_ref == LUA_NOREF)
         return false;
+    int top = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, g->settings_ref);
-    bool found = lua_getfield(L, -1, "shared") == LUA_TTABLE && lua_getfield(L, -1, name) != LUA_TNIL;
-    lua_settop(L, lua_gettop(L) - (found ? 3 : 2));
+    bool found =
+        lua_getfield(L, -1, "shared") == LUA_TTABLE && lua_getfield(L, -1, name) != LUA_TNIL;
+    lua_settop(L, top);
     return found;
 }
 
@@ -556,8 +558,8 @@ static bool shared_declared(lua_State *L, const struct mh_gen *g, const struct m
  * server starts, so without this a missing one showed only as a 500 at the first request that
  * used it; now the load fails, naming the line that named the dict.
  */
-static int check_shared_wanted(lua_State *L, const struct mh_gen *g,
-                               const struct mh_config *config, char *err, size_t errlen)
+static int check_shared_wanted(lua_State *L, const struct mh_gen *g, const struct mh_config *config,
+                               char *err, size_t errlen)
 {
     int top = lua_gettop(L);
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
