@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # Small JSON through a reverse proxy: moonhttp's http.proxy against nginx
-# proxy_pass (keepalive upstreams), both with one worker, in front of the same
-# upstream (moonhttp examples/api.lua, one worker). wrk on loopback; the
-# proxy's CPU seconds are read from /proc before and after each run, so the
-# figure that matters on a shared machine is requests per CPU-second.
-#   bench/proxy.sh [duration_s=10] [connections=32]
+# proxy_pass (keepalive upstreams) and Go's httputil.ReverseProxy
+# (bench/proxy/go, GOMAXPROCS=1), each with one worker, in front of the same
+# upstream (moonhttp examples/api.lua, one worker). wrk on loopback, the
+# proxies interleaved in each round; each proxy's CPU seconds are read from
+# /proc before and after each run, so the figure that matters on a shared
+# machine is requests per CPU-second.
+#   bench/proxy.sh [duration_s=10] [connections=32]      ROUNDS=3 by default
+#   bench/proxy.sh --callgrind [N1=2000 N2=10000]
 # GROUP=1: two upstreams, balanced round robin by an http.upstream group and
-# by nginx's upstream block.
+# by nginx's upstream block (Go is left out: ReverseProxy has no balancer).
+# --callgrind: the moonhttp proxy worker under valgrind, N1 then N2
+# keep-alive GETs on one curl connection: instructions per proxied request
+# by difference (start-up cancels out) and the top functions per request.
 set -euo pipefail
 BIN=${MOONHTTP_BIN:-build/moonhttp}
+CALLGRIND=""
+if [ "${1:-}" = --callgrind ]; then CALLGRIND=1; N1=${2:-2000}; N2=${3:-10000}; fi
 DUR=${1:-10}
 CONNS=${2:-32}
+ROUNDS=${ROUNDS:-3}
 WORK=$(mktemp -d)
-UPPORT=18180 MHPORT=18181 NGPORT=18182 UPPORT2=18183
+UPPORT=18180 MHPORT=18181 NGPORT=18182 UPPORT2=18183 GOPORT=18184
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
-# utime + stime of a process and its children threads, in seconds
+wait_port() { for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+# utime + stime of processes (all their threads), in seconds
 cpu() {
     local t=0 p
     for p in "$@"; do
@@ -28,10 +37,59 @@ cpu() {
     echo "scale=3; $t / $(getconf CLK_TCK)" | bc
 }
 children() { cat /proc/"$1"/task/*/children 2>/dev/null || true; }
+# a wrk latency ("812.00us", "3.08ms", "1.20s") in ms
+ms() { awk -v v="$1" 'BEGIN { u = v; sub(/^[0-9.]+/, "", u); n = v + 0
+    printf "%.2f", u == "us" ? n / 1000 : u == "s" ? n * 1000 : n }'; }
 
 "$BIN" --listen 127.0.0.1:$UPPORT --workers 1 examples/api.lua >"$WORK/up.log" 2>&1 &
 PIDS+=($!)
 wait_port $UPPORT
+
+# callgrind_run N: the proxy's instructions (all its processes) for N requests, start to exit
+callgrind_run() {
+    local n=$1 total=0 f t pid
+    PROXY_UPSTREAM="http://127.0.0.1:$UPPORT" valgrind --tool=callgrind --trace-children=yes \
+        --callgrind-out-file="$OUT/callgrind.out.$n.%p" \
+        "$BIN" --listen 127.0.0.1:$MHPORT --workers 1 --log-level warn bench/proxy/proxy.lua \
+        >"$OUT/callgrind-$n.log" 2>&1 &
+    pid=$!
+    wait_port $MHPORT
+    curl -sf -o /dev/null "http://127.0.0.1:$MHPORT/api/users?n=[1-$n]"
+    kill $pid
+    wait $pid 2>/dev/null || true
+    for f in "$OUT"/callgrind.out."$n".*; do
+        t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
+        total=$((total + ${t:-0}))
+    done
+    echo "$total"
+}
+# own instructions per function of the worker (the file with the most) in the run of n requests
+own() {
+    local f
+    f=$(for f in "$OUT"/callgrind.out."$1".*; do
+        echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
+    done | sort -n | tail -n 1 | cut -d' ' -f2)
+    callgrind_annotate --auto=no --threshold=100 "$f" 2>/dev/null |
+        grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' |
+        sed -E 's/^ *([0-9,]+) +\( *[0-9.]+%\) +/\1 /' | tr -d ,
+}
+if [ -n "$CALLGRIND" ]; then
+    OUT=bench/results/proxy-callgrind-$(date +%Y%m%d-%H%M%S)
+    mkdir -p "$OUT"
+    i1=$(callgrind_run "$N1")
+    i2=$(callgrind_run "$N2")
+    awk -v n1="$N1" -v n2="$N2" -v i1="$i1" -v i2="$i2" \
+        'BEGIN { printf "http.proxy: %.0f instructions/request (%d -> %d, %d -> %d)\n", (i2 - i1) / (n2 - n1), n1, i1, n2, i2 }' |
+        tee "$OUT/callgrind.txt"
+    echo "top functions by own instructions per request:" | tee -a "$OUT/callgrind.txt"
+    { own "$N1" | sed 's/^/a /'; own "$N2" | sed 's/^/b /'; } | awk -v n=$((N2 - N1)) '
+        { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; v[k] += ($1 == "b" ? $2 : -$2) }
+        END { for (k in v) printf "%8.1f  %s\n", v[k] / n, k }' | sort -rn | head -n 30 |
+        tee -a "$OUT/callgrind.txt"
+    echo "callgrind output in $OUT" >&2
+    exit 0
+fi
+
 SERVERS="server 127.0.0.1:$UPPORT;"
 if [ "${GROUP:-0}" = 1 ]; then
     "$BIN" --listen 127.0.0.1:$UPPORT2 --workers 1 examples/api.lua >"$WORK/up2.log" 2>&1 &
@@ -51,20 +109,38 @@ nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/error.log" &
 NG=$!
 PIDS+=($NG)
 wait_port $NGPORT
+PROXIES="moonhttp nginx"
+# Go: built offline from the standard library alone (Debian's golang-go)
+if [ "${GROUP:-0}" != 1 ] && command -v go >/dev/null &&
+    (cd bench/proxy/go && GO111MODULE=off GOCACHE=$WORK/gocache GOPATH=$WORK/gopath GOPROXY=off \
+        GOTOOLCHAIN=local go build -o "$WORK/proxy-go" .) >&2; then
+    GOMAXPROCS=1 "$WORK/proxy-go" 127.0.0.1:$GOPORT "http://127.0.0.1:$UPPORT" >"$WORK/go.log" 2>&1 &
+    GO=$!
+    PIDS+=($GO)
+    wait_port $GOPORT
+    PROXIES="$PROXIES go"
+fi
 
-curl -sf "http://127.0.0.1:$MHPORT/api/users" >/dev/null
-curl -sf "http://127.0.0.1:$NGPORT/api/users" >/dev/null
-printf '| proxy | req/s | p50 ms | p99 ms | proxy CPU s | req per CPU-second |\n|---|---:|---:|---:|---:|---:|\n'
-for name in moonhttp nginx; do
-    if [ $name = moonhttp ]; then port=$MHPORT; procs="$MH"; else port=$NGPORT; procs="$NG $(children $NG)"; fi
-    wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port/api/users" >/dev/null # warm the upstream pools
-    c0=$(cpu $procs)
-    out=$(wrk -t1 -c"$CONNS" -d"${DUR}s" --latency "http://127.0.0.1:$port/api/users")
-    c1=$(cpu $procs)
-    rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-    total=$(awk '/requests in/ {print $1}' <<<"$out")
-    p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
-    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
-    used=$(echo "$c1 - $c0" | bc)
-    printf '| %s | %s | %s | %s | %s | %.0f |\n' $name "$rps" "$p50" "$p99" "$used" "$(echo "$total / $used" | bc -l)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| round | proxy | req/s | p50 ms | p99 ms | proxy CPU s | req per CPU-second |\n|---:|---|---:|---:|---:|---:|---:|\n'
+for round in $(seq "$ROUNDS"); do
+    for name in $PROXIES; do
+        case $name in
+        moonhttp) port=$MHPORT procs="$MH" ;;
+        nginx) port=$NGPORT procs="$NG $(children $NG)" ;;
+        go) port=$GOPORT procs="$GO" ;;
+        esac
+        curl -sf "http://127.0.0.1:$port/api/users" >/dev/null
+        wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port/api/users" >/dev/null # warm the upstream pools
+        c0=$(cpu $procs)
+        out=$(wrk -t1 -c"$CONNS" -d"${DUR}s" --latency "http://127.0.0.1:$port/api/users")
+        c1=$(cpu $procs)
+        rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+        total=$(awk '/requests in/ {print $1}' <<<"$out")
+        p50=$(ms "$(awk '$1 == "50%" {print $2}' <<<"$out")")
+        p99=$(ms "$(awk '$1 == "99%" {print $2}' <<<"$out")")
+        used=$(echo "$c1 - $c0" | bc)
+        printf '| %s | %s | %s | %s | %s | %s | %.0f |\n' "$round" $name "$rps" "$p50" "$p99" "$used" "$(echo "$total / $used" | bc -l)"
+    done
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,16 +9,22 @@ M.NAMES = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = tru
   trailer = true, ["transfer-encoding"] = true, upgrade = true,
   ["proxy-authenticate"] = true, ["proxy-authorization"] = true }
 
+local DROP_MT = { __index = M.NAMES }
+
 -- The lowercased names to drop from a header list { name1, value1, ... }:
--- M.NAMES and the tokens of its Connection fields.
+-- M.NAMES and the tokens of its Connection fields. Read only: without a
+-- Connection field it is M.NAMES itself (no table made per message).
 function M.dropped(list)
-  local drop = setmetatable({}, { __index = M.NAMES })
+  local drop
   for i = 1, #list, 2 do
-    if list[i]:lower() == "connection" then
+    local name = list[i]
+    -- most names are not 10 bytes long: skip lowering them
+    if #name == 10 and name:lower() == "connection" then
+      drop = drop or setmetatable({}, DROP_MT)
       for token in list[i + 1]:gmatch("[^,%s]+") do drop[token:lower()] = true end
     end
   end
-  return drop
+  return drop or M.NAMES
 end
 
 return M

@@ -29,9 +29,9 @@ local PIECE = 64 * 1024
 
 local dropped = hop.dropped
 
--- Adds value under name, keeping the first spelling of a name seen in any case.
-local function add(headers, spelling, name, value)
-  local l = name:lower()
+-- Adds value under name (l: its lowercase), keeping the first spelling of a name seen in any case.
+local function add(headers, spelling, name, value, l)
+  l = l or name:lower()
   local key = spelling[l]
   if not key then
     key = name
@@ -52,27 +52,49 @@ local function via_proto(req)
   return v == "2.0" and "2" or v
 end
 
+-- URL targets already split, as { base, prefix }: a route proxies to the same few
+-- strings on every request. Bounded, for a handler that builds a URL per request.
+local resolved, nresolved = {}, 0
+local MAX_RESOLVED = 256
+
 -- A URL target resolved to its base and path prefix; a group (http.upstream)
 -- has no prefix and picks its server per attempt (exchange below).
 local function resolve_target(target)
+  local r = resolved[target]
+  if r then return r[1], r[2] end
   if upstream.is_group(target) then return target, "" end
   if type(target) ~= "string" then error("http.proxy: target must be a URL or an http.upstream group", 4) end
   local base, prefix = target:match("^([hH][tT][tT][pP][sS]?://[^/?#]+)([^?#]*)$")
   if not base then error("http.proxy: target must be http://host[:port][/prefix]", 4) end
-  return base, prefix:gsub("/$", "")
+  prefix = prefix:gsub("/$", "")
+  if nresolved < MAX_RESOLVED then
+    resolved[target] = { base, prefix }
+    nresolved = nresolved + 1
+  end
+  return base, prefix
 end
 
 -- The upstream request: method, path, headers (name → list), per RFC 9110 §7.6.
+-- Also returns what the same walk over the fields saw of the request's framing
+-- and upgrade (req:header would walk them again for each): the first
+-- Content-Length, whether Transfer-Encoding and Upgrade came.
 local function upstream_request(req, opts, prefix)
   local list = req:header_list()
   local drop = dropped(list)
   local headers, spelling = {}, {}
   local trust = opts.trust_forwarded
+  local cl, te, upgrade
   for i = 1, #list, 2 do
     local name, value = list[i], list[i + 1]
     local l = name:lower()
     if not drop[l] and not OWN_UP[l] and (trust or not FORWARDING[l]) then
-      add(headers, spelling, name, value)
+      add(headers, spelling, name, value, l)
+    elseif l == "content-length" then
+      cl = cl or value
+    elseif l == "transfer-encoding" then
+      te = true
+    elseif l == "upgrade" then
+      upgrade = true
     end
   end
   local ip = client_ip(req)
@@ -83,11 +105,12 @@ local function upstream_request(req, opts, prefix)
       local t = headers[xff]
       headers[xff] = { table.concat(t, ", ") .. ", " .. ip }
     else
-      add(headers, spelling, "X-Forwarded-For", ip)
+      add(headers, spelling, "X-Forwarded-For", ip, "x-forwarded-for")
     end
-    if not spelling["x-forwarded-proto"] then add(headers, spelling, "X-Forwarded-Proto", proto) end
-    if not spelling["x-forwarded-host"] and req.host ~= "" then
-      add(headers, spelling, "X-Forwarded-Host", req.host)
+    if not spelling["x-forwarded-proto"] then add(headers, spelling, "X-Forwarded-Proto", proto, "x-forwarded-proto") end
+    local host = req.host
+    if not spelling["x-forwarded-host"] and host ~= "" then
+      add(headers, spelling, "X-Forwarded-Host", host, "x-forwarded-host")
     end
   end
   if opts.forwarded then
@@ -104,7 +127,7 @@ local function upstream_request(req, opts, prefix)
     method = req.method,
     path = prefix .. req.raw_path .. ((q and q ~= "") and ("?" .. q) or ""),
     headers = headers,
-  }
+  }, cl, te, upgrade
 end
 
 local ERROR_TEXT = { [502] = "bad gateway\n", [503] = "no healthy upstream\n", [504] = "gateway timeout\n" }
@@ -128,9 +151,32 @@ local function fail(res, opts, kind, detail)
 end
 
 -- Sends the response head: status and headers, hop-by-hop ones and the framing dropped.
+-- Without a response hook the fields go to res as they come, in the upstream's order.
 local function send_head(req, res, resp, opts)
   local list = resp:header_list()
   local drop = dropped(list)
+  if not opts.response then
+    res:status(resp.status)
+    local spelling = {}
+    for i = 1, #list, 2 do
+      local name = list[i]
+      local l = name:lower()
+      if not drop[l] and not OWN_DOWN[l] then
+        local first = spelling[l]
+        if first then
+          res:add_header(first, list[i + 1])
+        else
+          spelling[l] = name
+          res:header(name, list[i + 1])
+        end
+      end
+    end
+    if opts.via then
+      local value = resp.proto:match("HTTP/(.*)") .. " " .. opts.via
+      if spelling.via then res:add_header(spelling.via, value) else res:header("Via", value) end
+    end
+    return
+  end
   local head = { status = resp.status, headers = {} }
   local spelling = {}
   -- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
@@ -182,14 +228,20 @@ local function relay(res, resp)
   end
 end
 
+local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
+
 function M.proxy(http, req, res, target, opts)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then error("http.proxy: options must be a table", 3) end
-  core.check_opts(opts, "http.proxy", KNOWN, 3)
+  if opts == nil then
+    opts = NO_OPTS
+  elseif type(opts) ~= "table" then
+    error("http.proxy: options must be a table", 3)
+  else
+    core.check_opts(opts, "http.proxy", KNOWN, 3)
+  end
   local base, prefix = resolve_target(target)
-  local up = upstream_request(req, opts, prefix)
+  local up, cl, te, upgrade = upstream_request(req, opts, prefix)
   if opts.request then opts.request(up, req) end
-  if req:header("upgrade") or core.extended_connect(req) then
+  if upgrade or core.extended_connect(req) then
     -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua);
     -- a group gives one server (no retry: the handshake is not replayed)
     local relay = require("moonhttp.relay")
@@ -209,8 +261,7 @@ function M.proxy(http, req, res, target, opts)
     if not ok then return fail(res, opts, why, detail) end
     return ok, why
   end
-  local cl = req:header("content-length")
-  local has_body = (cl and cl ~= "0") or req:header("transfer-encoding")
+  local has_body = (cl and cl ~= "0") or te
   local fopts = {
     method = up.method, headers = up.headers,
     -- an empty body is a string, so a retry may send it again (with its Content-Length: 0)

@@ -49,6 +49,8 @@ routes["/medium"] = function()
   local body = string.rep("m", 100 * 1024)
   return { head("200 OK", cl(body)) .. body:sub(1, 1000), 0.005, body:sub(1001) }
 end
+-- a complete keep-alive answer, then the server closes the connection anyway
+routes["/thenclose"] = function() return { head("200 OK", cl(SMALL)) .. SMALL, 0.1, false } end
 routes["/http10"] = function() return { head("200 OK", cl("old"), "HTTP/1.0") .. "old", false } end
 routes["/http10ka"] = function()
   return { head("200 OK", cl("old", { "Connection: keep-alive" }), "HTTP/1.0") .. "old" }

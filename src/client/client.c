@@ -259,12 +259,38 @@ static void update_read_interest(struct mh_client_conn *c)
     int events = want ? EV_READ : 0;
     if (r && !c->msg_done && events != c->io_events)
         arm_phase_timer(c, want ? r->read_timeout : 0);
+    /*
+     * A complete response on a connection that will be parked: keep
+     * watching it, as the pool does an idle one, rather than stop the
+     * watcher now and start it again at the park (an epoll_ctl per
+     * exchange). Input from here on is handled by after_message_input.
+     */
+    if (c->msg_done && c->keep_alive && !c->extra_bytes && c->io_events == EV_READ)
+        return;
     mh_client_conn_set_io(c, events);
+}
+
+/*
+ * Readable after the response ended, before the exchange let the connection
+ * go: the server closed it or sent bytes it had no right to. Either way it
+ * is not parked; stop watching so the level-triggered event does not spin.
+ * A TLS session ticket is consumed and changes nothing.
+ */
+static void after_message_input(struct mh_client_conn *c)
+{
+    if (mh_client_conn_idle_input(c))
+        return;
+    c->keep_alive = false;
+    mh_client_conn_set_io(c, 0);
 }
 
 static void conn_on_input(struct mh_client_conn *c)
 {
     struct mh_client_req *r = c->req;
+    if (c->msg_done && c->state == MH_CC_BODY) {
+        after_message_input(c);
+        return;
+    }
     int progress = mh_client_conn_pump(c);
     if (progress < 0)
         return; /* conn_fail told the exchange */
@@ -412,6 +438,7 @@ static void conn_connect_next(struct mh_client_conn *c)
 {
     const struct sockaddr_storage *sa = &c->addrs.a[c->addr_i];
     c->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    c->io_fd_set = false; /* a new socket, perhaps under an old number: libev must re-add it */
     if (c->fd < 0) {
         conn_fail(c, mh_client_err_socket);
         return;

@@ -211,6 +211,7 @@ struct mh_client_conn {
     enum mh_cconn_state state;
     int fd;
     int io_events;
+    bool io_fd_set; /* io has been ev_io_set to this fd (client_pool.c, mh_client_conn_set_io) */
     ev_io io;
     ev_timer timer;
     struct mh_client_tls *tls; /* during the handshake; then the transport owns it */

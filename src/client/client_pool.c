@@ -14,6 +14,13 @@
 /* ---- watchers ------------------------------------------------------------ */
 
 /* Watchers do not decide how long the loop runs: the worker does (server/worker.c). */
+/*
+ * ev_io_set tells libev the descriptor may be a new file, so the next loop
+ * iteration re-registers it with epoll even when the mask is unchanged (an
+ * epoll_ctl per exchange, failing with EEXIST). Only the first arming of a
+ * socket needs that; later changes on the same socket use ev_io_modify, and
+ * a stop and start within one iteration cost no system call at all.
+ */
 void mh_client_conn_set_io(struct mh_client_conn *c, int events)
 {
     if (events == c->io_events)
@@ -21,7 +28,12 @@ void mh_client_conn_set_io(struct mh_client_conn *c, int events)
     struct ev_loop *loop = c->pool->loop;
     ev_io_stop(loop, &c->io);
     if (events) {
-        ev_io_set(&c->io, c->fd, events);
+        if (c->io_fd_set) {
+            ev_io_modify(&c->io, events);
+        } else {
+            ev_io_set(&c->io, c->fd, events);
+            c->io_fd_set = true;
+        }
         ev_io_start(loop, &c->io);
     }
     c->io_events = events;
@@ -205,6 +217,7 @@ struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_
     c->req = NULL;
     c->fd = -1;
     c->io_events = 0;
+    c->io_fd_set = false;
     c->tls = NULL;
     c->tp.ops = NULL;
     c->dns._job = NULL;

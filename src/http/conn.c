@@ -643,6 +643,7 @@ static struct mh_conn *conn_begin(struct mh_conn *c, const struct mh_handler *ro
     c->fd = c->tp.fd;
     memcpy(&c->peer, peer, plen);
     c->peer_len = plen;
+    c->peer_text[0] = '\0';
     c->want_read = true;
     ev_io_init(&c->io, on_io_other, c->fd, 0);
     c->io.data = c;
@@ -720,8 +721,15 @@ const struct mh_transport *mh_conn_transport(const struct mh_conn *c)
     return &c->tp;
 }
 
-const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len)
+/* Every proxied request asks (X-Forwarded-For): inet_ntop and snprintf once per connection. */
+const char *mh_conn_peer_addr(struct mh_conn *c, char *buf, size_t len)
 {
+    if (c->peer_text[0] && len > 0) {
+        size_t n = strnlen(c->peer_text, len - 1);
+        memcpy(buf, c->peer_text, n);
+        buf[n] = '\0';
+        return buf;
+    }
     char ip[INET6_ADDRSTRLEN];
     int port = 0;
     if (c->peer.ss_family == AF_INET) {
@@ -740,5 +748,8 @@ const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len)
     } else {
         snprintf(buf, len, "-");
     }
+    size_t n = strnlen(buf, sizeof c->peer_text - 1);
+    memcpy(c->peer_text, buf, n);
+    c->peer_text[n] = '\0';
     return buf;
 }

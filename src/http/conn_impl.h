@@ -94,6 +94,7 @@ struct mh_conn {
 
     struct sockaddr_storage peer;
     socklen_t peer_len;
+    char peer_text[64]; /* mh_conn_peer_addr's answer, made on its first call ("" until then) */
 
     struct mh_conn *prev, *next;  /* idle/active list */
     struct mh_conn *next_pending; /* pending writes */
@@ -137,7 +138,8 @@ void mh_conn_update_io(struct mh_conn *c);
 void mh_conn_linger(struct mh_conn *c);
 /* After a read returned -1: EAGAIN/EINTR leave the connection as it is, anything else closes it. */
 void mh_conn_read_failed(struct mh_conn *c);
-const char *mh_conn_peer_addr(const struct mh_conn *c, char *buf, size_t len);
+/* "ip:port" ("[ip6]:port") of the peer, copied into buf; formatted once per connection. */
+const char *mh_conn_peer_addr(struct mh_conn *c, char *buf, size_t len);
 /* Whether output is queued or half-written. */
 bool mh_conn_out_pending(const struct mh_conn *c);
 /* The connection's byte stream (plain TCP or TLS). */

@@ -262,11 +262,33 @@ static int l_resp_close(lua_State *L)
 
 /* ---- head --------------------------------------------------------------------- */
 
-/* Builds the headers table (lowercase name → list of values) as uservalue 2 of ud at idx. */
+/*
+ * Keeps the head's "name\0value\0" pairs as uservalue 2 of the response at
+ * idx: one string, which outlives the connection. The headers table is made
+ * from it on the first resp:header() or resp.headers (headers_table), so a
+ * caller that reads header_list() or nothing at all (http.proxy) never pays
+ * for a table per name.
+ */
 static void store_headers(lua_State *L, int idx, struct lresp *r)
 {
     size_t len;
-    const char *p = mh_client_head(&r->req, &len), *end = p + len;
+    const char *p = mh_client_head(&r->req, &len);
+    lua_pushlstring(L, p, len);
+    lua_setiuservalue(L, idx < 0 ? idx - 1 : idx, 2);
+}
+
+/* Pushes the headers table (lowercase name → list of values) of the response at 1. */
+static void headers_table(lua_State *L)
+{
+    if (lua_getiuservalue(L, 1, 2) != LUA_TSTRING) {
+        if (!lua_istable(L, -1)) {
+            lua_pop(L, 1);
+            lua_newtable(L);
+        }
+        return;
+    }
+    size_t len;
+    const char *p = lua_tolstring(L, -1, &len), *end = p + len; /* anchored below the table */
     lua_newtable(L);
     luaL_Buffer b;
     while (p < end) {
@@ -293,7 +315,9 @@ static void store_headers(lua_State *L, int idx, struct lresp *r)
         lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
         lua_pop(L, 2);
     }
-    lua_setiuservalue(L, idx < 0 ? idx - 1 : idx, 2);
+    lua_remove(L, -2); /* the bytes */
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 2);
 }
 
 static int resume_fetch(struct mh_task *t, lua_State *co)
@@ -319,11 +343,7 @@ static int l_resp_header(lua_State *L)
     for (size_t i = 0; i < n; i++)
         lower[i] = (char)tolower((unsigned char)name[i]);
     luaL_pushresultsize(&b, n);
-    lua_getiuservalue(L, 1, 2);
-    if (!lua_istable(L, -1)) {
-        lua_pushnil(L);
-        return 1;
-    }
+    headers_table(L);
     lua_pushvalue(L, -2);
     if (lua_rawget(L, -2) != LUA_TTABLE) {
         lua_pushnil(L);
@@ -383,9 +403,8 @@ static int l_resp_trailers(lua_State *L)
 static int l_resp_headers(lua_State *L)
 {
     luaL_checkudata(L, 1, RESP_MT);
-    lua_getiuservalue(L, 1, 2);
-    if (!lua_istable(L, -1))
-        lua_newtable(L);
+    lua_settop(L, 1);
+    headers_table(L);
     return 1;
 }
 
@@ -428,15 +447,21 @@ static bool bad_header_text(const char *s, size_t n)
     return false;
 }
 
+/* RFC 9110 tchar as a bitmap of ASCII (a strchr per byte showed: this runs over every header name)
+ */
+static bool is_tchar(unsigned char ch)
+{
+    static const uint64_t map[2] = {0x03ff6cfa00000000u, 0x57ffffffc7fffffeu};
+    return ch < 128 && ((map[ch >> 6] >> (ch & 63)) & 1);
+}
+
 static bool is_token(const char *s, size_t n)
 {
     if (n == 0)
         return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch <= ' ' || ch >= 0x7f || strchr("()<>@,;:\\\"/[]?={}", ch))
+    for (size_t i = 0; i < n; i++)
+        if (!is_tchar((unsigned char)s[i]))
             return false;
-    }
     return true;
 }
 
@@ -449,7 +474,14 @@ static void add_header(lua_State *L, int parts, const char *name, int vidx)
         luaL_error(L, "http.fetch: header %s: value must be a string or number", name);
     if (bad_header_text(v, vlen))
         luaL_error(L, "http.fetch: header %s: value contains CR, LF or NUL", name);
-    lua_pushfstring(L, "%s: %s\r\n", name, v);
+    /* a buffer rather than lua_pushfstring, which parses its format per header */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, name);
+    luaL_addlstring(&b, ": ", 2);
+    luaL_addlstring(&b, v, vlen);
+    luaL_addlstring(&b, "\r\n", 2);
+    luaL_pushresult(&b);
     lua_rawseti(L, parts, (lua_Integer)lua_rawlen(L, parts) + 1);
 }
 

@@ -59,6 +59,14 @@ static int l_check_opts(lua_State *L)
     int level = (int)luaL_optinteger(L, 4, 2);
     if (!lua_isnil(L, 1))
         luaL_checktype(L, 1, LUA_TTABLE);
+    /* No options: nothing to check, so the names are not gathered (a call per request) */
+    lua_settop(L, 4);
+    if (lua_isnil(L, 1))
+        return 0;
+    lua_pushnil(L);
+    if (!lua_next(L, 1))
+        return 0;
+    lua_settop(L, 4);
     const char *known[MAX_KNOWN + 1];
     lua_Integer n = luaL_len(L, 3);
     luaL_argcheck(L, n <= MAX_KNOWN, 3, "too many names");

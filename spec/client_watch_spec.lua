@@ -1,0 +1,97 @@
+-- The client's pooled connection keeps its read watcher across exchanges
+-- (src/client/client_pool.c mh_client_conn_set_io, client.c
+-- update_read_interest): a keep-alive exchange costs no epoll_ctl, and a
+-- connection the server closes while the exchange still holds it is neither
+-- reused nor left spinning on its level-triggered readiness.
+local H = require "helper"
+local socket = require "socket"
+local cjson = require "cjson"
+
+local FRONT = [[
+local http = require "moonhttp"
+local UP = %q
+local c = http.client()
+local function cpu()
+  local f = assert(io.open("/proc/self/stat"))
+  local stat = f:read("a")
+  f:close()
+  local fields = {}
+  for x in stat:match("%%) (.*)"):gmatch("%%S+") do fields[#fields + 1] = x end
+  return (tonumber(fields[12]) + tonumber(fields[13])) / 100
+end
+http.handle("/many", function(req, res)
+  local n = tonumber(req.query:match("n=(%%d+)"))
+  for _ = 1, n do
+    local r = assert(c:fetch(UP .. "/small"))
+    assert(r:body())
+  end
+  res:json(c:stats())
+end)
+http.handle("/hold", function(req, res)
+  local r = assert(c:fetch(UP .. "/thenclose"))
+  local c0 = cpu()
+  http.sleep(0.6) -- the upstream closes 0.1 s after its answer, while r holds the connection
+  local used = cpu() - c0
+  local body = r:body()
+  local r2, err = c:fetch(UP .. "/small")
+  res:json({ used = used, body = #body, second = r2 and r2.status or err, stats = c:stats() })
+end)
+]]
+
+local function worker_of(pid)
+  local p = io.popen(string.format("cat /proc/%d/task/*/children 2>/dev/null", pid))
+  local w = p:read("n")
+  p:close()
+  return w or pid
+end
+
+describe("client watcher", function()
+  local up, front
+  setup(function()
+    up = H.upstream()
+    front = H.start(string.format(FRONT, up.base))
+  end)
+  teardown(function()
+    if front then front:stop() end
+    if up then up:stop() end
+  end)
+
+  it("costs no epoll_ctl per keep-alive exchange", function()
+    if not os.execute("command -v strace >/dev/null 2>&1") then
+      pending("strace is not installed")
+      return
+    end
+    local res = H.request(front.port, "GET", "/many?n=5")
+    assert.equal(200, res.status, res.body)
+    local out = os.tmpname()
+    local st = io.popen(string.format("strace -f -qq -c -e trace=epoll_ctl -p %d -o %s 2>&1 & echo $!",
+      worker_of(front.pid), out))
+    local spid = assert(st:read("n"))
+    st:close()
+    socket.sleep(0.5) -- attached
+    local n = 200
+    res = H.request(front.port, "GET", "/many?n=" .. n)
+    os.execute("kill -INT " .. spid)
+    socket.sleep(0.3)
+    assert.equal(200, res.status, res.body)
+    local stats = cjson.decode(res.body)
+    assert.equal(1, stats.dials) -- one connection, reused throughout
+    local f = assert(io.open(out))
+    local summary = f:read("a")
+    f:close()
+    os.remove(out)
+    local calls = tonumber(summary:match("%s(%d+)%s+%d*%s*epoll_ctl")) or 0
+    -- before: two per exchange (the watcher re-set at the write, re-armed at the park)
+    assert.is_true(calls < n / 10, string.format("%d epoll_ctl for %d exchanges:\n%s", calls, n, summary))
+  end)
+
+  it("does not reuse or spin on a connection closed while held", function()
+    local res = H.request(front.port, "GET", "/hold")
+    assert.equal(200, res.status, res.body)
+    local t = cjson.decode(res.body)
+    assert.equal(200, t.second)
+    assert.is_true(t.body > 0)
+    assert.is_true(t.used < 0.1, "CPU seconds while holding: " .. t.used)
+    assert.equal(0, t.stats.retries) -- not parked, so not taken again: a fresh dial
+  end)
+end)
