@@ -155,13 +155,17 @@ end
 local function send_head(req, res, resp, opts)
   local list = resp:header_list()
   local drop = dropped(list)
+  -- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
+  -- on after the body (pass_trailers), so their announcement goes down too, unless the
+  -- upstream's Connection names it or an HTTP/1.0 client can get no trailers
+  local announce = (drop == HOP or not rawget(drop, "trailer")) and req.proto ~= "HTTP/1.0"
   if not opts.response then
     res:status(resp.status)
     local spelling = {}
     for i = 1, #list, 2 do
       local name = list[i]
       local l = name:lower()
-      if not drop[l] and not OWN_DOWN[l] then
+      if (not drop[l] or (l == "trailer" and announce)) and not OWN_DOWN[l] then
         local first = spelling[l]
         if first then
           res:add_header(first, list[i + 1])
@@ -179,10 +183,6 @@ local function send_head(req, res, resp, opts)
   end
   local head = { status = resp.status, headers = {} }
   local spelling = {}
-  -- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
-  -- on after the body (pass_trailers), so their announcement goes down too, unless the
-  -- upstream's Connection names it or an HTTP/1.0 client can get no trailers
-  local announce = not rawget(drop, "trailer") and req.proto ~= "HTTP/1.0"
   for i = 1, #list, 2 do
     local l = list[i]:lower()
     if (not drop[l] or (l == "trailer" and announce)) and not OWN_DOWN[l] then
