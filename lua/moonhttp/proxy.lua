@@ -150,22 +150,26 @@ local function fail(res, opts, kind, detail)
   return nil, kind, detail
 end
 
+-- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
+-- on after the body (pass_trailers), so their announcement goes down too, unless the
+-- upstream's Connection names it or an HTTP/1.0 client can get no trailers. Asked only
+-- when the upstream sent one (req.proto is a call into C).
+local function keeps_trailer(req, drop)
+  return (drop == HOP or not rawget(drop, "trailer")) and req.proto ~= "HTTP/1.0"
+end
+
 -- Sends the response head: status and headers, hop-by-hop ones and the framing dropped.
 -- Without a response hook the fields go to res as they come, in the upstream's order.
 local function send_head(req, res, resp, opts)
   local list = resp:header_list()
   local drop = dropped(list)
-  -- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
-  -- on after the body (pass_trailers), so their announcement goes down too, unless the
-  -- upstream's Connection names it or an HTTP/1.0 client can get no trailers
-  local announce = (drop == HOP or not rawget(drop, "trailer")) and req.proto ~= "HTTP/1.0"
   if not opts.response then
     res:status(resp.status)
     local spelling = {}
     for i = 1, #list, 2 do
       local name = list[i]
       local l = name:lower()
-      if (not drop[l] or (l == "trailer" and announce)) and not OWN_DOWN[l] then
+      if (not drop[l] or (l == "trailer" and keeps_trailer(req, drop))) and not OWN_DOWN[l] then
         local first = spelling[l]
         if first then
           res:add_header(first, list[i + 1])
@@ -185,7 +189,7 @@ local function send_head(req, res, resp, opts)
   local spelling = {}
   for i = 1, #list, 2 do
     local l = list[i]:lower()
-    if (not drop[l] or (l == "trailer" and announce)) and not OWN_DOWN[l] then
+    if (not drop[l] or (l == "trailer" and keeps_trailer(req, drop))) and not OWN_DOWN[l] then
       add(head.headers, spelling, list[i], list[i + 1])
     end
   end
