@@ -330,3 +330,96 @@ describe("upgrade pass-through", function()
     assert.are.equal("upgrade\n", res.body)
   end)
 end)
+
+-- http.proxy's own options on the upgrade path: via, the response hook, and
+-- the client (its TLS settings: a TLS upstream with a self-signed certificate
+-- is reached only with the client's verify = false).
+describe("upgrade pass-through with http.proxy's options", function()
+  local certs = require "helpers.certs"
+  local up, tls_up, front
+
+  setup(function()
+    local dir = certs.dir("-relayopts")
+    local pem, key = certs.self_signed(dir, "srv", "/CN=localhost", { san = "DNS:localhost,IP:127.0.0.1" })
+    up = H.start(UPSTREAM)
+    tls_up = H.start(UPSTREAM, { flags = { "--tls-cert", pem, "--tls-key", key } })
+    front = H.start(([[
+local http = require "moonhttp"
+local UP, TLS = %q, %q
+local function strip(n) return function(up) up.path = up.path:sub(n + 1) end end
+local function mark(head) head.headers["X-Hooked"] = { tostring(head.status) } end
+local insecure = http.client{ tls = { verify = false } }
+local group = http.upstream{ servers = { TLS }, client = insecure }
+http.handle("GET /via/", function(req, res)
+  return http.proxy(req, res, UP, { request = strip(4), via = "front" })
+end)
+http.handle("GET /hook/", function(req, res)
+  return http.proxy(req, res, UP, { request = strip(5), response = mark })
+end)
+http.handle("GET /hookbad/", function(req, res)
+  return http.proxy(req, res, UP, { request = strip(8), response = function(head) head.status = 200 end })
+end)
+http.handle("GET /tls/", function(req, res)
+  return http.proxy(req, res, TLS, { request = strip(4), client = insecure })
+end)
+http.handle("GET /tlsdefault/", function(req, res)
+  return http.proxy(req, res, TLS, { request = strip(11) })
+end)
+http.handle("GET /tlsgroup/", function(req, res)
+  return http.proxy(req, res, group, { request = strip(9) })
+end)
+]]):format("http://127.0.0.1:" .. up.port, "https://127.0.0.1:" .. tls_up.port))
+  end)
+
+  teardown(function()
+    for _, s in ipairs({ front, up, tls_up }) do if s then s:stop() end end
+  end)
+
+  local function echo(c, text)
+    assert(c:send(frame(1, text)))
+    assert.are.same({ 1, text }, { read_frame(c) })
+    c:close()
+  end
+
+  it("adds Via to a 101 and to a refusal", function()
+    local c, res = ws_open(front.port, "/via/ws")
+    assert.are.equal(101, res.status)
+    assert.are.equal("1.1 front", res.headers["via"])
+    echo(c, "via")
+    c, res = ws_open(front.port, "/via/forbidden")
+    assert.are.equal(403, res.status)
+    assert.are.equal("1.1 front", res.headers["via"])
+    c:close()
+  end)
+
+  it("runs the response hook on a 101's head and on a refusal", function()
+    local c, res = ws_open(front.port, "/hook/ws")
+    assert.are.equal(101, res.status)
+    assert.are.equal("101", res.headers["x-hooked"])
+    echo(c, "hooked")
+    c, res = ws_open(front.port, "/hook/forbidden")
+    assert.are.equal(403, res.status)
+    assert.are.equal("403", res.headers["x-hooked"])
+    assert.are.equal("no entry\n", res.body)
+    c:close()
+  end)
+
+  it("refuses a hook that changes a 101's status with a clear error", function()
+    local c, res = ws_open(front.port, "/hookbad/ws")
+    assert.are.equal(500, res.status)
+    c:close()
+    assert.truthy(front:logtext():find("cannot change the status of a switch", 1, true), front:logtext())
+  end)
+
+  it("connects with the client's TLS settings (its own and a group's)", function()
+    local c, res = ws_open(front.port, "/tlsdefault/ws")
+    assert.are.equal(502, res.status) -- the default client verifies the certificate
+    c:close()
+    c, res = ws_open(front.port, "/tls/ws")
+    assert.are.equal(101, res.status)
+    echo(c, "over tls")
+    c, res = ws_open(front.port, "/tlsgroup/ws")
+    assert.are.equal(101, res.status)
+    echo(c, "group over tls")
+  end)
+end)

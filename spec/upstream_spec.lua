@@ -8,13 +8,19 @@ local socket = require "socket"
 local cjson = require "cjson"
 
 -- One upstream: its name in X-Node; /stall-<name> stalls; /hold holds 1.5 s;
--- POST /_set?status=&health=&reset=1 changes its answers; /_stats counts.
+-- POST /_set?status=&health=&fail=n&reset=1 changes its answers (fail: the
+-- next n probes answer 500); /_stats counts.
 local NODE = [[
 local http = require "moonhttp"
 local NAME = %q
-local st = { health = 200, status = 200, hits = 0, probes = 0 }
+local st = { health = 200, status = 200, hits = 0, probes = 0, fail = 0 }
 http.handle("GET /health", function(req, res)
   st.probes = st.probes + 1
+  if st.fail > 0 then
+    st.fail = st.fail - 1
+    res:status(500)
+    return res:write("failing " .. NAME)
+  end
   res:status(st.health)
   res:write("health " .. NAME)
 end)
@@ -22,6 +28,7 @@ http.handle("POST /_set", function(req, res)
   local a = req:args()
   if a.health then st.health = tonumber(a.health) end
   if a.status then st.status = tonumber(a.status) end
+  if a.fail then st.fail = tonumber(a.fail) end
   if a.reset then st.hits, st.probes = 0, 0 end
   res:write("ok")
 end)
@@ -53,6 +60,10 @@ route("/hash2/", http.upstream{ servers = { A, B, C }, balance = "hash(header:X-
 route("/refused/", http.upstream{ servers = { DEAD, A }, max_fails = 0 })
 route("/stall1/", http.upstream{ servers = { A, B }, retries = { on = { "error" } } })
 route("/stall2/", http.upstream{ servers = { A, B }, retries = { on = { "error", "timeout" } } })
+route("/budget/", http.upstream{ servers = { A, B, C }, retries = { tries = 3, on = { "timeout" }, timeout = 0.7 } },
+  { read_timeout = 0.5 })
+route("/nobudget/", http.upstream{ servers = { A, B, C }, retries = { tries = 3, on = { "timeout" } } },
+  { read_timeout = 0.5 })
 route("/down/", http.upstream{ servers = { DEAD, DEAD2 } })
 route("/downjson/", http.upstream{ servers = { DEAD, DEAD2 } }, { on_error = function(res, status, kind, detail)
   res:json({ status = status, kind = kind, detail = detail }, status)
@@ -78,9 +89,13 @@ end)
 local FRONT2 = [[
 local http = require "moonhttp"
 http.server{ shared = { ups = "1m" } }
-local A, B = %q, %q
+local A, B, C = %q, %q, %q
 local g = http.upstream{ servers = { A, B }, shared = "ups", max_fails = 0,
-  health = { path = "/health", interval = 0.25, timeout = 0.5 } }
+  health = { path = "/health", interval = 0.25, timeout = 0.5, rise = 1, fall = 1 } }
+-- the default thresholds: down after 3 failed probes in a row, up after 2 good ones
+local g3 = http.upstream{ servers = { C }, shared = "ups", max_fails = 0,
+  health = { path = "/health", interval = 0.2, timeout = 0.5 } }
+http.handle("/rf/", function(req, res) return http.proxy(req, res, g3) end)
 local pid
 http.handle("/", function(req, res)
   pid = pid or io.open("/proc/self/stat"):read("n")
@@ -231,6 +246,21 @@ describe("http.upstream", function()
     assert.is_true(seen.a and seen.b)
   end)
 
+  it("retries.timeout: no new try once that long has passed since the first", function()
+    local function hits() return stats(a).hits + stats(b).hits + stats(c).hits end
+    for _, n in ipairs({ a, b, c }) do set(n, "reset=1") end
+    local t0 = H.now()
+    local r = front:get("/budget/hold") -- each node holds 1.5 s: every try times out (0.5 s)
+    local took = H.now() - t0
+    assert.equal(504, r.status) -- the last failure's mapping
+    assert.equal(2, hits()) -- tries at 0 and 0.5 s; none at 1.0 s (past 0.7 s)
+    assert.is_true(took < 1.4, "took " .. took)
+    for _, n in ipairs({ a, b, c }) do set(n, "reset=1") end
+    r = front:get("/nobudget/hold")
+    assert.equal(504, r.status)
+    assert.equal(3, hits()) -- without a budget all three tries go out
+  end)
+
   it("a listed status is retried on the next server; the last one's answer goes out", function()
     set(a, "status=503&reset=1")
     set(b, "status=503&reset=1")
@@ -277,6 +307,9 @@ describe("http.upstream", function()
       { "servers = { '127.0.0.1:1' }, retries = { on = { 'oops' } }", "unknown condition oops" },
       { "servers = { '127.0.0.1:1' }, helth = {}", "helth" },
       { "servers = { '127.0.0.1:1' }, health = { path = 'x' }", "health.path must be" },
+      { "servers = { '127.0.0.1:1' }, health = { path = '/h', fall = 0 }", "health.fall must be an integer" },
+      { "servers = { '127.0.0.1:1' }, retries = { timeout = 'x' }", "retries.timeout must be" },
+      { "servers = { '127.0.0.1:1' }, shared = 'nope'", 'shared dict "nope" is not declared' },
     }
     for _, case in ipairs(cases) do
       local code, out = H.run({ "--check", H.script("local http = require 'moonhttp'\nhttp.upstream{ "
@@ -285,18 +318,55 @@ describe("http.upstream", function()
       assert.truthy(out:match(case[2]), out)
       assert.truthy(out:match("%.lua:2"), out) -- the error points at the user's line
     end
+    -- a dict declared after the group, or on the command line, is found
+    local code, out = H.run({ "--check", H.script("local http = require 'moonhttp'\n"
+      .. "http.upstream{ servers = { '127.0.0.1:1' }, shared = 'late' }\nhttp.server{ shared = { late = '1m' } }\n") })
+    assert.equal(0, code, out)
+    code, out = H.run({ "--check", "--shared", "cli=1m", H.script("local http = require 'moonhttp'\n"
+      .. "http.upstream{ servers = { '127.0.0.1:1' }, shared = 'cli' }\n") })
+    assert.equal(0, code, out)
   end)
 end)
 
 describe("http.upstream health checks across workers", function()
-  local a, b, front
+  local a, b, c, front
   setup(function()
     a = H.start(NODE:format("a"))
     b = H.start(NODE:format("b"))
-    front = H.start(FRONT2:format("127.0.0.1:" .. a.port, "127.0.0.1:" .. b.port), { flags = { "--workers", "2" } })
+    c = H.start(NODE:format("c"))
+    front = H.start(FRONT2:format("127.0.0.1:" .. a.port, "127.0.0.1:" .. b.port, "127.0.0.1:" .. c.port),
+      { flags = { "--workers", "2" } })
   end)
   teardown(function()
-    for _, s in ipairs({ front, a, b }) do if s then s:stop() end end
+    for _, s in ipairs({ front, a, b, c }) do if s then s:stop() end end
+  end)
+
+  -- Polls the one-server group every 40 ms until its answer is `status`; the
+  -- node's probe count then (probes since the last reset).
+  local function probes_until(status, limit)
+    local t0 = H.now()
+    while H.now() - t0 < limit do
+      if front:get("/rf/x").status == status then return stats(c).probes end
+      H.sleep(0.04)
+    end
+    error("no " .. status .. " within " .. limit .. " s")
+  end
+
+  it("marks a server down after fall failed probes in a row, up after rise good ones", function()
+    H.sleep(0.5)
+    -- two failed probes (fewer than fall = 3) never take it out
+    set(c, "fail=2&reset=1")
+    local t0 = H.now()
+    while H.now() - t0 < 1.2 do
+      assert.equal(200, front:get("/rf/x").status)
+      H.sleep(0.04)
+    end
+    set(c, "health=500&reset=1")
+    local n = probes_until(503, 3)
+    assert.is_true(n >= 3, "down after " .. n .. " probes")
+    set(c, "health=200&reset=1")
+    n = probes_until(200, 3)
+    assert.is_true(n >= 2, "up after " .. n .. " probes")
   end)
 
   it("probes each server from one worker and every worker sees its marks", function()

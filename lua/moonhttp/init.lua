@@ -342,7 +342,8 @@ function Client:close() core.client_close(self._c) end
 
 function M.client(opts)
   if opts ~= nil and type(opts) ~= "table" then error("http.client: options must be a table", 2) end
-  return setmetatable({ _c = core.client(opts) }, Client)
+  -- _opts: what an upgrade through http.proxy takes from it (relay.lua, client_opts)
+  return setmetatable({ _c = core.client(opts), _opts = opts }, Client)
 end
 
 -- Wraps h in the middleware of its scope and all enclosing scopes; the

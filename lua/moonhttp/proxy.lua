@@ -150,6 +150,14 @@ local function fail(res, opts, kind, detail)
   return nil, kind, detail
 end
 
+-- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
+-- on after the body (pass_trailers), so their announcement goes down too, unless the
+-- upstream's Connection names it or an HTTP/1.0 client can get no trailers. Asked only
+-- when the upstream sent one (req.proto is a call into C).
+local function keeps_trailer(req, drop)
+  return (drop == HOP or not rawget(drop, "trailer")) and req.proto ~= "HTTP/1.0"
+end
+
 -- Sends the response head: status and headers, hop-by-hop ones and the framing dropped.
 -- Without a response hook the fields go to res as they come, in the upstream's order.
 local function send_head(req, res, resp, opts)
@@ -161,7 +169,7 @@ local function send_head(req, res, resp, opts)
     for i = 1, #list, 2 do
       local name = list[i]
       local l = name:lower()
-      if not drop[l] and not OWN_DOWN[l] then
+      if (not drop[l] or (l == "trailer" and keeps_trailer(req, drop))) and not OWN_DOWN[l] then
         local first = spelling[l]
         if first then
           res:add_header(first, list[i + 1])
@@ -181,7 +189,9 @@ local function send_head(req, res, resp, opts)
   local spelling = {}
   for i = 1, #list, 2 do
     local l = list[i]:lower()
-    if not drop[l] and not OWN_DOWN[l] then add(head.headers, spelling, list[i], list[i + 1]) end
+    if (not drop[l] or (l == "trailer" and keeps_trailer(req, drop))) and not OWN_DOWN[l] then
+      add(head.headers, spelling, list[i], list[i + 1])
+    end
   end
   if opts.via then add(head.headers, spelling, "Via", resp.proto:match("HTTP/(.*)") .. " " .. opts.via) end
   if opts.response then opts.response(head, req) end
@@ -238,15 +248,20 @@ function M.proxy(http, req, res, target, opts)
   if upgrade or core.extended_connect(req) then
     -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua);
     -- a group gives one server (no retry: the handshake is not replayed)
-    local ubase = base
+    local relay = require("moonhttp.relay")
+    local ubase, client = base, opts.client
     if upstream.is_group(target) then
+      if client then error("http.proxy: a group has its own client (http.upstream's client option)", 3) end
       local why
       ubase, why = target:url(req)
       if not ubase then return fail(res, opts, why, "no server available") end
+      client = target.client
     end
-    local ok, why, detail = require("moonhttp.relay").run(http, req, res, ubase .. up.path, {
-      connect_timeout = opts.connect_timeout, read_timeout = opts.read_timeout,
-      idle_timeout = opts.idle_timeout }, up)
+    local tls, connect_timeout
+    if client then tls, connect_timeout = relay.client_opts(client) end
+    local ok, why, detail = relay.run(http, req, res, ubase .. up.path, {
+      connect_timeout = opts.connect_timeout or connect_timeout, read_timeout = opts.read_timeout,
+      idle_timeout = opts.idle_timeout, tls = tls, via = opts.via, response = opts.response }, up)
     if not ok then return fail(res, opts, why, detail) end
     return ok, why
   end

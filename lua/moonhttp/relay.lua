@@ -10,7 +10,7 @@ local crypto = require "moonhttp.crypto"
 local M = {}
 
 local KNOWN = { "connect_timeout", "read_timeout", "idle_timeout", "headers", "keep_host",
-  "keep_path", "tls", "max_buffer" }
+  "keep_path", "tls", "max_buffer", "via", "response" }
 
 -- Hop-by-hop fields are not passed on; Upgrade and Connection are set again below.
 local HOP = hop.NAMES
@@ -113,6 +113,10 @@ local function request_head(req, opts, up, authority, target, h2)
     put("Upgrade", req:header("upgrade"))
   end
   put("Connection", "Upgrade")
+  if opts.via and not up then -- http.proxy's `up` has its Via already
+    local v = req.proto:match("HTTP/(.*)")
+    put("Via", (v == "2.0" and "2" or v) .. " " .. opts.via)
+  end
   local method = up and up.method or req.method
   return method .. " " .. target .. " HTTP/1.1\r\n" .. table.concat(out) .. "\r\n", key
 end
@@ -159,17 +163,52 @@ local function down_headers(list, keep_upgrade, h2)
   return out
 end
 
--- A non-101 answer as a normal response: its head, then its body by its framing.
-local function relay_response(req, res, sock, status, list)
-  res:status(status)
-  local set = {}
-  for i = 1, #list - 1, 2 do
-    local name, value = list[i], list[i + 1]
-    local l = name:lower()
-    if not HOP[l] and not OWN_DOWN[l] then
-      if set[l] then res:add_header(name, value) else res:header(name, value) end
-      set[l] = true
+-- The answer's head as http.proxy's response hook sees it ({ status =, headers = { Name =
+-- { values } } }), with Via added (the upstream spoke HTTP/1.1), then flat again; the
+-- list as it was when there is neither.
+local function hooked(req, status, list, opts)
+  if not opts.via and not opts.response then return status, list end
+  local head, spelling = { status = status, headers = {} }, {}
+  local function add(name, value)
+    local key = spelling[name:lower()]
+    if not key then
+      key = name
+      spelling[name:lower()], head.headers[key] = name, {}
     end
+    local t = head.headers[key]
+    t[#t + 1] = value
+  end
+  for i = 1, #list - 1, 2 do add(list[i], list[i + 1]) end
+  if opts.via then add("Via", "1.1 " .. opts.via) end
+  if opts.response then opts.response(head, req) end
+  local out = {}
+  for name, values in pairs(head.headers) do
+    for _, v in ipairs(values) do
+      out[#out + 1] = name
+      out[#out + 1] = v
+    end
+  end
+  return head.status, out
+end
+
+-- A non-101 answer as a normal response: its head, then its body by its framing.
+local function relay_response(req, res, sock, status, list, opts)
+  local keep = {}
+  for i = 1, #list - 1, 2 do
+    local l = list[i]:lower()
+    if not HOP[l] and not OWN_DOWN[l] then
+      keep[#keep + 1] = list[i]
+      keep[#keep + 1] = list[i + 1]
+    end
+  end
+  local shown, down = hooked(req, status, keep, opts)
+  res:status(shown)
+  local set = {}
+  for i = 1, #down - 1, 2 do
+    local name, value = down[i], down[i + 1]
+    local l = name:lower()
+    if set[l] then res:add_header(name, value) else res:header(name, value) end
+    set[l] = true
   end
   if req.method == "HEAD" or status == 204 or status == 304 then return true end
   local te = find(list, "transfer-encoding")
@@ -224,7 +263,25 @@ local function switch(req, sock, status, list, h2, key, opts)
   if math.type(max_buffer) ~= "integer" or max_buffer < 1 then
     error("http.relay_upgrade: max_buffer must be a number of bytes >= 1", 4)
   end
-  return core.relay(req, sock, status, down_headers(list, not h2, h2), idle, max_buffer)
+  local shown, down = hooked(req, status, down_headers(list, not h2, h2), opts)
+  if shown ~= status then
+    error("http.proxy: the response hook cannot change the status of a switch (" .. status
+      .. "): the upstream has switched protocols", 0)
+  end
+  return core.relay(req, sock, status, down, idle, max_buffer)
+end
+
+-- What an upgrade takes from an http.client (http.proxy's `client`, a group's own): its TLS
+-- settings and connect_timeout. Its pool does not apply: an upgraded connection never
+-- goes back to one.
+function M.client_opts(client)
+  local o = client._opts or {}
+  local tls
+  if o.tls then
+    tls = {}
+    for _, k in ipairs({ "verify", "ca", "cert", "key", "min_version" }) do tls[k] = o.tls[k] end
+  end
+  return tls, o.connect_timeout
 end
 
 -- true, why; or nil, kind, detail (the upstream could not be reached or did not answer:
@@ -266,7 +323,7 @@ function M.run(http, req, res, url, opts, up)
     if not ok then return failed(why) end
     return ok, why, up_bytes, down_bytes
   end
-  ok, err = relay_response(req, res, sock, status, list)
+  ok, err = relay_response(req, res, sock, status, list, opts)
   if not ok then error("http.relay_upgrade: upstream " .. tostring(err), 0) end -- head is out: cut
   return true, "not upgraded"
 end

@@ -17,8 +17,8 @@ Group.__index = Group
 
 local KNOWN = { "servers", "balance", "max_fails", "fail_timeout", "health", "retries",
   "keepalive", "shared", "name", "client" }
-local HEALTH_KNOWN = { "path", "interval", "timeout", "expect" }
-local RETRIES_KNOWN = { "tries", "on", "idempotent_only" }
+local HEALTH_KNOWN = { "path", "interval", "timeout", "expect", "rise", "fall" }
+local RETRIES_KNOWN = { "tries", "on", "idempotent_only", "timeout" }
 local SERVER_KNOWN = { "addr", "weight" }
 
 -- The conditions a retry may name. Statuses count as a server failure only when named here.
@@ -132,6 +132,12 @@ local function parse_retries(r, nservers, level)
     end
   end
   if r.idempotent_only ~= nil then out.idempotent_only = r.idempotent_only and true or false end
+  if r.timeout ~= nil then
+    if type(r.timeout) ~= "number" or r.timeout <= 0 then
+      fail_opts("http.upstream", "retries.timeout must be a number of seconds > 0", level + 1)
+    end
+    out.timeout = r.timeout
+  end
   return out
 end
 
@@ -151,8 +157,18 @@ local function parse_health(h, level)
   if math.type(expect) ~= "integer" or expect < 100 or expect > 599 then
     fail_opts("http.upstream", "health.expect must be a status code", level + 1)
   end
+  -- haproxy's defaults: one lost probe on a busy network does not take a server
+  -- out (passive marks still catch a server that fails real requests at once),
+  -- and a server coming back answers twice before it gets traffic again
+  local rise, fall = h.rise or 2, h.fall or 3
+  for what, v in pairs({ rise = rise, fall = fall }) do
+    if math.type(v) ~= "integer" or v < 1 or v > 100 then
+      fail_opts("http.upstream", "health." .. what .. " must be an integer from 1 to 100", level + 1)
+    end
+  end
   return { path = h.path, interval = positive(h.interval, "health.interval", 5, level + 1),
-    timeout = positive(h.timeout, "health.timeout", 2, level + 1), expect = expect }
+    timeout = positive(h.timeout, "health.timeout", 2, level + 1), expect = expect,
+    rise = rise, fall = fall }
 end
 
 -- This worker's own state when the group names no shared dict: the subset of
@@ -213,6 +229,15 @@ function M.new(http, opts, level)
     fail_opts("http.upstream", "shared must be the name of a shared dict", level + 1)
   end
   g.shared_name = opts.shared
+  if opts.shared then
+    -- checked once the script has run (lua_load.c), when every declaration is known
+    local info = debug.getinfo(level, "Sl") -- error()'s level counts alike
+    local wanted = core.shared_wanted or {}
+    core.shared_wanted = wanted
+    wanted[#wanted + 1] = { name = opts.shared,
+      where = (info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ") or "")
+        .. "http.upstream: " }
+  end
   if opts.client ~= nil and opts.keepalive ~= nil then
     fail_opts("http.upstream", "keepalive is the client's max_idle_per_host: set one or the other", level + 1)
   end
@@ -225,6 +250,8 @@ function M.new(http, opts, level)
     s.down_key = "up:" .. g.name .. ":" .. s.addr .. ":down"
     s.fails_key = "up:" .. g.name .. ":" .. s.addr .. ":fails"
     s.sick_key = "up:" .. g.name .. ":" .. s.addr .. ":sick"
+    s.bad_key = "up:" .. g.name .. ":" .. s.addr .. ":bad" -- failed probes in a row
+    s.good_key = "up:" .. g.name .. ":" .. s.addr .. ":good" -- good probes in a row while sick
   end
   if balance == "hash" then g.ring = M.ring(servers) end
   if g.health then http.on_start(function() g:start_probes() end) end
@@ -371,7 +398,9 @@ end
 One exchange with the group: tries servers until one answers, at most
 retries.tries of them. An attempt is retried when its condition is in
 retries.on, the request may be sent again (`replayable`: no body, or a body
-kept whole) and, with idempotent_only, its method is idempotent. An answer
+kept whole), with idempotent_only its method is idempotent, and less than
+retries.timeout seconds have passed since the first try began (nginx's
+proxy_next_upstream_timeout: a try under way is not cut short). An answer
 with a listed status is a failure, kept open until another server is found:
 when none is (all tried or down) or no retry follows, it is the answer.
 Returns resp, server (the caller releases it when the body is done), or nil,
@@ -383,6 +412,7 @@ function Group:exchange(path, fopts, replayable, req, key)
   local may_retry = replayable and (IDEMPOTENT[method] or not r.idempotent_only)
   local tried = {}
   local kept, kept_s, kind, detail
+  local deadline = r.timeout and self.http.now() + r.timeout
   for attempt = 1, r.tries do
     local s = self:pick(tried, req, key)
     if not s then break end
@@ -397,7 +427,8 @@ function Group:exchange(path, fopts, replayable, req, key)
     resp, kind, detail = self.client:fetch(s.base .. path, fopts)
     local cond = condition(self, resp, kind)
     if cond then self:failed(s) end
-    if not cond or attempt == r.tries or not may_retry or not r.on[cond] then
+    if not cond or attempt == r.tries or not may_retry or not r.on[cond]
+        or (deadline and self.http.now() >= deadline) then
       if resp then return resp, s end
       s.inflight = s.inflight - 1
       return nil, kind, detail
@@ -450,7 +481,10 @@ function Group:url(req)
   return s.base
 end
 
--- One probe of s: up when it answers health.expect within health.timeout.
+-- One probe of s: good when it answers health.expect within health.timeout.
+-- health.fall bad probes in a row mark s down, health.rise good ones in a row
+-- mark it up again. The counts live beside the marks, so a prober that
+-- moves to another worker carries on from them.
 function Group:probe(s)
   if s.probing then return end -- the last probe is still waiting
   s.probing = true
@@ -461,12 +495,28 @@ function Group:probe(s)
   if resp then resp:close() end
   s.probing = false
   local st = self:state()
+  -- a mark or a count outlives a few missed probes only: a prober that stops
+  -- (a reload, a stop) leaves no server down for good
+  local ttl = (math.max(h.rise, h.fall) + 2) * h.interval + h.timeout
+  local sick = st:get(s.sick_key) ~= nil
   if ok then
-    st:delete(s.sick_key)
+    st:delete(s.bad_key)
+    if sick then
+      local n = st:incr(s.good_key, 1, 0, ttl)
+      if not n or n >= h.rise then -- a full dict: no count, decide on this probe
+        st:delete(s.sick_key)
+        st:delete(s.good_key)
+      else
+        st:set(s.sick_key, true, ttl)
+      end
+    end
   else
-    -- a mark outlives a few missed probes only: a prober that stops (a
-    -- reload, a stop) leaves no server down for good
-    st:set(s.sick_key, true, 3 * h.interval + h.timeout)
+    st:delete(s.good_key)
+    local n = not sick and st:incr(s.bad_key, 1, 0, ttl)
+    if sick or not n or n >= h.fall then
+      st:set(s.sick_key, true, ttl)
+      st:delete(s.bad_key)
+    end
   end
 end
 

@@ -539,6 +539,61 @@ struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size
     return mh_gen_load(config, reload, NULL, err, errlen);
 }
 
+/* True when name is a shared dict of the config (the command line and, on a first load, the
+ * script's settings) or of the script's own http.server{ shared = ... } (a reload adds those). */
+static bool shared_declared(lua_State *L, const struct mh_gen *g, const struct mh_config *config,
+                            const char *name)
+{
+    for (size_t i = 0; i < config->nshared; i++)
+        if (!strcmp(config->shared[i].name, name))
+            return true;
+    if (g->settings_ref == LUA_NOREF)
+        return false;
+    int top = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->settings_ref);
+    bool found =
+        lua_getfield(L, -1, "shared") == LUA_TTABLE && lua_getfield(L, -1, name) != LUA_TNIL;
+    lua_settop(L, top);
+    return found;
+}
+
+/*
+ * The shared dicts the script named while it loaded (http.upstream{ shared = "x" } puts
+ * { name = "x", where = "script.lua:12: http.upstream: " } in core.shared_wanted) are all
+ * declared. A dict cannot be touched before the
+ * server starts, so without this a missing one showed only as a 500 at the first request that
+ * used it; now the load fails, naming the line that named the dict.
+ */
+static int check_shared_wanted(lua_State *L, const struct mh_gen *g, const struct mh_config *config,
+                               char *err, size_t errlen)
+{
+    int top = lua_gettop(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    if (lua_getfield(L, -1, "moonhttp.core") != LUA_TTABLE ||
+        lua_getfield(L, -1, "shared_wanted") != LUA_TTABLE) {
+        lua_settop(L, top);
+        return 0;
+    }
+    int rc = 0;
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n && rc == 0; i++) {
+        lua_rawgeti(L, -1, i);
+        lua_getfield(L, -1, "name");
+        lua_getfield(L, -2, "where");
+        const char *name = lua_tostring(L, -2), *where = lua_tostring(L, -1);
+        if (name && !shared_declared(L, g, config, name)) {
+            snprintf(err, errlen,
+                     "%sshared dict \"%s\" is not declared (declare it: "
+                     "http.server{ shared = { %s = \"1m\" } })",
+                     where ? where : "", name, name);
+            rc = -1;
+        }
+        lua_pop(L, 3);
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
 struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
                            size_t errlen)
 {
@@ -599,6 +654,8 @@ struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps
     }
     if (g->settings_ref != LUA_NOREF && reload)
         warn_restart_settings(g);
+    if (check_shared_wanted(L, g, config, err, errlen) < 0)
+        goto fail;
     if (!(g->router = mh_router_build(g->_builder, err, errlen)))
         goto fail;
     mh_router_builder_free(g->_builder);

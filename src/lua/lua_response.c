@@ -102,7 +102,35 @@ static int res_add_header(lua_State *L)
     return set_header(L, false);
 }
 
-/* Adds one trailer; misuse (a bad name or value) raises as res:header does. */
+/* True when a Trailer field of the head names name already (its value is a list of names). */
+static bool announced(const struct mh_response *r, const char *name, size_t nlen)
+{
+    uint32_t i = 0;
+    const char *n, *v;
+    size_t nl, vl;
+    while (mh_response_pair(r, &i, &n, &nl, &v, &vl)) {
+        if (!mh_strieq(n, nl, "trailer", 7))
+            continue;
+        for (size_t at = 0; at < vl;) {
+            while (at < vl && (v[at] == ',' || v[at] == ' ' || v[at] == '\t'))
+                at++;
+            size_t start = at;
+            while (at < vl && v[at] != ',' && v[at] != ' ' && v[at] != '\t')
+                at++;
+            if (at > start && mh_strieq(v + start, at - start, name, nlen))
+                return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Adds one trailer; misuse (a bad name or value) raises as res:header does.
+ * While the head can still change, the name is also announced in a Trailer
+ * field (RFC 9110 §6.6.2), so a recipient knows what to wait for; set after
+ * the head went out (a streamed body), the trailer is sent unannounced, as
+ * the RFC allows, unless the handler announced it itself with res:header.
+ */
 static void add_trailer(lua_State *L, struct mh_req *c, int name_i, int value_i)
 {
     size_t nlen, vlen;
@@ -114,6 +142,9 @@ static void add_trailer(lua_State *L, struct mh_req *c, int name_i, int value_i)
         luaL_error(L, "res:trailers: the value of %s must be a string or a list of strings", name);
     const char *err = mh_response_trailer(&c->res, name, nlen, value, vlen);
     if (err)
+        luaL_error(L, "res:trailers: %s: %s", name, err);
+    if (!c->res.written && !c->res.head_sent && !announced(&c->res, name, nlen) &&
+        (err = mh_response_header(&c->res, "Trailer", 7, name, nlen, false)))
         luaL_error(L, "res:trailers: %s: %s", name, err);
 }
 
