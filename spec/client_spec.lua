@@ -51,9 +51,14 @@ describe("http client", function()
       -- The terminator is a second write of the upstream (a Lua process): on
       -- a loaded machine it can come later than the default 50 ms drain_timeout,
       -- and the drain would rightly give up. Waiting for it is what is tested.
+      -- A fetch made while the drain still waits takes another connection (as
+      -- Go's Transport does), so on a loaded machine a few more may be dialled:
+      -- what must hold is that no drain gave up and nearly every fetch reused.
       local s = run(up, loop_script("/chunked", 100, "{ drain_timeout = 1 }"))
-      assert.equal(1, up:count())
-      assert.equal(99, s.reuses)
+      assert.equal(0, s.drains_abandoned or 0)
+      assert.equal(100, s.dials + s.reuses)
+      assert.is_true(s.reuses >= 90, s.reuses .. " of 100 fetches reused a connection")
+      assert.equal(s.dials, up:count())
     end)
 
     it("reuses after a decoder stops before the trailing newline", function()
