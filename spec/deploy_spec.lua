@@ -101,21 +101,30 @@ describe("deploy example (HAProxy rolling restart)", function()
     os.remove(cfg)
   end)
 
-  -- Stops one instance gracefully and starts a new one on the same port.
-  local function roll(inst)
-    local port = inst.port
+  -- How often HAProxy has logged server `name` coming (back) up.
+  local function ups(name)
+    local _, n = (H.read_file(proxy_log) or ""):gsub("Server moonhttp/" .. name .. " is UP", "")
+    return n
+  end
+
+  -- Stops one instance gracefully and starts a new one on the same port, and
+  -- returns once HAProxy sends it traffic again. That takes `rise 2` good
+  -- checks 200 ms apart: about 0.4 s, but a fixed sleep for it was too short
+  -- beside another spec on a busy machine, and the next roll then stopped the
+  -- only server HAProxy had (a 503 to the load).
+  local function roll(inst, name)
+    local port, before = inst.port, ups(name)
     assert.equal(0, inst:stop())
     local fresh = start_instance(port)
-    -- HAProxy needs `rise 2` good checks (200 ms apart) before it sends traffic again.
-    H.sleep(0.8)
+    assert.truthy(O.wait_for(function() return ups(name) > before end, 10), H.read_file(proxy_log))
     return fresh
   end
 
   it("loses no request while both instances are restarted in turn under load", function()
     local load = O.start_wrk("http://127.0.0.1:" .. front .. "/", 6, 16)
     H.sleep(0.5)
-    a = roll(a)
-    b = roll(b)
+    a = roll(a, "a")
+    b = roll(b, "b")
     local r = load:finish()
     assert.is_true(r.requests > 1000, r.text)
     assert.equal(0, r.non2xx, r.text .. "\n" .. (H.read_file(proxy_log) or ""))

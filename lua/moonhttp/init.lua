@@ -172,6 +172,10 @@ function M.log(level, ...) core.log(level, ...) end
 -- still serves, so a health check answering 503 lets a balancer drain it.
 function M.stopping() return core.stopping() end
 
+-- This worker's slot, 1..workers: a worker restarted or replaced by a reload
+-- gets its predecessor's number. nil while the script loads (in the master).
+function M.worker_id() return core.worker_id() end
+
 -- A readiness route for a load balancer or an orchestrator's probe:
 --   http.handle("GET /ready", http.health_handler { check = function(req) ... end })
 -- 503 "stopping" once a stop began (during shutdown_delay the worker still

@@ -221,6 +221,22 @@ static int l_stopping(lua_State *L)
 }
 
 /*
+ * core.worker_id(): the serving worker's slot, 1..workers, or nil while the
+ * script loads. A load runs in the master before the fork (and a reload
+ * there again), so a number at load time would be one value copied into
+ * every worker; nil makes such a use fail where it is written instead.
+ */
+static int l_worker_id(lua_State *L)
+{
+    const struct mh_gen *g = mh_gen_of(L);
+    if (!g->host || g->host->worker_id < 1)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, g->host->worker_id);
+    return 1;
+}
+
+/*
  * http.metrics_handler() is made while the script loads, before the server
  * has its metrics: a C handler that forwards to what the host serves.
  */
@@ -274,6 +290,7 @@ static int open_core(lua_State *L)
         {"dev", l_dev},
         {"log", l_log},
         {"stopping", l_stopping},
+        {"worker_id", l_worker_id},
         {"metrics_handler", l_metrics_handler},
         {NULL, NULL},
     };

@@ -50,6 +50,7 @@ struct mh_gen_host {
     struct mh_chan_endpoint *channels; /* http.channel(); NULL: none */
     struct mh_shm_once *once;          /* leases of { once = true } jobs; NULL: each worker runs them */
     const uint32_t *once_epoch;        /* the start or reload this worker serves (shm_once.h) */
+    int worker_id; /* http.worker_id(): the worker's slot, 1..workers (1 for a lone worker) */
     /* Every { once = true } on_start of g has ended here (lua_timer.c); NULL: nobody asks. */
     void (*once_started)(const struct mh_gen_host *h, struct mh_gen *g);
 };

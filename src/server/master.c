@@ -136,6 +136,8 @@ static void child_main(struct master *m)
         mh_log(MH_LOG_ERROR, "worker: %s", err);
         _exit(EXIT_SETUP_FAILED);
     }
+    /* Counted from 1 for http.worker_id(); a restart or a reload keeps the number. */
+    w.host.worker_id = m->spawning_slot + 1;
     mh_gen_unref(m->gen); /* the worker holds this process's copy now */
     m->gen = NULL;
     mh_worker_set_ops(&w, m->ops);

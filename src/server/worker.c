@@ -404,6 +404,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->host.shutting_down = &w->shutting_down;
     w->host.reload_stats = &w->reload_stats;
     w->host.background_tasks = &w->background_tasks;
+    w->host.worker_id = 1; /* a lone worker; the master sets its workers' slots */
     /* Its threads start with the first job, in this process (after any fork). */
     w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
     mh_gen_set_host(gen, &w->host);
