@@ -233,7 +233,9 @@ end
 -- arrives, with its Content-Length when it declared one, else chunked. One
 -- piece is in flight at a time (fetch_send waits until it is written), so
 -- memory stays at one piece however large the body. Not replayed: neither
--- retried nor sent again on a redirect.
+-- retried nor sent again on a redirect. A server that answers before the body
+-- is all sent (413, 401) ends the sending: its answer is the response
+-- (fetch_send's false), as nginx and Go's ReverseProxy relay it.
 local READ_PIECE = 64 * 1024
 local Request_mt
 
@@ -272,6 +274,7 @@ local function fetch_streamed(c, url, opts, src, length)
       end
       local ok
       ok, err, detail = core.fetch_send(resp, length and piece or string.format("%x\r\n%s\r\n", #piece, piece))
+      if ok == false then return core.fetch_head(resp) end
       if not ok then return nil, err, detail end
     end
   end
@@ -281,7 +284,7 @@ local function fetch_streamed(c, url, opts, src, length)
   end
   local ok
   ok, err, detail = core.fetch_send(resp, length and "" or "0\r\n\r\n", true)
-  if not ok then return nil, err, detail end
+  if ok == nil then return nil, err, detail end
   return core.fetch_head(resp)
 end
 

@@ -355,7 +355,7 @@ static void start_exchange(struct mh_client_conn *c)
     c->drained = 0;
     c->got_byte = c->msg_done = c->extra_bytes = c->head_overflow = c->interim = false;
     c->keep_alive = false;
-    r->head_done = r->body_done = false;
+    r->head_done = r->body_done = r->early = false;
     c->state = MH_CC_WRITING;
     arm_phase_timer(c, r->send_timeout);
     conn_write(c);
@@ -481,6 +481,40 @@ static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh
 
 /* ---- writing ------------------------------------------------------------- */
 
+/*
+ * Input while the request is still being written: the server may answer
+ * early (413, 401) and stop reading, as RFC 9112 §9.5 allows. Reads what is
+ * there; once a final head is in, sending stops for good (the server's view
+ * of the unsent rest is unknown, so the connection is not reused) and the
+ * exchange goes on with that response: a caller waiting for a piece to be
+ * written is told (mh_client_send's false), one waiting for the head gets
+ * it. True when the exchange has moved on, or failed (conn_fail told it).
+ */
+static bool early_input(struct mh_client_conn *c)
+{
+    if (mh_client_conn_pump(c) < 0)
+        return true;
+    struct mh_client_req *r = c->req;
+    if (!r->head_done)
+        return false;
+    r->early = true;
+    r->_chunk = NULL;
+    r->_awaiting = false;
+    r->_sent_last = true;
+    c->keep_alive = false;
+    c->state = MH_CC_BODY;
+    if (c->msg_done)
+        mh_client_conn_set_timer(c, 0);
+    else
+        arm_phase_timer(c, r->read_timeout);
+    update_read_interest(c);
+    if (r->_want == MH_CLIENT_SEND + 1)
+        notify(r, MH_CLIENT_SEND);
+    else
+        notify(r, MH_CLIENT_HEAD);
+    return true;
+}
+
 /* The next bytes of the request to write (the head, then a streamed piece), or false if none. */
 static bool next_out(struct mh_client_conn *c, const char **p, size_t *left, size_t **off)
 {
@@ -520,20 +554,21 @@ static void conn_write(struct mh_client_conn *c)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            mh_client_conn_set_io(c, wait_event(&c->tp, false));
+            mh_client_conn_set_io(c, wait_event(&c->tp, false) | EV_READ);
             return;
         }
-        if (n <= 0) {
+        /* The server may have answered, then closed: its answer is what the caller gets. */
+        if (n <= 0 && !early_input(c))
             conn_fail(c, mh_client_err_reset_sending);
+        if (n <= 0)
             return;
-        }
         *off += (size_t)n;
         if (r->send_timeout > 0)
             arm_phase_timer(c, r->send_timeout); /* a write: the clock between two restarts */
     }
     if (r->stream && !r->_sent_last) {
         r->_awaiting = true;
-        mh_client_conn_set_io(c, 0);
+        mh_client_conn_set_io(c, EV_READ); /* an early answer */
         arm_phase_timer(c, 0);
         return;
     }
@@ -548,7 +583,6 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct mh_client_conn *c = w->data;
     (void)loop;
-    (void)revents;
     switch (c->state) {
     case MH_CC_CONNECTING:
         on_connected(c);
@@ -557,7 +591,10 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
         on_handshake(c);
         break;
     case MH_CC_WRITING:
-        conn_write(c);
+        if ((revents & EV_READ) && early_input(c))
+            break;
+        if (!c->req->_awaiting)
+            conn_write(c);
         break;
     case MH_CC_HEAD:
     case MH_CC_BODY:
@@ -750,7 +787,7 @@ void mh_client_body_consume(struct mh_client_req *r, size_t n)
 
 bool mh_client_send(struct mh_client_req *r, const char *data, size_t len, bool last)
 {
-    if (r->err || r->_sent_last)
+    if (r->err || r->_sent_last || r->early)
         return false;
     r->_chunk = data;
     r->_chunk_len = len;

@@ -103,6 +103,13 @@ struct mh_client_req {
     int status;
     int http_major, http_minor;
     bool head_done, body_done;
+    /*
+     * The server answered before the request was all written (a 413 or 401
+     * during an upload): sending stopped, the exchange goes on with that
+     * response, and the connection is not reused. mh_client_send returns
+     * false from then on.
+     */
+    bool early;
     struct mh_client_conn *conn; /* while the exchange holds one */
 
     double _deadline;
@@ -134,8 +141,9 @@ const char *mh_client_trailers(const struct mh_client_req *r, size_t *len);
  * Streaming: hands the next piece of the request body, which must stay valid
  * until it is written; `last` ends the body. One piece at a time: that is
  * the back-pressure, and the bound on memory. Returns true if the piece is
- * being written (an MH_CLIENT_SEND event comes when it is, or on error),
- * false if it was written at once or err is set.
+ * being written (an MH_CLIENT_SEND event comes when it is, on error, or
+ * when the server answered early), false if it was written at once, err is
+ * set, or `early` is (the piece is dropped: the caller reads the response).
  */
 bool mh_client_send(struct mh_client_req *r, const char *data, size_t len, bool last);
 

@@ -740,14 +740,15 @@ static int resume_send(struct mh_task *t, lua_State *co)
     lua_pop(co, 1);
     if (r->req.err)
         return push_err(co, r->req.err);
-    lua_pushboolean(co, 1);
+    lua_pushboolean(co, !r->req.early);
     return 1;
 }
 
 /*
- * core.fetch_send(resp, bytes, last) → true, or nil, kind, detail. Waits
- * until the piece (framed by the caller) is written to the socket: one piece
- * in flight is the back-pressure.
+ * core.fetch_send(resp, bytes, last) → true, false (the server answered
+ * early: stop sending, fetch_head has its response), or nil, kind, detail.
+ * Waits until the piece (framed by the caller) is written to the socket:
+ * one piece in flight is the back-pressure.
  */
 static int l_fetch_send(lua_State *L)
 {
@@ -764,7 +765,7 @@ static int l_fetch_send(lua_State *L)
         lua_setiuservalue(L, 1, 3);
         if (r->req.err)
             return push_err(L, r->req.err);
-        lua_pushboolean(L, 1);
+        lua_pushboolean(L, !r->req.early);
         return 1;
     }
     return wait_on(L, r, WAIT_READ, resume_send);
