@@ -4,7 +4,7 @@
 #   /keep   401 with a body, then reads and drops what comes until EOF
 #   else    200 "ok <path>" once the body (Content-Length) is read, keep-alive
 # Prints "port N" once it listens on 127.0.0.1.
-import socket, threading
+import peer
 
 def head_of(c, buf):
     while b"\r\n\r\n" not in buf:
@@ -52,11 +52,4 @@ def serve(c):
     finally:
         c.close()
 
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-print("port %d" % s.getsockname()[1], flush=True)
-while True:
-    conn, _ = s.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+peer.serve_forever(serve)

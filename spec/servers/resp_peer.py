@@ -3,7 +3,8 @@
 # strings) with the bytes its first argument gives in hex. A second argument
 # "close" closes the connection after them; "trickle" sends them one byte
 # at a time, 2 ms apart (a reply cut at every byte).
-import socket, threading, time
+import time
+import peer
 
 def read_command(f):
     head = f.readline()
@@ -36,11 +37,4 @@ def serve(c):
         pass
     c.close()
 
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-print("port %d" % s.getsockname()[1], flush=True)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
+peer.serve_forever(serve)

@@ -8,7 +8,8 @@
 #   pg-query   the startup packet → AuthenticationOk, BackendKeyData and
 #              ReadyForQuery at once; the next request → the trickle
 #              (a CancelRequest connection is closed)
-import socket, struct, sys, threading, time
+import struct, sys, time
+import peer
 
 mode = sys.argv[1]
 
@@ -37,11 +38,4 @@ def serve(c):
     finally:
         c.close()
 
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(64)
-print("port %d" % s.getsockname()[1], flush=True)
-while True:
-    conn, _ = s.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+peer.serve_forever(serve)

@@ -4,7 +4,7 @@
 # write (bytes a relay must not lose), then sends every byte it gets back
 # upper-cased until the client's EOF, then "bye\n" and closes.
 # GET /refuse is answered 403 with a body instead.
-import socket, threading
+import peer
 
 
 def serve(c):
@@ -33,11 +33,4 @@ def serve(c):
     c.close()
 
 
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(16)
-print("port %d" % s.getsockname()[1], flush=True)
-while True:
-    conn, _ = s.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+peer.serve_forever(serve, backlog=16)
