@@ -68,7 +68,7 @@ function M.shared_store(dict)
     local ok, json = pcall(cjson.encode, { d = data, e = expires })
     if not ok then return nil, "session data cannot be encoded as JSON" end
     id = id or b64.encode_url(crypto.random(ID_BYTES))
-    local set, err = dict:set(key(id), json, math.max(1, expires - os.time()))
+    local set, err = dict:set(key(id), json, expires - os.time() + 1)
     if not set then return nil, err end
     return id
   end
@@ -147,7 +147,10 @@ local function load_session(m, req, res)
   local value = cookie and verify(m, cookie)
   if value then
     local data, expires = m.store:decode(value)
-    if data and expires > os.time() then
+    -- whole seconds: a session lives through the second it expires in, so it
+    -- lasts at least max_age seconds (a login at 10.99 with max_age = 1 made
+    -- expires 11, and `>` dropped it 10 ms later)
+    if data and expires >= os.time() then
       s.data, s.fresh, s._value = data, false, value
     end
   end
