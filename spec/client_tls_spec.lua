@@ -79,9 +79,13 @@ for _, p in ipairs{ "/small", "/chunked" } do
 end
 for k, v in pairs(c:stats()) do print(k, v) end
 ]], "https://localhost:" .. good, dir .. "/ca.pem")
-    assert.equal(1, s.dials)
-    assert.equal(99, s.reuses)
-    assert.equal(1, count())
+    -- as client_spec's chunked case: a fetch made while a drain still waits
+    -- rightly dials another (Go's rule too), which a loaded machine under
+    -- ASan did once (2 dials); no drain may give up, and most fetches reuse
+    assert.equal(0, s.drains_abandoned or 0)
+    assert.equal(100, s.dials + s.reuses)
+    assert.is_true(s.reuses >= 90, s.reuses .. " of 100 fetches reused a connection")
+    assert.equal(s.dials, count())
   end)
 
   it("names the reason a certificate is refused", function()
