@@ -174,3 +174,42 @@ for _, b in ipairs(bad) do print("mismatch", b) end
     assert.equal(0, kv.bad, out)
   end)
 end)
+
+describe("http.json.array(n)", function()
+  it("makes an empty list with room for n entries", function()
+    local kv, out = H.run_kv(nil, [[
+local json = http.json
+local t = json.array(3)
+print("empty", json.encode(t) .. " " .. #t .. " " .. tostring(next(t) == nil))
+t[1], t[2], t[3] = "a", 2, { id = 3 }
+print("filled", json.encode(t))
+t[4] = true -- past the room: it grows as any table
+print("grown", json.encode(t))
+print("zero", json.encode(json.array(0)))
+-- the room is taken at once: 100,000 list slots, not an empty table
+collectgarbage("stop")
+local before = collectgarbage("count")
+local big = json.array(100000)
+print("kib", math.floor(collectgarbage("count") - before) .. " " .. #big)
+]])
+    assert.equal("[] 0 true", kv.empty, out)
+    assert.equal('["a",2,{"id":3}]', kv.filled, out)
+    assert.equal('["a",2,{"id":3},true]', kv.grown, out)
+    assert.equal("[]", kv.zero, out)
+    local kib, len = kv.kib:match("^(%d+) (%d+)$")
+    assert.is_true(tonumber(kib) >= 1500, out) -- 100,000 slots of 16 bytes
+    assert.equal("0", len)
+  end)
+
+  for _, row in ipairs({
+    { "-1", "room for 0..16777216 entries" },
+    { "2.5", "number has no integer representation" },
+    { "2 ^ 24 + 1", "room for 0..16777216 entries" },
+    { "'3'", "table expected, got string" },
+  }) do
+    it("raises for json.array(" .. row[1] .. ")", function()
+      local kv, out = H.run_kv(nil, "print('err', select(2, pcall(http.json.array, " .. row[1] .. ")))")
+      assert.truthy(tostring(kv.err):find(row[2], 1, true), out)
+    end)
+  end
+end)

@@ -451,10 +451,23 @@ int mh_json_encode_l(lua_State *L)
     return 1;
 }
 
-/* json.array([t]): marks t (or a new table) to encode as an array; returns it. */
+/* The most entries json.array(n) makes room for: 2^24 (256 MiB of slots). */
+#define ARRAY_ROOM_MAX (1 << 24)
+
+/*
+ * json.array([t | n]): marks t, or a new table, to encode as an array;
+ * returns it. With a count n, the new table has room for n entries in its
+ * list part: filling it does not grow it step by step (8 reallocations
+ * and rehashes on the way to 100 entries).
+ */
 static int l_array(lua_State *L)
 {
-    if (lua_isnoneornil(L, 1)) {
+    if (lua_type(L, 1) == LUA_TNUMBER) {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        luaL_argcheck(L, n >= 0 && n <= ARRAY_ROOM_MAX, 1, "room for 0..16777216 entries");
+        lua_settop(L, 0);
+        lua_createtable(L, (int)n, 0);
+    } else if (lua_isnoneornil(L, 1)) {
         lua_settop(L, 0);
         lua_newtable(L);
     }
