@@ -32,7 +32,7 @@ static const char *const err_key = "table keys must be strings or numbers";
  * were a fifth of encoding 100 rows (bench/notes/2026-12-06-redis-json.md).
  */
 #define STACK_OUT 8192
-#define KEY_SLOTS 16 /* a power of 2 */
+#define KEY_SLOTS 8 /* a power of 2 */
 
 struct enc {
     lua_State *L;
@@ -251,14 +251,19 @@ static inline void copy_short(char *d, const char *s, size_t n)
  * addresses stay valid for the whole call: the keys belong to tables
  * reachable from the value being encoded, which nothing changes while it
  * runs (raw access only) and which allocates no string, so no key is
- * freed and no other string takes its address. A number key (NULL) is
- * written as a string.
+ * freed and no other string takes its address. Without remember, the
+ * key is neither looked up nor kept. A number key (NULL) is written as a
+ * string.
  */
-static const char *put_key(struct enc *e, int idx)
+static const char *put_key(struct enc *e, int idx, bool remember)
 {
     lua_State *L = e->L;
-    const void *id = lua_topointer(L, idx);
-    struct key *m = &e->keys[((uintptr_t)id >> 4) & (KEY_SLOTS - 1)];
+    const void *id = NULL;
+    struct key *m = NULL;
+    if (remember) {
+        id = lua_topointer(L, idx);
+        m = &e->keys[((uintptr_t)id >> 4) & (KEY_SLOTS - 1)];
+    }
     if (id && m->id == id) {
         if (!room(e, m->len + 3))
             return err_oom;
@@ -278,7 +283,7 @@ static const char *put_key(struct enc *e, int idx)
         const char *k = lua_tolstring(L, idx, &len);
         size_t extra = escape_extra(k, len);
         err = put_escaped(e, k, len, extra);
-        if (!extra) {
+        if (!extra && id) {
             m->id = id;
             m->s = k;
             m->len = len;
@@ -377,7 +382,7 @@ static const char *put_object(struct enc *e, int idx, int depth)
     lua_State *L = e->L;
     const char *err = put_ch(e, '{');
     while (!err) {
-        err = put_key(e, idx + 1);
+        err = put_key(e, idx + 1, depth > 0); /* the root's keys come once each */
         /* integers first: they are most values, and this asks Lua once less */
         if (err) {
         } else if (lua_isinteger(L, idx + 2)) {
@@ -438,7 +443,8 @@ int mh_json_encode_l(lua_State *L)
     e.L = L;
     e.p = e.start = e.stack;
     e.end = e.stack + sizeof e.stack;
-    memset(e.keys, 0, sizeof e.keys);
+    for (int i = 0; i < KEY_SLOTS; i++)
+        e.keys[i].id = NULL;
     const char *err = put_value(&e, 1, lua_type(L, 1), 0);
     if (err) {
         if (e.start != e.stack)
