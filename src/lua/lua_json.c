@@ -385,12 +385,10 @@ static const char *put_object(struct enc *e, int idx, int depth)
     while (!err) {
         err = put_key(e, idx + 1, depth > 0); /* the root's keys come once each */
         /* integers first: they are most values, and this asks Lua once less */
-        if (err) {
-        } else if (lua_isinteger(L, idx + 2)) {
+        if (!err && lua_isinteger(L, idx + 2))
             err = put_integer(e, lua_tointeger(L, idx + 2));
-        } else {
+        else if (!err)
             err = put_value(e, idx + 2, lua_type(L, idx + 2), depth + 1);
-        }
         lua_settop(L, idx + 1);
         if (err)
             break;
