@@ -37,6 +37,19 @@ http.handle("GET /json/{case}", function(req, res)
       return t
     end)(),
     numkey = { [2.5] = true },
+    nested_empty = { {}, { {} }, json.array({}), { a = json.empty_array } },
+    mixed = { 1, 2, x = 3 },
+    intkey = { [5] = "five" },
+    hash_list = { [1] = "a", [2] = "b" },
+    floats = { -0.0, 1e15, 1e16, 2 ^ 63, 5e-324 },
+    tens = { 9, 10, 99, 100, 999, 1000, 9999, 10000, 99999, -10000, 999999999999999999,
+      1000000000000000000, math.mininteger + 1 },
+    deep_1001 = (function()
+      local root = {}
+      local t = root
+      for _ = 2, 1001 do t[1] = {} t = t[1] end
+      return root
+    end)(),
   }
   res:json(cases[req:pathvalue("case")])
 end)
@@ -46,7 +59,11 @@ http.handle("GET /encode-error/{case}", function(req, res)
   local long_nan = {}
   for i = 1, 3000 do long_nan[i] = "x" .. i end
   long_nan[3001] = 0 / 0 -- past the first buffer: the grown one is freed before the error
-  local cases = { fn = { f = print }, cycle = t, nan = { 0 / 0 }, key = { [true] = 1 }, long_nan = long_nan }
+  local deep = {}
+  local d = deep
+  for _ = 2, 1002 do d.x = {} d = d.x end
+  local cases = { fn = { f = print }, cycle = t, nan = { 0 / 0 }, key = { [true] = 1 }, long_nan = long_nan,
+    deep_1002 = deep, inf_key = { [math.huge] = 1 } }
   local ok, err = pcall(json.encode, cases[req:pathvalue("case")])
   res:write(tostring(ok), " ", err)
 end)
@@ -100,6 +117,14 @@ describe("http.json.encode", function()
       return "[" .. table.concat(t, ",") .. "]"
     end)() },
     { "numkey", '{"2.5":true}' },
+    { "nested_empty", '[{},[{}],[],{"a":[]}]' },
+    { "mixed", '{"1":1,"2":2,"x":3}' },
+    { "intkey", '{"5":"five"}' },
+    { "hash_list", '["a","b"]' },
+    { "floats", "[-0,1e+15,1e+16,9.2233720368547758e+18,4.94065645841247e-324]" },
+    { "tens", "[9,10,99,100,999,1000,9999,10000,99999,-10000,999999999999999999,"
+      .. "1000000000000000000,-9223372036854775807]" },
+    { "deep_1001", string.rep("[", 1000) .. "{}" .. string.rep("]", 1000) },
   }) do
     it("encodes " .. row[1] .. " as " .. (#row[2] > 80 and row[2]:sub(1, 60) .. "..." or row[2]), function()
       local res = assert(srv:get("/json/" .. row[1]))
@@ -115,6 +140,8 @@ describe("http.json.encode", function()
     { "nan", "cannot encode NaN or infinity" },
     { "key", "table keys must be strings or numbers" },
     { "long_nan", "cannot encode NaN or infinity" },
+    { "deep_1002", "nesting deeper than 1000" },
+    { "inf_key", "cannot encode NaN or infinity" },
   }) do
     it("refuses " .. row[1], function()
       local body = assert(srv:get("/encode-error/" .. row[1])).body

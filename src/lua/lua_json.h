@@ -19,7 +19,11 @@
 /* encode(value) -> string; raises on a value JSON cannot hold. */
 int mh_json_encode_l(lua_State *L);
 
-/* Adds encode, array and empty_array to the table on top of L. */
+/*
+ * Adds encode, array and empty_array to the table on top of L. array(t)
+ * marks t, array(n) makes a marked table with room for n (0..2^24) list
+ * entries; anything else raises.
+ */
 void mh_json_open(lua_State *L);
 
 #endif

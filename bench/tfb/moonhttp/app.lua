@@ -67,7 +67,7 @@ local function random_worlds(n)
     for _ = 1, n do p:query(SELECT_WORLD, random(1, ROWS)) end
   end)
   if not results then return nil, err end
-  local worlds = http.json.array({})
+  local worlds = http.json.array(n)
   for i = 1, n do
     local rows = results[i]
     if getmetatable(rows) == pg.Error then return nil, rows end
@@ -130,9 +130,10 @@ http.on_start(function()
 end)
 
 http.handle("GET /cached-queries", function(req, res)
-  local worlds = http.json.array({})
-  for i = 1, count(req:arg("count")) do
-    local w = cache[random(1, ROWS)]
+  local n = count(req:arg("count"))
+  local worlds = http.json.array(n) -- room for the n rows at once
+  for i = 1, n do
+    local w = cache[random(ROWS)]
     if not w then return fail(res, "cache not loaded") end
     worlds[i] = w
   end
