@@ -29,6 +29,23 @@ http.handle("/many", function(req, res)
   end
   res:write("done")
 end)
+-- two tasks, one connection: each command's connection is handed over
+-- from the other task through the pool
+http.handle("/contended", function(req, res)
+  local n = tonumber(req:arg("n"))
+  local ONE = { port = %d, pool_size = 1 }
+  local function loop()
+    for _ = 1, n do
+      local r = assert(redis.connect(ONE))
+      assert(r:get("sys:k") == "v")
+      assert(r:keepalive())
+    end
+  end
+  local a, b = http.spawn(loop), http.spawn(loop)
+  assert(a:join())
+  assert(b:join())
+  res:write("done")
+end)
 ]]
 
 local function worker_of(pid)
@@ -72,7 +89,7 @@ describe("Redis round trips", function()
   setup(function()
     srv = H.redis("--hz 500")
     assert(os.execute(string.format("redis-cli -p %d SET sys:k v >/dev/null", srv.port)))
-    app = H.start(string.format(APP, srv.port))
+    app = H.start(string.format(APP, srv.port, srv.port))
   end)
   teardown(function()
     if app then app:stop() end
@@ -115,6 +132,19 @@ describe("Redis round trips", function()
     c:close()
     -- before: one for the Redis socket and one for the client's connection per request
     assert.is_true(ctl < n / 10, string.format("%d epoll_ctl for %d requests:\n%s", ctl, n, summary))
+  end)
+
+  it("cost no epoll_ctl when a pooled connection is handed to a task waiting for it", function()
+    if not need_strace() then return end
+    assert.equal(200, H.request(app.port, "GET", "/contended?n=5").status)
+    local n, res = 100, nil
+    local ctl, _, summary = counted(app.pid, function()
+      res = H.request(app.port, "GET", "/contended?n=" .. n)
+    end)
+    assert.equal(200, res.status, res.body)
+    -- before: the watcher stopped when the pool handed the connection over,
+    -- started again in the waiting task's next iteration
+    assert.is_true(ctl < n / 5, string.format("%d epoll_ctl for %d hand-overs:\n%s", ctl, 2 * n, summary))
   end)
 
   it("still reads a pipelined request sent while the handler waits", function()

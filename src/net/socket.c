@@ -432,7 +432,6 @@ static void unlink_idle(struct mh_socket *s)
     s->_prev = s->_next = NULL;
     s->_group = NULL;
     g->n--;
-    stop_watchers(s);
 }
 
 /* An idle socket became readable or timed out: either way it is no longer worth keeping. */
@@ -440,7 +439,7 @@ static void on_idle_event(struct mh_socket *s, const char *err)
 {
     (void)err;
     unlink_idle(s);
-    mh_socket_free(s);
+    mh_socket_free(s); /* stops its watchers */
 }
 
 void mh_socket_pool_free(struct mh_socket_pool *p)
@@ -507,8 +506,12 @@ struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key)
         return NULL;
     struct mh_socket *s = g->idle;
     unlink_idle(s);
-    s->_op = MH_SOCK_OP_NONE;
-    s->_cb = NULL;
+    /*
+     * The read watcher stays armed (mh_socket_cancel_read): a connection
+     * handed to a task waiting for a pool slot is used from that task's next
+     * iteration, and a stop now would cost an epoll_ctl then.
+     */
+    mh_socket_cancel(s);
     s->reused++;
     return s;
 }
