@@ -460,7 +460,7 @@ end
 local MAX_QUEUE = 1024 -- commands waiting for the next write; past it, a command takes its own connection
 local LINGER = 0.1     -- seconds the pipe's task waits for more commands before it ends
 
-local function run_pipe(pipe)
+local function pipe_loop(pipe)
   local c, err
   local idle = new_waiter()
   -- Two sets of lists, one filling while the other's batch is in flight.
@@ -476,6 +476,7 @@ local function run_pipe(pipe)
     end
     local queue, waiters = pipe.queue, pipe.waiters
     pipe.queue, pipe.waiters, pipe.n = spare_queue, spare_waiters, 0
+    pipe.batch, pipe.batch_n = waiters, n
     if not (c and c.sock) then c, err = dedicated(pipe.p) end
     local i = 1
     if c then
@@ -496,17 +497,33 @@ local function run_pipe(pipe)
       if i <= n then broken(c, e) end
     end
     for j = i, n do waiters[j]:wake(nil, err) end -- the connection failed: every command in the batch
+    pipe.batch_n = 0
     for j = 1, n do queue[j], waiters[j] = nil, nil end
     spare_queue, spare_waiters = queue, waiters
   end
-  pipe.running = false
   if c and c.sock then c:keepalive() end
+end
+
+-- The pipe's task. Should its loop fail, the pipe must not stay marked
+-- running with nobody to send: the commands in flight and queued are
+-- answered (a waiter already woken keeps its answer) and the next command
+-- starts a new task.
+local function run_pipe(pipe)
+  local ok, err = pcall(pipe_loop, pipe)
+  pipe.running = false
+  if not ok then
+    core.log("error", "redis: auto_pipeline: " .. tostring(err))
+    for i = 1, pipe.batch_n do pipe.batch[i]:wake(nil, "pipe failed") end
+    local waiters, n = pipe.waiters, pipe.n
+    pipe.queue, pipe.waiters, pipe.n, pipe.batch_n = {}, {}, 0, 0
+    for i = 1, n do waiters[i]:wake(nil, "pipe failed") end
+  end
 end
 
 local function pipe_of(p)
   local pipe = p.pipe
   if not pipe then
-    pipe = { p = p, queue = {}, waiters = {}, n = 0, running = false, idle = false }
+    pipe = { p = p, queue = {}, waiters = {}, n = 0, running = false, idle = false, batch = false, batch_n = 0 }
     p.pipe = pipe
   end
   return pipe
