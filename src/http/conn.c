@@ -162,6 +162,7 @@ static void set_io(struct mh_conn *c, int ev)
         ev_io_start(loop, &c->io);
     }
     c->io_events = ev;
+    c->io_lazy = false;
 }
 
 /*
@@ -180,7 +181,8 @@ void mh_conn_update_io(struct mh_conn *c)
     /* Input the transport already holds produces no socket event. */
     if ((ev & EV_READ) && mh_transport_pending(&c->tp))
         ev_feed_event(c->h->loop, &c->io, EV_READ);
-    if (ev == c->io_events || (ev == 0 && c->io_events == EV_READ))
+    c->io_lazy = ev == 0 && c->io_events == EV_READ;
+    if (ev == c->io_events || c->io_lazy)
         return;
     set_io(c, ev);
 }
@@ -435,10 +437,12 @@ static inline __attribute__((always_inline)) void handle_io(struct mh_conn *c, i
 {
     int read_ev = c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     int write_ev = c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
-    int want = wanted_io(c);
-    if (revents & (EV_READ | EV_WRITE) & ~want) { /* the interest mh_conn_update_io kept armed */
-        revents &= want;
-        set_io(c, want);
+    if (c->io_lazy) { /* the read interest mh_conn_update_io kept armed */
+        int want = wanted_io(c);
+        if (revents & (EV_READ | EV_WRITE) & ~want) {
+            revents &= want;
+            set_io(c, want);
+        }
     }
     c->refs++;
     if (c->want_write && (revents & write_ev))
