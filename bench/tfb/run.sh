@@ -5,6 +5,8 @@
 #                    [--conns 16,64,256] [--plaintext-conns 256,1024]
 #   bench/tfb/run.sh --callgrind PATH [N1 N2]   moonhttp's instructions per request
 #                    on PATH (by difference of N1 and N2 requests) and its top functions
+#   bench/tfb/run.sh --strace [--servers ..] [--tests ..] [--conns ..]   one round, each
+#                    server's system calls per request (strace -c -f on it over the wrk run)
 # A throw-away PostgreSQL 15 cluster (bench/tfb/setup.sql) and a redis-server
 # on free loopback ports, both on core 1; every server started once, pinned
 # to core 0 (one process, one thread where it has the choice), and checked
@@ -16,7 +18,7 @@
 # rounds, a table per test and a chart per test (summary.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROUNDS=3 DURATION=5 VERIFY_ONLY="" CALLGRIND="" SERVERS="moonhttp,go,fastify,nginx" TESTS="json,db,queries,fortunes,updates,plaintext,cached,redis"
+ROUNDS=3 DURATION=5 VERIFY_ONLY="" CALLGRIND="" STRACE="" SERVERS="moonhttp,go,fastify,nginx" TESTS="json,db,queries,fortunes,updates,plaintext,cached,redis"
 # TechEmpower's concurrency steps that fit 2 cores: wrk connections per run;
 # plaintext (pipelined 16 deep) at its own, higher steps.
 STEPS="16,64,256" PLAINTEXT_STEPS="256,1024"
@@ -26,13 +28,15 @@ while [ $# -gt 0 ]; do
     --duration) DURATION=$2; shift 2 ;;
     --verify-only) VERIFY_ONLY=1; shift ;;
     --callgrind) CALLGRIND=$2; N1=${3:-200}; N2=${4:-1000}; shift $(($# >= 4 ? 4 : 2)) ;;
+    --strace) STRACE=1; shift ;;
     --servers) SERVERS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
     --conns) STEPS=$2; shift 2 ;;
     --plaintext-conns) PLAINTEXT_STEPS=$2; shift 2 ;;
-    *) sed -n '2,7p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,9p' "$0" >&2; exit 2 ;;
     esac
 done
+[ -n "$STRACE" ] && ROUNDS=1  # the counts are exact: one round
 MOONHTTP_BIN=${MOONHTTP_BIN:-build/moonhttp}
 POOL=${POOL:-16}      # database / Redis connections per server
 OUT=bench/results/tfb-$(date +%Y%m%d-%H%M%S)
@@ -199,6 +203,7 @@ run_wrk() {
     esac
     local f="$OUT/wrk-$s-$t-c$c-$r.txt" before after
     taskset -c 1 wrk -t1 -c"$c" -d1s "${extra[@]}" "$url" >/dev/null 2>&1 || true  # warm-up
+    [ -n "$STRACE" ] && { strace_wrk "$@"; return; }
     before=$(cpu_of "${PID[$s]}")
     taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" --latency "${extra[@]}" "$url" >"$f" 2>&1 || true
     after=$(cpu_of "${PID[$s]}")
@@ -227,6 +232,35 @@ print("\t".join(map(str, [s, t, r, c, rps.group(1) if rps else "nan", "%.0f" % p
 PY
 }
 
+# strace_wrk SERVER TEST ROUND CONNS: the system calls of the server's
+# process and its children (nginx's worker) over one wrk run, per request.
+# strace slows the server several times over: the counts, not the rates,
+# are the figures.
+strace_wrk() {
+    local s=$1 t=$2 c=$4 url=$url f="$OUT/strace-$s-$t-c$4.txt" sp p
+    local -a pids=(-p "${PID[$s]}")
+    for p in $(cat /proc/"${PID[$s]}"/task/*/children 2>/dev/null); do pids+=(-p "$p"); done
+    strace -c -f -o "$f" "${pids[@]}" &
+    sp=$!
+    sleep 1
+    taskset -c 1 wrk -t1 -c"$c" -d"${DURATION}s" "${extra[@]}" "$url" >"$f.wrk" 2>&1 || true
+    kill -INT "$sp"
+    wait "$sp" 2>/dev/null || true
+    python3 - "$f" "$s" "$t" "$c" >>"$OUT/strace.md" <<'PY'
+import re, sys
+f, s, t, c = sys.argv[1:]
+req = int(re.search(r"(\d+) requests in", open(f + ".wrk").read()).group(1))
+calls = {}
+for line in open(f):
+    m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", line)
+    if m and m.group(2) != "total":
+        calls[m.group(2)] = int(m.group(1))
+total = sum(calls.values())
+top = ", ".join("%s %.2f" % (k, v / req) for k, v in sorted(calls.items(), key=lambda kv: -kv[1]) if v / req >= 0.01)
+print("| %s | %s | %s | %d | %.2f | %s |" % (t, c, s, req, total / req, top))
+PY
+}
+
 printf 'server\ttest\tround\tconns\treq_s\treq_per_cpu_s\tcpu_s\tp50_ms\tp99_ms\tmax_ms\terrors\n' >"$OUT/raw.tsv"
 for r in $(seq "$ROUNDS"); do
     for t in ${TESTS//,/ }; do
@@ -244,5 +278,11 @@ for r in $(seq "$ROUNDS"); do
         done
     done
 done
+if [ -n "$STRACE" ]; then
+    printf '| test | wrk -c | server | requests | system calls per request | of which |\n|---|---:|---|---:|---:|---|\n'
+    cat "$OUT/strace.md"
+    log "results in $OUT"
+    exit 0
+fi
 python3 bench/tfb/summary.py "$OUT/raw.tsv" | tee "$OUT/summary.md"
 log "results in $OUT"

@@ -30,6 +30,7 @@ local tointeger, concat, type, select, byte = math.tointeger, table.concat, type
 local resp = require "moonhttp.resp"
 local resp_read = resp.read
 local null = M.null
+local new_waiter = require("moonhttp.waiter").new
 
 -- The RESP bytes of one command (moonhttp.resp.command, in C).
 local command = resp.command
@@ -152,7 +153,7 @@ Client.__index = function(_, name)
   if m then return m end
   if type(name) ~= "string" then return nil end
   local cmd = name:upper()
-  m = function(self, ...) return self:call(cmd, ...) end
+  m = function(self, ...) return self:_exec(cmd, ...) end
   methods[name] = m -- every client shares the generated method
   return m
 end
@@ -182,18 +183,62 @@ local function request(self, ...)
   return v
 end
 
-function methods:call(...)
-  if not self.sock then return nil, "closed" end
-  if self.subscribed then error("redis: this connection is subscribed; use read_message", 2) end
+-- Commands that block or change the connection's state never share it (with
+-- auto_pipeline): "block" ones leave it as it was, so it is parked after;
+-- "state" ones leave it selected, authenticated or in a transaction, so it is
+-- closed at keepalive instead of reaching the next user through the pool.
+local PINNED = {}
+for c in ("BLPOP BRPOP BRPOPLPUSH BLMOVE BLMPOP BZPOPMIN BZPOPMAX BZMPOP XREAD XREADGROUP WAIT WAITAOF"
+    ):gmatch("%S+") do
+  PINNED[c] = "block"
+end
+for c in ("AUTH HELLO SELECT RESET QUIT CLIENT MULTI EXEC DISCARD WATCH UNWATCH SUBSCRIBE PSUBSCRIBE "
+    .. "SSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE SUNSUBSCRIBE MONITOR READONLY READWRITE ASKING SYNC PSYNC SHUTDOWN"
+    ):gmatch("%S+") do
+  PINNED[c] = "state"
+end
+
+local auto_call, take_dedicated
+
+-- cmd: upper case. A client with auto_pipeline sends through its key's shared
+-- connection until a command must not share it (PINNED), which takes a
+-- connection of its own from the pool and keeps it till keepalive.
+function methods:_exec(cmd, ...)
+  local sock = self.sock
+  if not sock then
+    local pipe = self.pipe
+    if not pipe then return nil, "closed" end
+    local pinned = PINNED[cmd]
+    if not pinned then
+      local v, err, shared = auto_call(self, pipe, cmd, ...)
+      if shared then
+        if v == nil then return nil, err end
+        return v
+      end
+    end
+    local ok, err = take_dedicated(self)
+    if not ok then return nil, err end
+    sock = self.sock
+  end
+  if self.pipe and PINNED[cmd] == "state" then self.dirty = true end
+  if self.subscribed then error("redis: this connection is subscribed; use read_message", 3) end
   arm(self)
-  return request(self, ...)
+  return request(self, cmd, ...)
+end
+
+function methods:call(cmd, ...)
+  if type(cmd) == "string" then cmd = cmd:upper() end
+  return self:_exec(cmd, ...)
 end
 
 -- r:pipeline(function(p) p:set(k, v); p:get(k) end) → list of replies (error
 -- replies as ErrorReply tables with .err) | nil, transport err.
 function methods:pipeline(fn)
+  if not self.sock then
+    local ok, err = take_dedicated(self)
+    if not ok then return nil, err end
+  end
   local sock = self.sock
-  if not sock then return nil, "closed" end
   local queued = {}
   local p = setmetatable({}, { __index = function(_, name)
     local cmd = name:upper()
@@ -218,8 +263,11 @@ end
 
 -- Pub/sub: the connection is dedicated from here on (never pooled).
 local function subscribe_cmd(self, cmd, ...)
+  if not self.sock then
+    local ok, err = take_dedicated(self)
+    if not ok then return nil, err end
+  end
   local sock = self.sock
-  if not sock then return nil, "closed" end
   local n = select("#", ...)
   arm(self)
   local ok, err = sock:send(command(cmd, ...))
@@ -266,8 +314,19 @@ end
 -- Parks the connection in the pool (unless it is subscribed or broken); the client is closed after.
 function methods:keepalive()
   local sock = self.sock
-  if not sock then return nil, "closed" end
+  if not sock then
+    if self.pipe then -- an auto_pipeline client that took no connection of its own
+      self.pipe = false
+      return true
+    end
+    return nil, "closed"
+  end
   self.sock = false
+  self.pipe = false
+  if self.dirty then -- an auto_pipeline client's SELECT, MULTI, AUTH...: not for the next user
+    sock:close()
+    return true
+  end
   if self.subscribed then
     sock:close()
     return nil, "subscribed"
@@ -288,6 +347,7 @@ end
 function methods:close()
   if self.sock then self.sock:close() end
   self.sock = false
+  self.pipe = false
   return true
 end
 
@@ -297,7 +357,7 @@ Client.__close = function(self) methods.keepalive(self) end
 Client.__tostring = function(self) return "moonhttp.redis (" .. self.key .. ")" end
 
 local CONNECT_KEYS = { "host", "port", "path", "password", "db", "timeout", "pool_size", "idle_timeout",
-  "tls" }
+  "tls", "auto_pipeline" }
 
 -- What connect derives from an options table, kept per table (weakly) with
 -- a copy of its fields: most apps pass one table on every request, and
@@ -331,6 +391,8 @@ local function prepare(opts)
   local host, port, path = opts.host or "127.0.0.1", opts.port or 6379, opts.path
   local db = opts.db or 0
   if type(db) ~= "number" or db < 0 then error("redis.connect: db must be a number >= 0", 3) end
+  local auto = opts.auto_pipeline
+  if auto ~= nil and type(auto) ~= "boolean" then error("redis.connect: auto_pipeline must be a boolean", 3) end
   local key = string.format("redis %s/%d/%s", path and ("unix:" .. path) or (host .. ":" .. port),
     db, opts.password or "")
   -- pool_size caps the connections too: past it, connects wait for one to come back.
@@ -338,7 +400,8 @@ local function prepare(opts)
   local p = { key = key, host = path and "unix:" .. path or host, port = not path and port or nil,
     db = db, password = opts.password, timeout = opts.timeout or 5, pool_size = pool_size,
     idle_timeout = opts.idle_timeout or 60,
-    copts = { pool = key, pool_size = pool_size, tls = opts.tls }, seen = {}, n = 0 }
+    copts = { pool = key, pool_size = pool_size, tls = opts.tls }, seen = {}, n = 0, auto = auto == true,
+    pipe = false }
   for k, v in next, opts do
     p.seen[k] = v
     p.n = p.n + 1
@@ -347,14 +410,8 @@ local function prepare(opts)
   return p
 end
 
--- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout =,
---   tls = true | { ca =, verify =, server_name =, cert =, key =, min_version = } }
--- tls is http.tcp()'s: the pool key carries its options, so TLS and plain connections (or two
--- client certificates) never share one.
-function M.connect(opts)
-  opts = opts or NO_OPTS
-  local p = prepared[opts]
-  if not p or not unchanged(opts, p) then p = prepare(opts) end
+-- A connection of its own for p: from the pool, or new (then AUTH and SELECT).
+local function dedicated(p)
   local sock
   if nspare > 0 then
     sock = spare[nspare]
@@ -374,7 +431,8 @@ function M.connect(opts)
   end
   if not ok then return nil, err end
   -- Every field is always set (false when off): a missing one would read as a command.
-  local self = setmetatable({ sock = sock, key = p.key, subscribed = false, timeout = timeout,
+  local self = setmetatable({ sock = sock, pipe = false, dirty = false, key = p.key, subscribed = false,
+    timeout = timeout,
     pool_size = p.pool_size, idle_timeout = p.idle_timeout, buf = "", pos = 1 }, Client)
   if sock:reused() == 0 then
     if p.password then
@@ -387,6 +445,138 @@ function M.connect(opts)
     end
   end
   return self
+end
+
+-- Automatic pipelining (redis.connect{ auto_pipeline = true }; docs/guide/databases.md).
+-- The commands the handlers of one loop iteration issue wait in their key's
+-- pipe and go out in one write on one shared connection; the replies, read
+-- in order (most often in one read), go back to their callers through
+-- waiters. A task of its own (a timer's) owns the connection: it writes a
+-- batch, reads its replies, then the next batch, and ends after LINGER
+-- seconds without commands (the connection parked in the pool). At -c16 a
+-- seed route cost two system calls on its own Redis connection, a write and
+-- a read (bench/TFB.md).
+
+local MAX_QUEUE = 1024 -- commands waiting for the next write; past it, a command takes its own connection
+local LINGER = 0.1     -- seconds the pipe's task waits for more commands before it ends
+
+local function pipe_loop(pipe)
+  local c, err
+  local idle = new_waiter()
+  -- Two sets of lists, one filling while the other's batch is in flight.
+  local spare_queue, spare_waiters = {}, {}
+  while true do
+    local n = pipe.n
+    if n == 0 then
+      pipe.idle = idle
+      idle:wait(LINGER) -- woken by the next command; or the linger ended, or a stop began
+      pipe.idle = false
+      n = pipe.n
+      if n == 0 then break end
+    end
+    local queue, waiters = pipe.queue, pipe.waiters
+    pipe.queue, pipe.waiters, pipe.n = spare_queue, spare_waiters, 0
+    pipe.batch, pipe.batch_n = waiters, n
+    if not (c and c.sock) then c, err = dedicated(pipe.p) end
+    local i = 1
+    if c then
+      arm(c)
+      local ok, e = c.sock:send(concat(queue, "", 1, n))
+      if ok then
+        while i <= n do
+          local v, msg, transport = read_reply(c)
+          if v == nil and transport then
+            e = msg
+            break
+          end
+          waiters[i]:wake(v, msg)
+          i = i + 1
+        end
+      end
+      err = e
+      if i <= n then broken(c, e) end
+    end
+    for j = i, n do waiters[j]:wake(nil, err) end -- the connection failed: every command in the batch
+    pipe.batch_n = 0
+    for j = 1, n do queue[j], waiters[j] = nil, nil end
+    spare_queue, spare_waiters = queue, waiters
+  end
+  if c and c.sock then c:keepalive() end
+end
+
+-- The pipe's task. Should its loop fail, the pipe must not stay marked
+-- running with nobody to send: the commands in flight and queued are
+-- answered (a waiter already woken keeps its answer) and the next command
+-- starts a new task.
+local function run_pipe(pipe)
+  local ok, err = pcall(pipe_loop, pipe)
+  pipe.running = false
+  if not ok then
+    core.log("error", "redis: auto_pipeline: " .. tostring(err))
+    for i = 1, pipe.batch_n do pipe.batch[i]:wake(nil, "pipe failed") end
+    local waiters, n = pipe.waiters, pipe.n
+    pipe.queue, pipe.waiters, pipe.n, pipe.batch_n = {}, {}, 0, 0
+    for i = 1, n do waiters[i]:wake(nil, "pipe failed") end
+  end
+end
+
+local function pipe_of(p)
+  local pipe = p.pipe
+  if not pipe then
+    pipe = { p = p, queue = {}, waiters = {}, n = 0, running = false, idle = false, batch = false, batch_n = 0 }
+    p.pipe = pipe
+  end
+  return pipe
+end
+
+-- One command through the pipe: value | nil, err, and whether it went
+-- (false: the queue is full, a stop began or no task could start; the
+-- caller takes a connection of its own).
+auto_call = function(self, pipe, ...)
+  local n = pipe.n
+  if n >= MAX_QUEUE or core.stopping() then return nil, nil, false end
+  local bytes = command(...) -- a misuse raises before anything is queued
+  if not pipe.running then
+    if not core.timer(0, run_pipe, pipe) then return nil, nil, false end
+    pipe.running = true
+  elseif n == 0 and pipe.idle then
+    pipe.idle:wake()
+  end
+  local w = new_waiter()
+  n = n + 1
+  pipe.n = n
+  pipe.queue[n], pipe.waiters[n] = bytes, w
+  -- The pipe's task wakes every waiter; this bound is for a task killed
+  -- (a reload's grace ended): a batch in flight, then this one.
+  local v, err = w:wait(2 * self.timeout + 1)
+  return v, err, true
+end
+
+take_dedicated = function(self)
+  local pipe = self.pipe
+  if not pipe then return nil, "closed" end
+  local c, err = dedicated(pipe.p)
+  if not c then return nil, err end
+  self.sock, c.sock = c.sock, false
+  self.sock:settimeouts(self.timeout, self.timeout, self.timeout)
+  return true
+end
+
+-- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout =,
+--   tls = true | { ca =, verify =, server_name =, cert =, key =, min_version = }, auto_pipeline = }
+-- tls is http.tcp()'s: the pool key carries its options, so TLS and plain connections (or two
+-- client certificates) never share one. With auto_pipeline the client holds no connection: its
+-- commands go through the pipe of its options (above).
+function M.connect(opts)
+  opts = opts or NO_OPTS
+  local p = prepared[opts]
+  if not p or not unchanged(opts, p) then p = prepare(opts) end
+  if p.auto then
+    return setmetatable({ sock = false, pipe = pipe_of(p), dirty = false, key = p.key, subscribed = false,
+      timeout = p.timeout,
+      pool_size = p.pool_size, idle_timeout = p.idle_timeout, buf = "", pos = 1 }, Client)
+  end
+  return dedicated(p)
 end
 
 return M

@@ -136,28 +136,55 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 
 /* ---- io ------------------------------------------------------------------ */
 
-void mh_conn_update_io(struct mh_conn *c)
+/* The events c's state asks its watcher for. */
+static inline int wanted_io(const struct mh_conn *c)
 {
-    if (c->closed)
-        return;
     /* A transport may need the other direction to make progress (TLS handshake). */
     int ev = 0;
     if (c->want_read && !c->peer_closed)
         ev |= c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     if (c->want_write)
         ev |= c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
+    return ev;
+}
+
+static void set_io(struct mh_conn *c, int ev)
+{
     struct ev_loop *loop = c->h->loop;
-    /* Input the transport already holds produces no socket event. */
-    if ((ev & EV_READ) && mh_transport_pending(&c->tp))
-        ev_feed_event(loop, &c->io, EV_READ);
-    if (ev == c->io_events)
-        return;
     ev_io_stop(loop, &c->io);
     if (ev) {
-        ev_io_set(&c->io, c->fd, ev);
+        /*
+         * Not ev_io_set: it tells libev the descriptor may be a new file, and
+         * the next iteration re-registers it with epoll (EEXIST) even when the
+         * mask is the one it had (bench/TFB.md). conn_begin's ev_io_init set the fd.
+         */
+        ev_io_modify(&c->io, ev);
         ev_io_start(loop, &c->io);
     }
     c->io_events = ev;
+    c->io_lazy = false;
+}
+
+/*
+ * Read interest dropped alone (a handler runs: HTTP/1 reads no further
+ * request meanwhile) stays armed. Stopped now and started again when the
+ * handler's wait (a Redis reply) ends in a later loop iteration, libev would
+ * register the descriptor with epoll again: an epoll_ctl failing with EEXIST
+ * per such request. If bytes come meanwhile (a pipelined request, EOF),
+ * handle_io drops the interest then, and they wait in the kernel as before.
+ */
+void mh_conn_update_io(struct mh_conn *c)
+{
+    if (c->closed)
+        return;
+    int ev = wanted_io(c);
+    /* Input the transport already holds produces no socket event. */
+    if ((ev & EV_READ) && mh_transport_pending(&c->tp))
+        ev_feed_event(c->h->loop, &c->io, EV_READ);
+    c->io_lazy = ev == 0 && c->io_events == EV_READ;
+    if (ev == c->io_events || c->io_lazy)
+        return;
+    set_io(c, ev);
 }
 
 void mh_conn_schedule_write(struct mh_conn *c)
@@ -410,6 +437,13 @@ static inline __attribute__((always_inline)) void handle_io(struct mh_conn *c, i
 {
     int read_ev = c->tp.wants & MH_TRANSPORT_READ_WANTS_WRITE ? EV_WRITE : EV_READ;
     int write_ev = c->tp.wants & MH_TRANSPORT_WRITE_WANTS_READ ? EV_READ : EV_WRITE;
+    if (c->io_lazy) { /* the read interest mh_conn_update_io kept armed */
+        int want = wanted_io(c);
+        if (revents & (EV_READ | EV_WRITE) & ~want) {
+            revents &= want;
+            set_io(c, want);
+        }
+    }
     c->refs++;
     if (c->want_write && (revents & write_ev))
         writable(c);

@@ -75,6 +75,7 @@ struct mh_conn {
     ev_tstamp send_deadline; /* output blocked: progress due by then (send_timeout; 0 = none) */
     ev_tstamp timer_at;      /* when the armed timer fires */
     int io_events;           /* events the io watcher is armed for */
+    bool io_lazy;            /* EV_READ kept armed though no longer wanted (mh_conn_update_io) */
 
     /* output: the wire queue */
     struct mh_outq out;

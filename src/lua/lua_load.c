@@ -8,6 +8,7 @@
 #include "lua_pgbind.h"
 #include "lua_pgrows.h"
 #include "lua_resp.h"
+#include "lua_waiter.h"
 #include "lua_signal.h"
 #include "lua_channel.h"
 #include "lua_socket.h"
@@ -345,6 +346,8 @@ static void install_preloads(lua_State *L)
     lua_setfield(L, -2, "moonhttp.pgrows");
     lua_pushcfunction(L, mh_lua_resp_open);
     lua_setfield(L, -2, "moonhttp.resp");
+    lua_pushcfunction(L, mh_lua_waiter_open);
+    lua_setfield(L, -2, "moonhttp.waiter");
     for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++) {
         lua_pushlightuserdata(L, (void *)m);
         lua_pushcclosure(L, load_embedded, 1);

@@ -80,9 +80,19 @@ static void stop_watchers(struct mh_socket *s)
     ev_timer_stop(s->loop, &s->_wtimer);
 }
 
+/*
+ * A read watcher armed for EV_READ alone stays armed (its operation gone):
+ * stopped now and started again in a later loop iteration (the reply read,
+ * the socket parked after the task's next resume), libev would register the
+ * descriptor with epoll again, an epoll_ctl failing with EEXIST per Redis
+ * command. If bytes or EOF come while nothing waits, on_io stops it then
+ * (the bytes stay in the kernel for the next fill). Any other interest (a
+ * TLS read that waits for writability, a connect) would fire at once: stopped.
+ */
 void mh_socket_cancel_read(struct mh_socket *s)
 {
-    ev_io_stop(s->loop, &s->_io);
+    if ((s->_io.events & (EV_READ | EV_WRITE)) != EV_READ)
+        ev_io_stop(s->loop, &s->_io);
     ev_timer_stop(s->loop, &s->_timer);
     s->_op = MH_SOCK_OP_NONE;
     s->_cb = NULL;
@@ -118,12 +128,32 @@ void mh_socket_free(struct mh_socket *s)
     free(s);
 }
 
+/*
+ * Points one side's watcher at `events` and starts it. ev_io_set tells libev
+ * the descriptor may be a new file, so the next loop iteration registers it
+ * with epoll again even when the mask is unchanged: an epoll_ctl failing with
+ * EEXIST, two per Redis command (one at the reply's wait, one at the park;
+ * bench/TFB.md). Only the first arming after connect needs that (the number
+ * may belong to a new file then); later ones use ev_io_modify, and a stop and
+ * start within one iteration cost no system call.
+ */
+static void set_io(struct mh_socket *s, ev_io *io, int events)
+{
+    bool *fd_set = io == &s->_io ? &s->_io_fd_set : &s->_wio_fd_set;
+    ev_io_stop(s->loop, io);
+    if (*fd_set) {
+        ev_io_modify(io, events);
+    } else {
+        ev_io_set(io, s->tr.fd, events);
+        *fd_set = true;
+    }
+    ev_io_start(s->loop, io);
+}
+
 /* Arms one side's watcher for `events` on the fd and its timer for `timeout` s (0: none). */
 static void arm(struct mh_socket *s, ev_io *io, ev_timer *timer, int events, double timeout)
 {
-    ev_io_stop(s->loop, io);
-    ev_io_set(io, s->tr.fd, events);
-    ev_io_start(s->loop, io);
+    set_io(s, io, events);
     ev_timer_stop(s->loop, timer);
     if (timeout > 0) {
         ev_timer_set(timer, timeout, 0.);
@@ -170,9 +200,12 @@ int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
-    if (s->tr.fd >= 0)
+    if (s->tr.fd >= 0) {
+        stop_watchers(s); /* the read watcher may still be armed on the old file */
         mh_transport_close(&s->tr);
+    }
     mh_transport_plain_init(&s->tr, fd);
+    s->_io_fd_set = s->_wio_fd_set = false; /* a new file, perhaps under an old number */
     s->eof = false;
     s->in.len = 0;
     if (connect(fd, addr, len) == 0)
@@ -216,9 +249,20 @@ int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const c
     }
     if (s->eof)
         return 1;
-    int rc = read_some(s, err);
-    if (rc != 0)
-        return rc;
+    /*
+     * A request just written in this iteration cannot have its answer yet (the
+     * peer must be scheduled, read it and write): the read would fail with
+     * EAGAIN, a system call per Redis command (bench/TFB.md). epoll is
+     * level-triggered, so bytes that are there after all are reported by the
+     * next poll. Bytes a TLS session already holds produce no event: read them.
+     */
+    bool just_wrote = s->_wrote_iter == ev_iteration(s->loop) + 1;
+    s->_wrote_iter = 0;
+    if (!just_wrote || mh_transport_pending(&s->tr)) {
+        int rc = read_some(s, err);
+        if (rc != 0)
+            return rc;
+    }
     wait_for(s, MH_SOCK_OP_FILL, (s->tr.wants & MH_TRANSPORT_READ_WANTS_WRITE) ? EV_WRITE : EV_READ,
              timeout, cb);
     return 0;
@@ -254,6 +298,8 @@ int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double ti
     int rc = write_some(s, err);
     if (rc != 0) {
         s->_wlen = 0;
+        if (rc > 0)
+            s->_wrote_iter = ev_iteration(s->loop) + 1;
         return rc;
     }
     s->_wcb = cb;
@@ -304,11 +350,8 @@ static void on_wio(struct ev_loop *loop, ev_io *w, int revents)
     }
     /* TLS may want the other readiness for the rest. */
     int events = (s->tr.wants & MH_TRANSPORT_WRITE_WANTS_READ) ? EV_READ : EV_WRITE;
-    if (events != (w->events & (EV_READ | EV_WRITE))) {
-        ev_io_stop(s->loop, w);
-        ev_io_set(w, s->tr.fd, events);
-        ev_io_start(s->loop, w);
-    }
+    if (events != (w->events & (EV_READ | EV_WRITE)))
+        set_io(s, w, events);
 }
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
@@ -334,15 +377,13 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
         rc = s->_step(s, &err);
         if (rc > 0) {
             /* The handshake may want the other direction next. */
-            ev_io_stop(s->loop, &s->_io);
-            ev_io_set(&s->_io, s->tr.fd, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ);
-            ev_io_start(s->loop, &s->_io);
+            set_io(s, &s->_io, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ);
             return;
         }
         rc = rc == 0 ? 1 : -1;
         break;
-    default:
-        mh_socket_cancel(s);
+    default: /* readable while nothing waits (mh_socket_cancel_read): stop listening */
+        ev_io_stop(s->loop, &s->_io);
         return;
     }
     if (rc != 0)
@@ -391,7 +432,6 @@ static void unlink_idle(struct mh_socket *s)
     s->_prev = s->_next = NULL;
     s->_group = NULL;
     g->n--;
-    stop_watchers(s);
 }
 
 /* An idle socket became readable or timed out: either way it is no longer worth keeping. */
@@ -399,7 +439,7 @@ static void on_idle_event(struct mh_socket *s, const char *err)
 {
     (void)err;
     unlink_idle(s);
-    mh_socket_free(s);
+    mh_socket_free(s); /* stops its watchers */
 }
 
 void mh_socket_pool_free(struct mh_socket_pool *p)
@@ -466,8 +506,12 @@ struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key)
         return NULL;
     struct mh_socket *s = g->idle;
     unlink_idle(s);
-    s->_op = MH_SOCK_OP_NONE;
-    s->_cb = NULL;
+    /*
+     * The read watcher stays armed (mh_socket_cancel_read): a connection
+     * handed to a task waiting for a pool slot is used from that task's next
+     * iteration, and a stop now would cost an epoll_ctl then.
+     */
+    mh_socket_cancel(s);
     s->reused++;
     return s;
 }

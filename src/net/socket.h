@@ -68,16 +68,19 @@ struct mh_socket {
 
     /* the read side: connect, fill, step */
     ev_io _io;
+    bool _io_fd_set; /* _io was ev_io_set to this fd (set_io) */
     ev_timer _timer;
     enum mh_socket_op _op;
     mh_socket_cb _cb;
     mh_socket_step_fn _step;
     /* the write side */
     ev_io _wio;
+    bool _wio_fd_set;
     ev_timer _wtimer;
     mh_socket_cb _wcb;
     const char *_wdata;
     size_t _wlen;
+    unsigned _wrote_iter; /* ev_iteration + 1 when a write last completed at once (0: never) */
     /* while idle in a pool */
     struct mh_socket_group *_group;
     struct mh_socket *_prev, *_next;
@@ -96,6 +99,8 @@ int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_
 /*
  * Reads what is available into s->in (at least one byte, or sets eof).
  * 1: done now; 0: cb reports (MH_SOCK_TIMEOUT after `timeout` s of silence); -1: *err.
+ * Right after a write that completed in this loop iteration it does not try
+ * the read (the peer cannot have answered yet) and waits for readiness.
  */
 int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const char **err);
 /*

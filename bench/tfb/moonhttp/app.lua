@@ -17,6 +17,10 @@ local db = pg.pool{
   size = POOL,
 }
 local REDIS = { port = tonumber(os.getenv("REDIS_PORT") or "6379"), pool_size = POOL }
+-- The seed's GETs share one connection and go out together (automatic
+-- pipelining, docs/guide/databases.md); REDIS_AUTO_PIPELINE=0 gives each
+-- request a pooled connection of its own, as before.
+if os.getenv("REDIS_AUTO_PIPELINE") ~= "0" then REDIS.auto_pipeline = true end
 
 local random = math.random
 local ROWS = 10000
