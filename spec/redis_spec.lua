@@ -78,6 +78,36 @@ describe("moonhttp.redis", function()
     assert.equal("0\n1\tyes\n0\ttrue\n", out)
   end)
 
+  -- The pool's next user expects db 0 (its own db), no open transaction and
+  -- nothing watched: a connection left otherwise is closed, not parked.
+  it("closes, not parks, a connection left on another db or in a transaction", function()
+    local out = run([[
+      local function step(fn)
+        local r = assert(redis.connect{ port = PORT })
+        fn(r)
+        assert(r:keepalive())
+        local next_user = assert(redis.connect{ port = PORT })
+        local reused, db0 = next_user:reused() > 0, next_user:get("db0")
+        next_user:keepalive()
+        return (reused and "reused " or "new ") .. tostring(db0)
+      end
+      assert(redis.connect{ port = PORT }):set("db0", "here")
+      print("select", step(function(r) assert(r:select(5)) end))
+      print("pipelined select", step(function(r) r:pipeline(function(p) p:select(6) end) end))
+      print("multi", step(function(r) assert(r:multi()); r:set("queued", 1) end))
+      print("watch", step(function(r) assert(r:watch("db0")) end))
+      print("multi exec", step(function(r) assert(r:multi()); r:set("t", 1); assert(r:exec()) end))
+      print("watch unwatch", step(function(r) r:watch("db0"); assert(r:unwatch()) end))
+      print("pipelined multi exec", step(function(r)
+        r:pipeline(function(p) p:multi(); p:incr("t"); p:exec() end)
+      end))
+      print("plain", step(function(r) r:get("db0") end))
+    ]], srv.port)
+    assert.equal("select\tnew here\npipelined select\tnew here\nmulti\tnew here\nwatch\tnew here\n"
+      .. "multi exec\treused here\nwatch unwatch\treused here\npipelined multi exec\treused here\n"
+      .. "plain\treused here\n", out)
+  end)
+
   it("reads replies larger than one read, and pipelined replies arriving together", function()
     local out = run([[
       local r = assert(redis.connect{ port = PORT })

@@ -198,6 +198,21 @@ for c in ("AUTH HELLO SELECT RESET QUIT CLIENT MULTI EXEC DISCARD WATCH UNWATCH 
   PINNED[c] = "state"
 end
 
+-- What a command leaves on the connection it ran on, for keepalive: a
+-- transaction or WATCH open until EXEC/DISCARD (UNWATCH outside MULTI) ends
+-- it, or ("state" above) a selected db, a login or a mode that nothing
+-- undoes here, so the connection is closed instead of reaching the next user
+-- of the pool. Any client, pipelined or not: the pool's users expect db
+-- `p.db`, no open transaction and nothing watched.
+local function note_state(self, cmd)
+  if cmd == "MULTI" then self.tx = true
+  elseif cmd == "WATCH" then self.watching = true
+  elseif cmd == "EXEC" or cmd == "DISCARD" then self.tx, self.watching = false, false
+  elseif cmd == "UNWATCH" then if not self.tx then self.watching = false end
+  elseif PINNED[cmd] == "state" then self.dirty = true
+  end
+end
+
 local auto_call, take_dedicated
 
 -- cmd: upper case. A client with auto_pipeline sends through its key's shared
@@ -220,7 +235,7 @@ function methods:_exec(cmd, ...)
     if not ok then return nil, err end
     sock = self.sock
   end
-  if self.pipe and PINNED[cmd] == "state" then self.dirty = true end
+  if PINNED[cmd] then note_state(self, cmd) end
   if self.subscribed then error("redis: this connection is subscribed; use read_message", 3) end
   arm(self)
   return request(self, cmd, ...)
@@ -242,7 +257,10 @@ function methods:pipeline(fn)
   local queued = {}
   local p = setmetatable({}, { __index = function(_, name)
     local cmd = name:upper()
-    return function(_, ...) queued[#queued + 1] = command(cmd, ...) end
+    return function(_, ...)
+      if PINNED[cmd] then note_state(self, cmd) end
+      queued[#queued + 1] = command(cmd, ...)
+    end
   end })
   fn(p)
   if #queued == 0 then return {} end
@@ -323,7 +341,7 @@ function methods:keepalive()
   end
   self.sock = false
   self.pipe = false
-  if self.dirty then -- an auto_pipeline client's SELECT, MULTI, AUTH...: not for the next user
+  if self.dirty or self.tx or self.watching then -- SELECT, AUTH, an open MULTI...: not for the next user
     sock:close()
     return true
   end
@@ -431,8 +449,8 @@ local function dedicated(p)
   end
   if not ok then return nil, err end
   -- Every field is always set (false when off): a missing one would read as a command.
-  local self = setmetatable({ sock = sock, pipe = false, dirty = false, key = p.key, subscribed = false,
-    timeout = timeout,
+  local self = setmetatable({ sock = sock, pipe = false, dirty = false, tx = false, watching = false,
+    key = p.key, subscribed = false, timeout = timeout,
     pool_size = p.pool_size, idle_timeout = p.idle_timeout, buf = "", pos = 1 }, Client)
   if sock:reused() == 0 then
     if p.password then
@@ -572,7 +590,7 @@ function M.connect(opts)
   local p = prepared[opts]
   if not p or not unchanged(opts, p) then p = prepare(opts) end
   if p.auto then
-    return setmetatable({ sock = false, pipe = pipe_of(p), dirty = false, key = p.key, subscribed = false,
+    return setmetatable({ sock = false, pipe = pipe_of(p), dirty = false, tx = false, watching = false, key = p.key, subscribed = false,
       timeout = p.timeout,
       pool_size = p.pool_size, idle_timeout = p.idle_timeout, buf = "", pos = 1 }, Client)
   end
