@@ -163,10 +163,30 @@ struct walk {
 };
 
 /*
+ * The spelling of the first of the request's fields before index `upto` named
+ * n (any case), or n itself. Whether a field passes depends on its name only,
+ * so that first one passed too: a name that repeats in another case goes up
+ * in its first spelling, as proxy.lua's add() sends it.
+ */
+static const char *first_spelling_up(const struct mh_req *c, const struct mh_hop *hop,
+                                     uint32_t upto, const char *n, size_t nl)
+{
+    const struct mh_request *r = &c->head;
+    const char *base = mh_req_head(c);
+    for (uint32_t j = 0; j < upto; j++) {
+        const char *jn = base + r->headers[j].name.off;
+        if (r->headers[j].name.len == nl && strncasecmp(jn, n, nl) == 0 &&
+            !mh_hop_drops(hop, jn, nl))
+            return jn;
+    }
+    return n;
+}
+
+/*
  * Appends the request's fields that pass (hop-by-hop ones, those the proxy
  * sets itself and, unless trusted, the forwarding ones dropped), in the
- * client's order and spelling. X-Forwarded-For is left to the caller, which
- * joins its values.
+ * client's order, each name in its first spelling. X-Forwarded-For is left
+ * to the caller, which joins its values.
  */
 static void pass_fields(luaL_Buffer *b, const struct mh_req *c, const struct mh_hop *hop,
                         bool trust, struct walk *w)
@@ -197,7 +217,7 @@ static void pass_fields(luaL_Buffer *b, const struct mh_req *c, const struct mh_
         }
         w->has_xfp |= f == FWD_PROTO;
         w->has_xfh |= f == FWD_HOST;
-        add_field(b, n, nl, v, vl);
+        add_field(b, first_spelling_up(c, hop, i, n, nl), nl, v, vl);
     }
 }
 
@@ -226,10 +246,11 @@ static void add_xff(luaL_Buffer *b, const struct mh_req *c, const struct walk *w
 }
 
 /* Forwarded: for=<node>;proto=<proto>[;host="<host without \ and ">"] (RFC 7239). */
-static void add_forwarded(luaL_Buffer *b, const char *ip, size_t iplen, const char *proto,
-                          const char *host, size_t hlen)
+static void add_forwarded(luaL_Buffer *b, const char *name, const char *ip, size_t iplen,
+                          const char *proto, const char *host, size_t hlen)
 {
-    luaL_addstring(b, "Forwarded: for=");
+    luaL_addlstring(b, name, 9);
+    luaL_addstring(b, ": for=");
     bool v6 = memchr(ip, ':', iplen) != NULL;
     if (v6)
         luaL_addlstring(b, "\"[", 2);
@@ -376,11 +397,14 @@ static int l_proxy_request(lua_State *L)
                           h->value.len);
         }
     }
-    if (forwarded)
-        add_forwarded(&b, ip, iplen, proto, host, r->host.len);
+    if (forwarded) /* under a trusted Forwarded's spelling, as the others */
+        add_forwarded(&b,
+                      trust ? first_spelling_up(c, &hop, r->nheaders, "Forwarded", 9) : "Forwarded",
+                      ip, iplen, proto, host, r->host.len);
     if (via) {
         const char *v = r->http_major == 2 ? "2" : r->http_minor ? "1.1" : "1.0";
-        luaL_addstring(&b, "Via: ");
+        luaL_addlstring(&b, first_spelling_up(c, &hop, r->nheaders, "Via", 3), 3);
+        luaL_addstring(&b, ": ");
         luaL_addstring(&b, v);
         luaL_addchar(&b, ' ');
         luaL_addlstring(&b, via, vialen);
