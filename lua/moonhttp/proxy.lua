@@ -210,8 +210,8 @@ end
 -- The upstream's trailer fields, passed on (an HTTP/1.0 client, or a body framed by the
 -- upstream's Content-Length, has no place for them: they are dropped).
 local function pass_trailers(res, resp)
-  local list = resp:trailers()
-  if #list == 0 then return end
+  local list = core.fetch_trailers(resp) -- nil when none: no table per response
+  if not list then return end
   for i = 1, #list, 2 do
     local name = list[i]
     -- one at a time: a field that cannot be a trailer (Content-Length...) is dropped alone

@@ -400,6 +400,18 @@ static int l_resp_trailers(lua_State *L)
     return push_field_list(L, r->trailers ? r->trailers : "", r->trailers ? r->trailers_len : 0);
 }
 
+/* core.fetch_trailers(resp) → resp:trailers(), or nil when there are none (no table for
+ * http.proxy). */
+static int l_fetch_trailers(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    if (!r->trailers_len) {
+        lua_pushnil(L);
+        return 1;
+    }
+    return push_field_list(L, r->trailers, r->trailers_len);
+}
+
 static int l_resp_headers(lua_State *L)
 {
     luaL_checkudata(L, 1, RESP_MT);
@@ -1047,6 +1059,7 @@ void mh_client_open(lua_State *L)
     static const luaL_Reg fns[] = {
         {"fetch", l_fetch},
         {"proxy_fetch", l_proxy_fetch},
+        {"fetch_trailers", l_fetch_trailers},
         {"fetch_send", l_fetch_send},
         {"fetch_head", l_fetch_head},
         {"client", l_client},
