@@ -236,6 +236,8 @@ local function relay(res, resp)
   end
 end
 
+local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
+
 -- A streamed request body, as http.fetch sends `body = req` (init.lua's fetch_streamed):
 -- one piece in flight; an early answer (413, 401) ends the sending and is the response.
 local function send_body(resp, req, length)
@@ -271,10 +273,11 @@ end
 -- Lua table is made for the request. Returns false when the request needs the Lua path
 -- (an upgrade, more Connection fields than C keeps).
 local function plain(req, res, base, prefix, authority, opts)
-  local head, method, stream = core.proxy_request(req, authority, prefix, opts)
+  local o = opts ~= NO_OPTS and opts or nil -- no options: C reads none
+  local head, method, stream = core.proxy_request(req, authority, prefix, o)
   if not head then return false end
   local client = opts.client
-  local resp, kind, detail = core.proxy_fetch(client and client._c, base, head, method, stream, opts)
+  local resp, kind, detail = core.proxy_fetch(client and client._c, base, head, method, stream, o)
   if resp and stream then resp, kind, detail = send_body(resp, req, stream ~= true and stream or nil) end
   if not resp then return fail(res, opts, kind, detail) end
   send_head(req, res, resp, opts)
@@ -283,7 +286,6 @@ local function plain(req, res, base, prefix, authority, opts)
   return ok
 end
 
-local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
 function M.proxy(http, req, res, target, opts)
   if opts == nil then

@@ -771,7 +771,7 @@ static int l_fetch(lua_State *L)
 }
 
 /*
- * core.proxy_fetch(client|nil, url, head, method, stream, opts): http.proxy's
+ * core.proxy_fetch(client|nil, url, head, method, stream, opts|nil): http.proxy's
  * exchange. The head is core.proxy_request's (request line, fields and
  * framing, complete); url gives the connection (scheme, host, port); stream
  * is nil, a length or true as for core.fetch's argument 4; the timeouts are
@@ -793,11 +793,13 @@ static int l_proxy_fetch(lua_State *L)
         p.stream = lua_tointeger(L, 5);
     else if (!lua_isnil(L, 5))
         return luaL_argerror(L, 5, "a length or true");
-    luaL_checktype(L, 6, LUA_TTABLE);
-    p.timeout = opt_seconds(L, 6, "timeout", 0);
-    p.connect_timeout = opt_seconds(L, 6, "connect_timeout", 0);
-    p.send_timeout = opt_seconds(L, 6, "send_timeout", 0);
-    p.read_timeout = opt_seconds(L, 6, "read_timeout", 60);
+    int opts = lua_isnil(L, 6) ? 0 : 6; /* nil: http.proxy without options */
+    if (opts)
+        luaL_checktype(L, 6, LUA_TTABLE);
+    p.timeout = opt_seconds(L, opts, "timeout", 0);
+    p.connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
+    p.send_timeout = opt_seconds(L, opts, "send_timeout", 0);
+    p.read_timeout = opt_seconds(L, opts, "read_timeout", 60);
     mh_task_check(L, "http.fetch");
     struct mh_url u;
     const char *err = mh_url_parse(url, ulen, &u);

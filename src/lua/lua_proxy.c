@@ -8,7 +8,7 @@
  * (upstream_request and send_head), which still run when a hook needs the
  * headers as tables; the two must agree, and the proxy specs run both.
  *
- *   core.proxy_request(req, authority, prefix, opts)
+ *   core.proxy_request(req, authority, prefix, opts|nil)
  *       → head, method, stream | nil, "upgrade" | nil, "connection"
  *   core.proxy_response(res, resp, req, via) → true | nil, "connection"
  *
@@ -324,7 +324,10 @@ static int l_proxy_request(lua_State *L)
     size_t alen, plen;
     const char *authority = luaL_checklstring(L, 2, &alen);
     const char *prefix = luaL_checklstring(L, 3, &plen);
-    luaL_checktype(L, 4, LUA_TTABLE);
+    bool opts = !lua_isnil(L, 4); /* nil: no options (proxy.lua's NO_OPTS), none to read */
+    if (opts)
+        luaL_checktype(L, 4, LUA_TTABLE);
+    lua_settop(L, 4);
     const struct mh_request *r = &c->head;
     const char *base = mh_req_head(c);
     struct mh_hop hop = {0};
@@ -336,13 +339,18 @@ static int l_proxy_request(lua_State *L)
     }
     if (r->connect_websocket)
         return lua_path(L, "upgrade");
-    bool trust = opt_true(L, 4, "trust_forwarded"), forwarded = opt_true(L, 4, "forwarded"),
-         preserve = opt_true(L, 4, "preserve_host");
-    lua_getfield(L, 4, "x_forwarded");
-    bool xfwd = !(lua_isboolean(L, -1) && !lua_toboolean(L, -1));
-    lua_getfield(L, 4, "via"); /* at 6 */
+    bool trust = false, forwarded = false, preserve = false, xfwd = true;
     size_t vialen = 0;
-    const char *via = via_text(L, 6, &vialen);
+    const char *via = NULL;
+    if (opts) {
+        trust = opt_true(L, 4, "trust_forwarded");
+        forwarded = opt_true(L, 4, "forwarded");
+        preserve = opt_true(L, 4, "preserve_host");
+        lua_getfield(L, 4, "x_forwarded");
+        xfwd = !(lua_isboolean(L, -1) && !lua_toboolean(L, -1));
+        lua_getfield(L, 4, "via"); /* at 6 */
+        via = via_text(L, 6, &vialen);
+    }
 
     const char *method = mh_req_method(c);
     luaL_Buffer b;
