@@ -1,16 +1,16 @@
 /*
  * http.proxy's two heads in C (lua/moonhttp/proxy.lua holds the policy that
- * needs Lua: targets, hooks, errors, the body relay). On the plain path, a
- * proxy with no request or response hook, the upstream request head is built
- * from the request's parsed fields in one call, and the upstream response's
- * head goes from the client's parser into the response's header list in
- * another: no Lua table, no string per field. The rules are proxy.lua's
- * (upstream_request and send_head), which still run when a hook needs the
- * headers as tables; the two must agree, and the proxy specs run both.
+ * needs Lua: targets, hooks, errors, the body relay). Without a request hook
+ * (and for a URL target) the upstream request head is built from the
+ * request's parsed fields in one call; without a response hook the upstream
+ * response's head goes from the client's parser into the response's header
+ * list in another: no Lua table, no string per field. The rules are
+ * proxy.lua's (upstream_request and send_head), which still run when a hook
+ * needs the headers as tables; the two must agree (spec/proxy_paths_spec.lua
+ * sends the same requests both ways).
  *
- *   core.proxy_request(req, authority, prefix, opts|nil)
- *       → head, method, stream | nil, "upgrade" | nil, "connection"
- *   core.proxy_response(res, resp, req, via) → true | nil, "connection"
+ *   core.proxy_request(req, authority, prefix, opts|nil) → head, method, stream | nil, why
+ *   core.proxy_response(res, resp, req, via) → true | nil, why
  *
  * nil, why means "take the Lua path": an upgrade (relay.lua), a message with
  * more Connection fields than struct mh_hop holds, a status res:status
