@@ -1,7 +1,8 @@
 -- Hop-by-hop header fields (RFC 9110 §7.6.1), for the two places that pass
 -- a message on to another connection: http.proxy (proxy.lua) and the
 -- upgrade relay (relay.lua). A proxy never forwards these, nor the fields
--- a message's own Connection header names.
+-- a message's own Connection header names. src/http/hop.c is the same policy
+-- for http.proxy's C path (src/lua/lua_proxy.c): change both together.
 local M = {}
 
 -- The standard ones and the older ones still seen (Keep-Alive, Proxy-Connection).

@@ -52,7 +52,7 @@ local function via_proto(req)
   return v == "2.0" and "2" or v
 end
 
--- URL targets already split, as { base, prefix }: a route proxies to the same few
+-- URL targets already split, as { base, prefix, authority }: a route proxies to the same few
 -- strings on every request. Bounded, for a handler that builds a URL per request.
 local resolved, nresolved = {}, 0
 local MAX_RESOLVED = 256
@@ -61,17 +61,18 @@ local MAX_RESOLVED = 256
 -- has no prefix and picks its server per attempt (exchange below).
 local function resolve_target(target)
   local r = resolved[target]
-  if r then return r[1], r[2] end
+  if r then return r[1], r[2], r[3] end
   if upstream.is_group(target) then return target, "" end
   if type(target) ~= "string" then error("http.proxy: target must be a URL or an http.upstream group", 4) end
   local base, prefix = target:match("^([hH][tT][tT][pP][sS]?://[^/?#]+)([^?#]*)$")
   if not base then error("http.proxy: target must be http://host[:port][/prefix]", 4) end
   prefix = prefix:gsub("/$", "")
+  local authority = base:match("^[^:]+://(.*)$")
   if nresolved < MAX_RESOLVED then
-    resolved[target] = { base, prefix }
+    resolved[target] = { base, prefix, authority }
     nresolved = nresolved + 1
   end
-  return base, prefix
+  return base, prefix, authority
 end
 
 -- The upstream request: method, path, headers (name → list), per RFC 9110 §7.6.
@@ -159,8 +160,11 @@ local function keeps_trailer(req, drop)
 end
 
 -- Sends the response head: status and headers, hop-by-hop ones and the framing dropped.
--- Without a response hook the fields go to res as they come, in the upstream's order.
+-- Without a response hook, core.proxy_response does it in C (src/lua/lua_proxy.c, the same
+-- rules), and the loop below only runs for what it leaves to Lua (many Connection fields, a
+-- status res:status refuses); they go to res as they come, in the upstream's order.
 local function send_head(req, res, resp, opts)
+  if not opts.response and core.proxy_response(res, resp, req, opts.via) then return end
   local list = resp:header_list()
   local drop = dropped(list)
   if not opts.response then
@@ -206,8 +210,8 @@ end
 -- The upstream's trailer fields, passed on (an HTTP/1.0 client, or a body framed by the
 -- upstream's Content-Length, has no place for them: they are dropped).
 local function pass_trailers(res, resp)
-  local list = resp:trailers()
-  if #list == 0 then return end
+  local list = core.fetch_trailers(resp) -- nil when none: no table per response
+  if not list then return end
   for i = 1, #list, 2 do
     local name = list[i]
     -- one at a time: a field that cannot be a trailer (Content-Length...) is dropped alone
@@ -234,6 +238,55 @@ end
 
 local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
+-- A streamed request body, as http.fetch sends `body = req` (init.lua's fetch_streamed):
+-- one piece in flight; an early answer (413, 401) ends the sending and is the response.
+local function send_body(resp, req, length)
+  local sent = 0
+  while true do
+    local piece, perr = req:read(PIECE)
+    if piece == nil then
+      if perr ~= nil then resp:close() return nil, "body", tostring(perr) end
+      break
+    end
+    if #piece > 0 then
+      sent = sent + #piece
+      if length and sent > length then
+        resp:close()
+        return nil, "body", "body longer than its Content-Length"
+      end
+      local ok, err, detail = core.fetch_send(resp, length and piece or string.format("%x\r\n%s\r\n", #piece, piece))
+      if ok == false then return core.fetch_head(resp) end
+      if not ok then return nil, err, detail end
+    end
+  end
+  if length and sent < length then
+    resp:close()
+    return nil, "body", "body shorter than its Content-Length"
+  end
+  local ok, err, detail = core.fetch_send(resp, length and "" or "0\r\n\r\n", true)
+  if ok == nil then return nil, err, detail end
+  return core.fetch_head(resp)
+end
+
+-- The plain path: a URL target and no request hook. The upstream head is built in C from
+-- the request's fields (core.proxy_request: upstream_request's rules) and sent as is, so no
+-- Lua table is made for the request. Returns false when the request needs the Lua path
+-- (an upgrade, more Connection fields than C keeps).
+local function plain(req, res, base, prefix, authority, opts)
+  local o = opts ~= NO_OPTS and opts or nil -- no options: C reads none
+  local head, method, stream = core.proxy_request(req, authority, prefix, o)
+  if not head then return false end
+  local client = opts.client
+  local resp, kind, detail = core.proxy_fetch(client and client._c, base, head, method, stream, o)
+  if resp and stream then resp, kind, detail = send_body(resp, req, stream ~= true and stream or nil) end
+  if not resp then return fail(res, opts, kind, detail) end
+  send_head(req, res, resp, opts)
+  local ok = relay(res, resp)
+  resp:close()
+  return ok
+end
+
+
 function M.proxy(http, req, res, target, opts)
   if opts == nil then
     opts = NO_OPTS
@@ -242,7 +295,11 @@ function M.proxy(http, req, res, target, opts)
   else
     core.check_opts(opts, "http.proxy", KNOWN, 3)
   end
-  local base, prefix = resolve_target(target)
+  local base, prefix, authority = resolve_target(target)
+  if authority and not opts.request then
+    local ok, kind, detail = plain(req, res, base, prefix, authority, opts)
+    if ok ~= false then return ok, kind, detail end
+  end
   local up, cl, te, upgrade = upstream_request(req, opts, prefix)
   if opts.request then opts.request(up, req) end
   if upgrade or core.extended_connect(req) then

@@ -400,6 +400,18 @@ static int l_resp_trailers(lua_State *L)
     return push_field_list(L, r->trailers ? r->trailers : "", r->trailers ? r->trailers_len : 0);
 }
 
+/* core.fetch_trailers(resp) → resp:trailers(), or nil when there are none (no table for
+ * http.proxy). */
+static int l_fetch_trailers(lua_State *L)
+{
+    struct lresp *r = luaL_checkudata(L, 1, RESP_MT);
+    if (!r->trailers_len) {
+        lua_pushnil(L);
+        return 1;
+    }
+    return push_field_list(L, r->trailers, r->trailers_len);
+}
+
 static int l_resp_headers(lua_State *L)
 {
     luaL_checkudata(L, 1, RESP_MT);
@@ -427,6 +439,12 @@ static int l_resp_index(lua_State *L)
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(1));
     return 1;
+}
+
+const struct mh_client_req *mh_lua_client_exchange(lua_State *L, int idx)
+{
+    struct lresp *r = luaL_checkudata(L, idx, RESP_MT);
+    return r->closed ? NULL : &r->req;
 }
 
 static int l_resp_tostring(lua_State *L)
@@ -615,18 +633,95 @@ static double opt_seconds(lua_State *L, int opts, const char *k, double def)
     return v;
 }
 
+/* What start_fetch needs besides the request string. */
+struct fetch_params {
+    const char *method; /* anchored by the caller's arguments */
+    size_t mlen;
+    lua_Integer stream;
+    double timeout, connect_timeout, send_timeout, read_timeout;
+};
+
+/*
+ * Starts the exchange of the request string on top of the stack (kept as the
+ * response's user value 1) and waits for its head; a streamed one returns the
+ * response at once. The stack is left with only the response.
+ */
+static int start_fetch(lua_State *L, struct mh_client_pool *pool, const struct mh_url *u,
+                       const struct fetch_params *p)
+{
+    const char *method = p->method;
+    size_t mlen = p->mlen;
+    /* user values: 1 the request, 2 the headers table, 3 the streamed piece being written */
+    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 3);
+    memset(r, 0, sizeof *r);
+    r->anchor = LUA_NOREF;
+    r->closed = true; /* until the exchange is set up: __gc has nothing to do */
+    luaL_setmetatable(L, RESP_MT);
+    lua_pushvalue(L, -2);
+    lua_setiuservalue(L, -2, 1);
+    lua_replace(L, 1); /* the response is the `self` that wait_on anchors */
+    lua_settop(L, 1);
+
+    struct mh_task *t = mh_task_current(L);
+    struct mh_client_req *q = &r->req;
+    q->pool = pool;
+    mh_client_pool_ref(pool);
+    q->tls = u->tls;
+    memcpy(q->host, u->host, sizeof q->host);
+    q->port = (uint16_t)u->port;
+    lua_getiuservalue(L, 1, 1);
+    q->data = lua_tolstring(L, -1, &q->len);
+    lua_pop(L, 1);
+    q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
+    q->stream = p->stream != STREAM_NONE;
+    q->idempotent =
+        !q->stream &&
+        (q->is_head ||
+         (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
+         (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
+         (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0));
+    q->timeout = p->timeout;
+    q->connect_timeout = p->connect_timeout;
+    q->send_timeout = p->send_timeout;
+    q->read_timeout = p->read_timeout;
+    q->on_event = on_event;
+    q->ud = r;
+    r->closed = false;
+    r->owner.release = on_owner_end;
+    mh_task_adopt(t, &r->owner);
+    /* Anchor and register the wait first: a failure may be reported from inside start. */
+    lua_pushvalue(L, 1);
+    r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
+    r->waiter = t;
+    r->wait = WAIT_HEAD;
+    t->wait_data = r; /* set before start: a failure may be reported from inside it */
+    mh_client_start(q);
+    if (q->stream) {
+        /* The caller sends the body (core.fetch_send), then waits for the head (fetch_head). */
+        r->waiter = NULL;
+        r->wait = WAIT_NONE;
+        luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
+        r->anchor = LUA_NOREF;
+        return 1;
+    }
+    return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
+}
+
+/* The pool of the client at idx, or the default client's for nil. Raises once it is closed. */
+static struct mh_client_pool *client_pool(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx))
+        return default_pool(L);
+    struct lclient *c = luaL_checkudata(L, idx, CLIENT_MT);
+    if (!c->pool)
+        luaL_error(L, "client is closed");
+    return c->pool;
+}
+
 /* core.fetch(client|nil, url [, opts]) → resp | nil, err. Yields the task. */
 static int l_fetch(lua_State *L)
 {
-    struct mh_client_pool *pool;
-    if (lua_isnoneornil(L, 1)) {
-        pool = default_pool(L);
-    } else {
-        struct lclient *c = luaL_checkudata(L, 1, CLIENT_MT);
-        if (!c->pool)
-            return luaL_error(L, "client is closed");
-        pool = c->pool;
-    }
+    struct mh_client_pool *pool = client_pool(L, 1);
     size_t ulen;
     const char *url = luaL_checklstring(L, 2, &ulen);
     int opts = lua_istable(L, 3) ? 3 : 0;
@@ -657,77 +752,65 @@ static int l_fetch(lua_State *L)
         lua_pushstring(L, err);
         return 3;
     }
-    const char *method = "GET";
-    size_t mlen = 3;
-    double timeout = opt_seconds(L, opts, "timeout", DEFAULT_TIMEOUT);
-    double connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
-    double send_timeout = opt_seconds(L, opts, "send_timeout", 0);
-    double read_timeout = opt_seconds(L, opts, "read_timeout", 0);
+    struct fetch_params p = {.method = "GET", .mlen = 3, .stream = stream};
+    p.timeout = opt_seconds(L, opts, "timeout", DEFAULT_TIMEOUT);
+    p.connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
+    p.send_timeout = opt_seconds(L, opts, "send_timeout", 0);
+    p.read_timeout = opt_seconds(L, opts, "read_timeout", 0);
     if (opts) {
         lua_getfield(L, opts, "method");
         if (!lua_isnil(L, -1)) {
-            method = luaL_checklstring(L, -1, &mlen); /* anchored in opts */
-            if (!is_token(method, mlen))
+            p.method = luaL_checklstring(L, -1, &p.mlen); /* anchored in opts */
+            if (!is_token(p.method, p.mlen))
                 return luaL_error(L, "http.fetch: bad method");
         }
         lua_pop(L, 1);
     }
-    build_request(L, opts, &u, method, mlen, stream); /* the request string at 4 */
+    build_request(L, opts, &u, p.method, p.mlen, stream); /* the request string at 4 */
+    return start_fetch(L, pool, &u, &p);
+}
 
-    /* user values: 1 the request, 2 the headers table, 3 the streamed piece being written */
-    struct lresp *r = lua_newuserdatauv(L, sizeof *r, 3); /* at 5 */
-    memset(r, 0, sizeof *r);
-    r->anchor = LUA_NOREF;
-    r->closed = true; /* until the exchange is set up: __gc has nothing to do */
-    luaL_setmetatable(L, RESP_MT);
-    lua_pushvalue(L, 4);
-    lua_setiuservalue(L, 5, 1);
-    lua_replace(L, 1); /* the response is the `self` that wait_on anchors */
-    lua_settop(L, 1);
-
-    struct mh_task *t = mh_task_current(L);
-    struct mh_client_req *q = &r->req;
-    q->pool = pool;
-    mh_client_pool_ref(pool);
-    q->tls = u.tls;
-    memcpy(q->host, u.host, sizeof q->host);
-    q->port = (uint16_t)u.port;
-    lua_getiuservalue(L, 1, 1);
-    q->data = lua_tolstring(L, -1, &q->len);
-    lua_pop(L, 1);
-    q->is_head = mlen == 4 && memcmp(method, "HEAD", 4) == 0;
-    q->stream = stream != STREAM_NONE;
-    q->idempotent =
-        !q->stream &&
-        (q->is_head ||
-         (mlen == 3 && (memcmp(method, "GET", 3) == 0 || memcmp(method, "PUT", 3) == 0)) ||
-         (mlen == 6 && memcmp(method, "DELETE", 6) == 0) ||
-         (mlen == 7 && memcmp(method, "OPTIONS", 7) == 0));
-    q->timeout = timeout;
-    q->connect_timeout = connect_timeout;
-    q->send_timeout = send_timeout;
-    q->read_timeout = read_timeout;
-    q->on_event = on_event;
-    q->ud = r;
-    r->closed = false;
-    r->owner.release = on_owner_end;
-    mh_task_adopt(t, &r->owner);
-    /* Anchor and register the wait first: a failure may be reported from inside start. */
-    lua_pushvalue(L, 1);
-    r->anchor = luaL_ref(L, LUA_REGISTRYINDEX);
-    r->waiter = t;
-    r->wait = WAIT_HEAD;
-    t->wait_data = r; /* set before start: a failure may be reported from inside it */
-    mh_client_start(q);
-    if (q->stream) {
-        /* The caller sends the body (core.fetch_send), then waits for the head (fetch_head). */
-        r->waiter = NULL;
-        r->wait = WAIT_NONE;
-        luaL_unref(L, LUA_REGISTRYINDEX, r->anchor);
-        r->anchor = LUA_NOREF;
-        return 1;
+/*
+ * core.proxy_fetch(client|nil, url, head, method, stream, opts|nil): http.proxy's
+ * exchange. The head is core.proxy_request's (request line, fields and
+ * framing, complete); url gives the connection (scheme, host, port); stream
+ * is nil, a length or true as for core.fetch's argument 4; the timeouts are
+ * http.proxy's options (timeout none and read_timeout 60 s by default). As
+ * core.fetch otherwise: yields until the head, or returns the response at
+ * once for a streamed body (core.fetch_send, then core.fetch_head).
+ */
+static int l_proxy_fetch(lua_State *L)
+{
+    struct mh_client_pool *pool = client_pool(L, 1);
+    size_t ulen;
+    const char *url = luaL_checklstring(L, 2, &ulen);
+    luaL_checktype(L, 3, LUA_TSTRING);
+    struct fetch_params p = {.stream = STREAM_NONE};
+    p.method = luaL_checklstring(L, 4, &p.mlen); /* a request's method: a token */
+    if (lua_isboolean(L, 5) && lua_toboolean(L, 5))
+        p.stream = STREAM_CHUNKED;
+    else if (lua_isinteger(L, 5) && lua_tointeger(L, 5) >= 0)
+        p.stream = lua_tointeger(L, 5);
+    else if (!lua_isnil(L, 5))
+        return luaL_argerror(L, 5, "a length or true");
+    int opts = lua_isnil(L, 6) ? 0 : 6; /* nil: http.proxy without options */
+    if (opts)
+        luaL_checktype(L, 6, LUA_TTABLE);
+    p.timeout = opt_seconds(L, opts, "timeout", 0);
+    p.connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
+    p.send_timeout = opt_seconds(L, opts, "send_timeout", 0);
+    p.read_timeout = opt_seconds(L, opts, "read_timeout", 60);
+    mh_task_check(L, "http.fetch");
+    struct mh_url u;
+    const char *err = mh_url_parse(url, ulen, &u);
+    if (err) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "url");
+        lua_pushstring(L, err);
+        return 3;
     }
-    return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
+    lua_pushvalue(L, 3);
+    return start_fetch(L, pool, &u, &p);
 }
 
 /* ---- streamed request bodies ------------------------------------------------------ */
@@ -976,8 +1059,14 @@ void mh_client_open(lua_State *L)
                .name = RESP_MT, .methods = resp_methods, .index = l_resp_index, .meta = resp_meta});
     mh_lua_register_type(L, &(struct mh_lua_type){.name = CLIENT_MT, .meta = client_meta});
     static const luaL_Reg fns[] = {
-        {"fetch", l_fetch},   {"fetch_send", l_fetch_send},     {"fetch_head", l_fetch_head},
-        {"client", l_client}, {"client_close", l_client_close}, {"client_stats", l_client_stats},
+        {"fetch", l_fetch},
+        {"proxy_fetch", l_proxy_fetch},
+        {"fetch_trailers", l_fetch_trailers},
+        {"fetch_send", l_fetch_send},
+        {"fetch_head", l_fetch_head},
+        {"client", l_client},
+        {"client_close", l_client_close},
+        {"client_stats", l_client_stats},
         {NULL, NULL},
     };
     luaL_setfuncs(L, fns, 0);

@@ -26,6 +26,7 @@
 #include "lua_shared.h"
 #include "lua_web.h"
 #include "lua_vm.h"
+#include "lua_proxy.h"
 #include "lua_relay.h"
 #include "lua_ws.h"
 #include "req.h"
@@ -303,6 +304,7 @@ static int open_core(lua_State *L)
     mh_socket_open(L);
     mh_lua_ws_core_open(L);
     mh_lua_relay_core_open(L);
+    mh_lua_proxy_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
     mh_signal_open(L);
