@@ -36,11 +36,14 @@ order=$(pick "$SLOW" "$@")
 for f in "$@"; do
     case " $(echo $order $alone) " in *" $f "*) ;; *) order="$order $f" ;; esac
 done
+# Each file's output comes under a line with its name and wall time.
 run_one='
     log="$2/$(basename "$1").log"
+    t=$(date +%s)
     busted "$1" >"$log" 2>&1
     echo $? >"$log.rc"
-    flock "$2/lock" cat "$log"'
+    echo "== $1: $(($(date +%s) - t)) s" >"$log.head"
+    flock "$2/lock" cat "$log.head" "$log"'
 t0=$(date +%s)
 printf '%s\n' $order | xargs -P "$JOBS" -I{} sh -c "$run_one" _ {} "$out"
 [ -z "$alone" ] || printf '%s\n' $alone | xargs -P 1 -I{} sh -c "$run_one" _ {} "$out"

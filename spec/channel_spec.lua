@@ -116,7 +116,9 @@ describe("http.channel", function()
     local took = H.now() - t0
     assert.equal("closed 1001", p:read("l"))
     p:close()
-    assert.truthy(took < 1, ("the stop took %.2f s"):format(took))
+    -- a subscriber left blocked holds the stop for shutdown_timeout (10 s): half
+    -- of it tells the two apart, also with ASan's exit on a loaded machine
+    assert.truthy(took < 5, ("the stop took %.2f s"):format(took))
   end)
 
   it("answers misuse with errors, and values for runtime failures", function()

@@ -85,13 +85,17 @@ assert(text == '{"name"', text)]]))
 
     it("drains in the background and parks the connection; a request meanwhile dials", function()
       local s = run(up, [[
-local c = http.client{ drain_wait = 0 } -- Go 1.27's rule: never wait for a drain
+-- Go 1.27's rule: never wait for a drain; and one that may take its time
+local c = http.client{ drain_wait = 0, drain_timeout = 5 }
 local r = assert(c:fetch(BASE .. "/medium"))
-r:close()                       -- 100 KiB, the rest comes 5 ms later: background drain
+r:close()                       -- 100 KiB, the rest comes 0.5 s later: background drain
 local r2 = assert(c:fetch(BASE .. "/small")) -- the drain is running: another connection
 r2:close()
 print("dials_during", c:stats().dials)
-http.sleep(0.1)
+for _ = 1, 100 do               -- the drain ends 0.5 s on and parks its connection
+  if c:stats().idle == 2 then break end
+  http.sleep(0.05)
+end
 print("idle_after", c:stats().idle)
 for i = 1, 5 do assert(c:fetch(BASE .. "/small")):close() end
 for k, v in pairs(c:stats()) do print(k, v) end

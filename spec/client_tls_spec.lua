@@ -68,8 +68,12 @@ describe("http client over TLS", function()
   before_each(function() assert(H.request(up_port, "GET", "/_reset")) end)
 
   it("verifies against a custom CA and reuses one connection for unread bodies", function()
+    -- As client_spec's chunked case: the terminator may come later than the
+    -- default 50 ms drain_timeout on a loaded machine, and a fetch made while
+    -- a drain still waits rightly dials another connection; what must hold is
+    -- that no drain gave up and nearly every fetch reused.
     local s = run([[
-local c = http.client{ tls = { ca = arg[2] } }
+local c = http.client{ tls = { ca = arg[2] }, drain_timeout = 1 }
 for _, p in ipairs{ "/small", "/chunked" } do
   for i = 1, 50 do
     local r = assert(c:fetch(arg[1] .. p))
@@ -79,9 +83,6 @@ for _, p in ipairs{ "/small", "/chunked" } do
 end
 for k, v in pairs(c:stats()) do print(k, v) end
 ]], "https://localhost:" .. good, dir .. "/ca.pem")
-    -- as client_spec's chunked case: a fetch made while a drain still waits
-    -- rightly dials another (Go's rule too), which a loaded machine under
-    -- ASan did once (2 dials); no drain may give up, and most fetches reuse
     assert.equal(0, s.drains_abandoned or 0)
     assert.equal(100, s.dials + s.reuses)
     assert.is_true(s.reuses >= 90, s.reuses .. " of 100 fetches reused a connection")

@@ -355,29 +355,34 @@ describe("a stop that always stops", function()
       case[2], case[3]),
       function()
         local srv, t0, c = spin_then(case[1], case[2], nil, case[3])
-        local status = srv:wait(5)
+        local status = srv:wait(10)
         local took = H.now() - t0
         c:close()
         assert.is_not_nil(status)
-        assert.truthy(took < 0.5 + 1, took)
+        -- without the guards it never stops; the margin past shutdown_timeout is
+        -- the kill and an ASan exit on a loaded machine, not the feature
+        assert.truthy(took < 0.5 + 3, took)
         srv.stopped = true
         H.check_sanitizers(srv:logtext(), "stop")
       end)
   end
 
-  it("SIGHUP retires a worker stuck in a handler within shutdown_timeout + 1 s", function()
+  it("SIGHUP retires a worker stuck in a handler soon after shutdown_timeout", function()
     local srv, t0, c, old = spin_then("HUP", 2)
+    -- timed up to the old workers' end; their replacements' start (seconds under
+    -- ASan on a busy machine) is waited for apart
     local gone = O.wait_for(function()
-      local now = O.children(srv.pid)
-      for _, pid in ipairs(now) do
+      for _, pid in ipairs(O.children(srv.pid)) do
         if pid == old[1] or pid == old[2] then return false end
       end
-      return #now == 2
-    end, 5, 0.02)
+      return true
+    end, 10, 0.02)
     local took = H.now() - t0
     c:close()
     assert.truthy(gone)
-    assert.truthy(took < 0.5 + 1, took)
+    -- without the guards the stuck worker never ends
+    assert.truthy(took < 0.5 + 3, took)
+    assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 10))
     -- the worker's own watchdog or the master ended it
     local log = srv:logtext()
     assert.truthy(log:find("the event loop is stuck; exiting now", 1, true)

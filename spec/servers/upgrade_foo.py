@@ -4,10 +4,16 @@
 # write (bytes a relay must not lose), then sends every byte it gets back
 # upper-cased until the client's EOF, then "bye\n" and closes.
 # GET /refuse is answered 403 with a body instead.
+import socket
+
 import peer
 
 
 def serve(c):
+    # Small fixed buffers: relay_upgrade_spec's back-pressure case bounds what
+    # the kernel may hold between client and upstream.
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
     head = b""
     while b"\r\n\r\n" not in head:
         data = c.recv(4096)
