@@ -6,6 +6,7 @@ local core = require "moonhttp.core"
 local cjson = require "cjson"
 local crypto = require "moonhttp.crypto"
 local web = require "moonhttp.web"
+local upload = require "moonhttp.upload"
 web.install()
 
 local M = {
@@ -255,37 +256,9 @@ local function fetch_streamed(c, url, opts, src, length)
   o.body, o.redirects = nil, nil
   local resp, err, detail = core.fetch(c, url, o, length or true)
   if not resp then return nil, err, detail end
-  local sent = 0
-  while true do
-    local piece, perr = src()
-    if piece == nil then
-      if perr ~= nil then resp:close() return nil, "body", tostring(perr) end
-      break
-    end
-    if type(piece) ~= "string" then
-      resp:close()
-      error("http.fetch: a body function must return strings (or nil at the end)", 3)
-    end
-    if #piece > 0 then
-      sent = sent + #piece
-      if length and sent > length then
-        resp:close()
-        return nil, "body", "body longer than its Content-Length"
-      end
-      local ok
-      ok, err, detail = core.fetch_send(resp, length and piece or string.format("%x\r\n%s\r\n", #piece, piece))
-      if ok == false then return core.fetch_head(resp) end
-      if not ok then return nil, err, detail end
-    end
-  end
-  if length and sent < length then
-    resp:close()
-    return nil, "body", "body shorter than its Content-Length"
-  end
-  local ok
-  ok, err, detail = core.fetch_send(resp, length and "" or "0\r\n\r\n", true)
-  if ok == nil then return nil, err, detail end
-  return core.fetch_head(resp)
+  -- not a tail call: upload.send's error level counts this frame
+  local sent, kind, why = upload.send(resp, src, length, 3)
+  return sent, kind, why
 end
 
 local function fetch(c, url, opts)

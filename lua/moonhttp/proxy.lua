@@ -6,6 +6,7 @@
 local core = require "moonhttp.core"
 local hop = require "moonhttp.hop"
 local upstream = require "moonhttp.upstream"
+local upload = require "moonhttp.upload"
 
 local M = {}
 
@@ -238,36 +239,6 @@ end
 
 local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
--- A streamed request body, as http.fetch sends `body = req` (init.lua's fetch_streamed):
--- one piece in flight; an early answer (413, 401) ends the sending and is the response.
-local function send_body(resp, req, length)
-  local sent = 0
-  while true do
-    local piece, perr = req:read(PIECE)
-    if piece == nil then
-      if perr ~= nil then resp:close() return nil, "body", tostring(perr) end
-      break
-    end
-    if #piece > 0 then
-      sent = sent + #piece
-      if length and sent > length then
-        resp:close()
-        return nil, "body", "body longer than its Content-Length"
-      end
-      local ok, err, detail = core.fetch_send(resp, length and piece or string.format("%x\r\n%s\r\n", #piece, piece))
-      if ok == false then return core.fetch_head(resp) end
-      if not ok then return nil, err, detail end
-    end
-  end
-  if length and sent < length then
-    resp:close()
-    return nil, "body", "body shorter than its Content-Length"
-  end
-  local ok, err, detail = core.fetch_send(resp, length and "" or "0\r\n\r\n", true)
-  if ok == nil then return nil, err, detail end
-  return core.fetch_head(resp)
-end
-
 -- The plain path: a URL target and no request hook. The upstream head is built in C from
 -- the request's fields (core.proxy_request: upstream_request's rules) and sent as is, so no
 -- Lua table is made for the request. Returns false when the request needs the Lua path
@@ -278,7 +249,9 @@ local function plain(req, res, base, prefix, authority, opts)
   if not head then return false end
   local client = opts.client
   local resp, kind, detail = core.proxy_fetch(client and client._c, base, head, method, stream, o)
-  if resp and stream then resp, kind, detail = send_body(resp, req, stream ~= true and stream or nil) end
+  if resp and stream then
+    resp, kind, detail = upload.send(resp, function() return req:read(PIECE) end, stream ~= true and stream or nil, 2)
+  end
   if not resp then return fail(res, opts, kind, detail) end
   send_head(req, res, resp, opts)
   local ok = relay(res, resp)

@@ -550,6 +550,27 @@ static int start_fetch(lua_State *L, struct mh_client_pool *pool, const struct m
     return mh_task_wait(L, t, resume_fetch, cancel_wait, r);
 }
 
+/* The argument at idx as a streamed body's framing: nil (none), a length, or true (chunked). */
+static lua_Integer check_stream(lua_State *L, int idx)
+{
+    if (lua_isboolean(L, idx) && lua_toboolean(L, idx))
+        return MH_FETCH_STREAM_CHUNKED;
+    if (lua_isinteger(L, idx) && lua_tointeger(L, idx) >= 0)
+        return lua_tointeger(L, idx);
+    if (!lua_isnoneornil(L, idx))
+        luaL_argerror(L, idx, "a length or true");
+    return MH_FETCH_STREAM_NONE;
+}
+
+/* nil, "url", why: a URL mh_url_parse refused. */
+static int push_url_err(lua_State *L, const char *why)
+{
+    lua_pushnil(L);
+    lua_pushliteral(L, "url");
+    lua_pushstring(L, why);
+    return 3;
+}
+
 /* The pool of the client at idx, or the default client's for nil. Raises once it is closed. */
 static struct mh_client_pool *client_pool(lua_State *L, int idx)
 {
@@ -578,23 +599,13 @@ static int l_fetch(lua_State *L)
     if (opts)
         mh_lua_check_opts(L, opts, "http.fetch", known, 2);
     /* 4: a streamed body's length, true for chunked (moonhttp's Lua fetch streams it) */
-    lua_Integer stream = MH_FETCH_STREAM_NONE;
-    if (lua_isboolean(L, 4) && lua_toboolean(L, 4))
-        stream = MH_FETCH_STREAM_CHUNKED;
-    else if (lua_isinteger(L, 4) && lua_tointeger(L, 4) >= 0)
-        stream = lua_tointeger(L, 4);
-    else if (!lua_isnoneornil(L, 4))
-        return luaL_argerror(L, 4, "a length or true");
+    lua_Integer stream = check_stream(L, 4);
     lua_settop(L, 3);
     mh_task_check(L, "http.fetch");
     struct mh_url u;
     const char *err = mh_url_parse(url, ulen, &u);
-    if (err) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "url");
-        lua_pushstring(L, err);
-        return 3;
-    }
+    if (err)
+        return push_url_err(L, err);
     struct fetch_params p = {.method = "GET", .mlen = 3, .stream = stream};
     p.timeout = opt_seconds(L, opts, "timeout", DEFAULT_TIMEOUT);
     p.connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
@@ -630,12 +641,7 @@ static int l_proxy_fetch(lua_State *L)
     luaL_checktype(L, 3, LUA_TSTRING);
     struct fetch_params p = {.stream = MH_FETCH_STREAM_NONE};
     p.method = luaL_checklstring(L, 4, &p.mlen); /* a request's method: a token */
-    if (lua_isboolean(L, 5) && lua_toboolean(L, 5))
-        p.stream = MH_FETCH_STREAM_CHUNKED;
-    else if (lua_isinteger(L, 5) && lua_tointeger(L, 5) >= 0)
-        p.stream = lua_tointeger(L, 5);
-    else if (!lua_isnil(L, 5))
-        return luaL_argerror(L, 5, "a length or true");
+    p.stream = check_stream(L, 5);
     int opts = lua_isnil(L, 6) ? 0 : 6; /* nil: http.proxy without options */
     if (opts)
         luaL_checktype(L, 6, LUA_TTABLE);
@@ -646,12 +652,8 @@ static int l_proxy_fetch(lua_State *L)
     mh_task_check(L, "http.fetch");
     struct mh_url u;
     const char *err = mh_url_parse(url, ulen, &u);
-    if (err) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "url");
-        lua_pushstring(L, err);
-        return 3;
-    }
+    if (err)
+        return push_url_err(L, err);
     lua_pushvalue(L, 3);
     return start_fetch(L, pool, &u, &p);
 }
