@@ -1,14 +1,15 @@
 -- Hop-by-hop header fields (RFC 9110 §7.6.1), for the two places that pass
 -- a message on to another connection: http.proxy (proxy.lua) and the
 -- upgrade relay (relay.lua). A proxy never forwards these, nor the fields
--- a message's own Connection header names. src/http/hop.c is the same policy
--- for http.proxy's C path (src/lua/lua_proxy.c): change both together.
+-- a message's own Connection header names. http.proxy's C path applies the
+-- same policy (src/http/hop.c), whose list of names this is.
+local core = require "moonhttp.core"
+
 local M = {}
 
--- The standard ones and the older ones still seen (Keep-Alive, Proxy-Connection).
-M.NAMES = { connection = true, ["keep-alive"] = true, ["proxy-connection"] = true, te = true,
-  trailer = true, ["transfer-encoding"] = true, upgrade = true,
-  ["proxy-authenticate"] = true, ["proxy-authorization"] = true }
+-- name (lowercase) -> true: the standard ones and the older ones still seen
+-- (Keep-Alive, Proxy-Connection). Read only: shared by every caller.
+M.NAMES = core.hop_names
 
 local DROP_MT = { __index = M.NAMES }
 

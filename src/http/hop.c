@@ -2,27 +2,32 @@
 
 #include <strings.h>
 
-/* By length first: most field names are none of these lengths, and the rest differ early. */
+#define NAME(s)                                                                                    \
+    {                                                                                              \
+        s, sizeof s - 1                                                                            \
+    }
+/* The standard ones and the older ones still seen (Keep-Alive, Proxy-Connection). */
+const struct mh_hop_name mh_hop_standard[] = {
+    NAME("connection"),
+    NAME("keep-alive"),
+    NAME("proxy-connection"),
+    NAME("te"),
+    NAME("trailer"),
+    NAME("transfer-encoding"),
+    NAME("upgrade"),
+    NAME("proxy-authenticate"),
+    NAME("proxy-authorization"),
+};
+#undef NAME
+const size_t mh_hop_nstandard = sizeof mh_hop_standard / sizeof mh_hop_standard[0];
+
+/* Lengths first: most field names match none, and an integer compare is all they cost. */
 bool mh_hop_is_standard(const char *n, size_t len)
 {
-    switch (len) {
-    case 2:
-        return strncasecmp(n, "te", 2) == 0;
-    case 7:
-        return strncasecmp(n, "trailer", 7) == 0 || strncasecmp(n, "upgrade", 7) == 0;
-    case 10:
-        return strncasecmp(n, "connection", 10) == 0 || strncasecmp(n, "keep-alive", 10) == 0;
-    case 16:
-        return strncasecmp(n, "proxy-connection", 16) == 0;
-    case 17:
-        return strncasecmp(n, "transfer-encoding", 17) == 0;
-    case 18:
-        return strncasecmp(n, "proxy-authenticate", 18) == 0;
-    case 19:
-        return strncasecmp(n, "proxy-authorization", 19) == 0;
-    default:
-        return false;
-    }
+    for (size_t i = 0; i < mh_hop_nstandard; i++)
+        if (mh_hop_standard[i].len == len && strncasecmp(n, mh_hop_standard[i].name, len) == 0)
+            return true;
+    return false;
 }
 
 bool mh_hop_is_connection(const char *name, size_t len)

@@ -4,8 +4,9 @@
  * Hop-by-hop header fields (RFC 9110 §7.6.1) for a message passed on to
  * another connection (http.proxy): the standard names, the older ones still
  * seen (Keep-Alive, Proxy-Connection), and the fields the message's own
- * Connection header names. lua/moonhttp/hop.lua is the same policy for the
- * Lua paths (a proxy hook, the upgrade relay); the two must agree.
+ * Connection header names. lua/moonhttp/hop.lua applies the same policy on
+ * the Lua paths (a proxy hook, the upgrade relay) with this list of names
+ * (core.hop_names), so there is one list.
  *
  * Plain functions over (pointer, length) slices: no allocation, no Lua.
  */
@@ -21,6 +22,14 @@ struct mh_hop {
     size_t len[MH_HOP_MAX_CONNECTION];
     unsigned n;
 };
+
+/* The standard hop-by-hop field names, lowercase, with their lengths. */
+struct mh_hop_name {
+    const char *name;
+    size_t len;
+};
+extern const struct mh_hop_name mh_hop_standard[];
+extern const size_t mh_hop_nstandard;
 
 /* True when name[0..len) (any case) is a standard hop-by-hop field name. */
 bool mh_hop_is_standard(const char *name, size_t len);

@@ -539,4 +539,11 @@ void mh_lua_proxy_open(lua_State *L)
     lua_setfield(L, -2, "proxy_request");
     lua_pushcfunction(L, l_proxy_response);
     lua_setfield(L, -2, "proxy_response");
+    /* hop.lua's NAMES: the one list of hop-by-hop names is hop.c's */
+    lua_createtable(L, 0, (int)mh_hop_nstandard);
+    for (size_t i = 0; i < mh_hop_nstandard; i++) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, mh_hop_standard[i].name);
+    }
+    lua_setfield(L, -2, "hop_names");
 }
