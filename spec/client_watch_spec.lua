@@ -4,7 +4,7 @@
 -- connection the server closes while the exchange still holds it is neither
 -- reused nor left spinning on its level-triggered readiness.
 local H = require "helper"
-local socket = require "socket"
+local O = require "ops_helper"
 local cjson = require "cjson"
 
 local FRONT = [[
@@ -38,13 +38,6 @@ http.handle("/hold", function(req, res)
 end)
 ]]
 
-local function worker_of(pid)
-  local p = io.popen(string.format("cat /proc/%d/task/*/children 2>/dev/null", pid))
-  local w = p:read("n")
-  p:close()
-  return w or pid
-end
-
 describe("client watcher", function()
   local up, front
   setup(function()
@@ -57,32 +50,17 @@ describe("client watcher", function()
   end)
 
   it("costs no epoll_ctl per keep-alive exchange", function()
-    if not os.execute("command -v strace >/dev/null 2>&1") then
-      -- scripts/deps.sh installs it: in CI a missing strace is a failure, not a skip
-      assert(not os.getenv("CI"), "strace is not installed (scripts/deps.sh installs it)")
-      pending("strace is not installed")
-      return
-    end
+    if not O.need_strace() then return end
     local res = H.request(front.port, "GET", "/many?n=5")
     assert.equal(200, res.status, res.body)
-    local out = os.tmpname()
-    local st = io.popen(string.format("strace -f -qq -c -e trace=epoll_ctl -p %d -o %s 2>&1 & echo $!",
-      worker_of(front.pid), out))
-    local spid = assert(st:read("n"))
-    st:close()
-    socket.sleep(0.5) -- attached
     local n = 200
-    res = H.request(front.port, "GET", "/many?n=" .. n)
-    os.execute("kill -INT " .. spid)
-    socket.sleep(0.3)
+    local counts, _, summary = O.syscalls(front.pid, "epoll_ctl", function()
+      res = H.request(front.port, "GET", "/many?n=" .. n)
+    end)
     assert.equal(200, res.status, res.body)
     local stats = cjson.decode(res.body)
     assert.equal(1, stats.dials) -- one connection, reused throughout
-    local f = assert(io.open(out))
-    local summary = f:read("a")
-    f:close()
-    os.remove(out)
-    local calls = tonumber(summary:match("%s(%d+)%s+%d*%s*epoll_ctl")) or 0
+    local calls = counts.epoll_ctl
     -- before: two per exchange (the watcher re-set at the write, re-armed at the park)
     assert.is_true(calls < n / 10, string.format("%d epoll_ctl for %d exchanges:\n%s", calls, n, summary))
   end)

@@ -26,6 +26,47 @@ function O.children(pid)
   return pids
 end
 
+--- True when strace is installed; else the test is marked pending (and
+-- fails in CI, where scripts/deps.sh installs it: a skip there would hide
+-- that the spec proved nothing).
+function O.need_strace()
+  if O.has("strace") then return true end
+  assert(not os.getenv("CI"), "strace is not installed (scripts/deps.sh installs it)")
+  pending("strace is not installed")
+  return false
+end
+
+--- Runs fn while strace counts the system calls `names` ("epoll_ctl,read")
+-- of pid's worker (its first child, or pid itself with one worker).
+-- Returns calls and errors by name (0 when none) and strace's summary.
+function O.syscalls(pid, names, fn)
+  local out = os.tmpname()
+  local st = io.popen(string.format("strace -f -qq -c -e trace=%s -p %d -o %s 2>&1 & echo $!",
+    names, O.children(pid)[1] or pid, out))
+  local spid = assert(st:read("n"))
+  st:close()
+  socket.sleep(0.5) -- attached
+  fn()
+  os.execute("kill -INT " .. spid)
+  socket.sleep(0.3)
+  local f = assert(io.open(out))
+  local summary = f:read("a")
+  f:close()
+  os.remove(out)
+  local calls, errors = setmetatable({}, { __index = function() return 0 end }),
+    setmetatable({}, { __index = function() return 0 end })
+  for line in summary:gmatch("[^\n]+") do
+    local col = {}
+    for x in line:gmatch("%S+") do col[#col + 1] = x end
+    -- % time, seconds, usecs/call, calls, [errors,] syscall
+    if (#col == 5 or #col == 6) and tonumber(col[4]) then
+      calls[col[#col]] = tonumber(col[4])
+      errors[col[#col]] = #col == 6 and tonumber(col[5]) or 0
+    end
+  end
+  return calls, errors, summary
+end
+
 function O.has(cmd)
   return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true
 end

@@ -6,7 +6,7 @@
 -- could only fail with EAGAIN. Counted with strace on the worker, through
 -- the real binary against a real redis-server.
 local H = require "helper"
-local socket = require "socket"
+local O = require "ops_helper"
 
 local APP = [[
 local http = require "moonhttp"
@@ -48,40 +48,11 @@ http.handle("/contended", function(req, res)
 end)
 ]]
 
-local function worker_of(pid)
-  local p = io.popen(string.format("cat /proc/%d/task/*/children 2>/dev/null", pid))
-  local w = p:read("n")
-  p:close()
-  return w or pid
-end
-
 -- Runs fn while strace counts the worker's epoll_ctl and read calls:
 -- returns the epoll_ctl calls, the failed reads and strace's summary.
 local function counted(pid, fn)
-  local out = os.tmpname()
-  local st = io.popen(string.format("strace -f -qq -c -e trace=epoll_ctl,read -p %d -o %s 2>&1 & echo $!",
-    worker_of(pid), out))
-  local spid = assert(st:read("n"))
-  st:close()
-  socket.sleep(0.5) -- attached
-  fn()
-  os.execute("kill -INT " .. spid)
-  socket.sleep(0.3)
-  local f = assert(io.open(out))
-  local summary = f:read("a")
-  f:close()
-  os.remove(out)
-  local calls, errors = {}, {}
-  for line in summary:gmatch("[^\n]+") do
-    local f = {}
-    for x in line:gmatch("%S+") do f[#f + 1] = x end
-    -- % time, seconds, usecs/call, calls, [errors,] syscall
-    if (#f == 5 or #f == 6) and tonumber(f[4]) then
-      calls[f[#f]] = tonumber(f[4])
-      errors[f[#f]] = #f == 6 and tonumber(f[5]) or 0
-    end
-  end
-  return calls.epoll_ctl or 0, errors.read or 0, summary
+  local calls, errors, summary = O.syscalls(pid, "epoll_ctl,read", fn)
+  return calls.epoll_ctl, errors.read, summary
 end
 
 describe("Redis round trips", function()
@@ -96,12 +67,7 @@ describe("Redis round trips", function()
     if srv then srv:stop() end
   end)
 
-  local function need_strace()
-    if os.execute("command -v strace >/dev/null 2>&1") then return true end
-    -- scripts/deps.sh installs it: in CI a missing strace is a failure, not a skip
-    assert(not os.getenv("CI"), "strace is not installed (scripts/deps.sh installs it)")
-    pending("strace is not installed")
-  end
+  local need_strace = O.need_strace
 
   it("cost no epoll_ctl and no failed read per command on a pooled connection", function()
     if not need_strace() then return end
