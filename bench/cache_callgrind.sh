@@ -17,6 +17,7 @@
 # so before and after come from one binary.
 set -eu
 cd "$(dirname "$0")/.."
+. bench/callgrind_lib.sh
 MODE=${1:-hit}
 N1=${2:-500}
 N2=${3:-2500}
@@ -34,7 +35,7 @@ UPID=$!
 wait_port "$UP_PORT"
 
 run() {
-    local n=$1 pid total=0 f t
+    local n=$1 pid
     UP_PORT=$UP_PORT CACHE_LUA=${CACHE_LUA:-} LOCK_TIMEOUT=${LOCK_TIMEOUT:-} valgrind --tool=callgrind \
         --callgrind-out-file="$WORK/cg.$n.%p" "$BIN" --listen "127.0.0.1:$FRONT_PORT" \
         --workers 1 bench/cache/front.lua >"$WORK/front.$n.log" 2>&1 &
@@ -43,11 +44,7 @@ run() {
     lua5.4 bench/cache/client.lua "$FRONT_PORT" "$n" "$MODE"
     kill -TERM "$pid"
     wait "$pid" || true
-    for f in "$WORK"/cg."$n".*; do
-        t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
-        total=$((total + ${t:-0}))
-    done
-    echo "$total"
+    cg_total "$WORK/cg.$n"
 }
 
 I1=$(run "$N1")

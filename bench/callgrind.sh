@@ -21,6 +21,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 source bench/lib.sh
+source bench/callgrind_lib.sh
 
 SERVER=moonhttp
 if [ "${1:-}" = "--server" ]; then
@@ -57,13 +58,7 @@ run() {
         { cat "$OUT/$SERVER-$n.log" >&2; exit 1; }
     "$WORK/kaclient" "${PORT[$SERVER]}" "$n" "$DEPTH" >&2
     STOP_WAIT=60 stop_server
-    local total=0 f t
-    for f in "$OUT"/callgrind.out."$n".*; do
-        [ -e "$f" ] || { echo "callgrind.sh: no callgrind output for $n requests" >&2; exit 1; }
-        t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
-        total=$((total + ${t:-0}))
-    done
-    echo "$total"
+    cg_total "$OUT/callgrind.out.$n"
 }
 
 log "callgrind: $SERVER, $N1 then $N2 requests (pipelining depth $DEPTH)"
@@ -76,27 +71,13 @@ awk -v s="$SERVER" -v n1="$N1" -v n2="$N2" -v i1="$I1" -v i2="$I2" 'BEGIN {
 
 # The process that served the requests is the one with the most instructions
 # (for nginx, the worker rather than the master).
-main=$(for f in "$OUT"/callgrind.out."$N2".*; do
-    echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
-done | sort -n | tail -n 1 | cut -d' ' -f2)
+main=$(cg_busiest "$OUT/callgrind.out.$N2")
 echo "top $TOP functions by own instructions, $N2-request run ($main):" | tee -a "$OUT/summary.txt"
 callgrind_annotate --threshold=100 "$main" 2>/dev/null |
     grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' | head -n "$TOP" |
     tee -a "$OUT/summary.txt"
 
-# own instructions per function in the run of n requests: "count name" lines
-own() {
-    local f
-    f=$(for f in "$OUT"/callgrind.out."$1".*; do
-        echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
-    done | sort -n | tail -n 1 | cut -d' ' -f2)
-    callgrind_annotate --auto=no --threshold=100 "$f" 2>/dev/null |
-        grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' |
-        sed -E 's/^ *([0-9,]+) +\( *[0-9.]+%\) +/\1 /' | tr -d ,
-}
 echo "top $TOP functions by own instructions per request ($N2 - $N1 run):" | tee -a "$OUT/summary.txt"
-{ own "$N1" | sed 's/^/a /'; own "$N2" | sed 's/^/b /'; } | awk -v n=$((N2 - N1)) '
-    { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; v[k] += ($1 == "b" ? $2 : -$2) }
-    END { for (k in v) printf "%8.1f  %s\n", v[k] / n, k }' | sort -rn | head -n "$TOP" |
+cg_own_per_request "$OUT/callgrind.out.$N1" "$OUT/callgrind.out.$N2" $((N2 - N1)) "$TOP" |
     tee -a "$OUT/summary.txt"
 log "callgrind output in $OUT"

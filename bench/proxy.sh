@@ -14,6 +14,7 @@
 # keep-alive GETs on one curl connection: instructions per proxied request
 # by difference (start-up cancels out) and the top functions per request.
 set -euo pipefail
+source "$(dirname "$0")/callgrind_lib.sh"
 BIN=${MOONHTTP_BIN:-build/moonhttp}
 CALLGRIND=""
 if [ "${1:-}" = --callgrind ]; then CALLGRIND=1; N1=${2:-2000}; N2=${3:-10000}; fi
@@ -47,7 +48,7 @@ wait_port $UPPORT
 
 # callgrind_run N: the proxy's instructions (all its processes) for N requests, start to exit
 callgrind_run() {
-    local n=$1 total=0 f t pid
+    local n=$1 pid
     PROXY_UPSTREAM="http://127.0.0.1:$UPPORT" valgrind --tool=callgrind --trace-children=yes \
         --callgrind-out-file="$OUT/callgrind.out.$n.%p" \
         "$BIN" --listen 127.0.0.1:$MHPORT --workers 1 --log-level warn bench/proxy/proxy.lua \
@@ -57,21 +58,7 @@ callgrind_run() {
     curl -sf -o /dev/null "http://127.0.0.1:$MHPORT/api/users?n=[1-$n]"
     kill $pid
     wait $pid 2>/dev/null || true
-    for f in "$OUT"/callgrind.out."$n".*; do
-        t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
-        total=$((total + ${t:-0}))
-    done
-    echo "$total"
-}
-# own instructions per function of the worker (the file with the most) in the run of n requests
-own() {
-    local f
-    f=$(for f in "$OUT"/callgrind.out."$1".*; do
-        echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
-    done | sort -n | tail -n 1 | cut -d' ' -f2)
-    callgrind_annotate --auto=no --threshold=100 "$f" 2>/dev/null |
-        grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' | grep -v 'PROGRAM TOTALS' |
-        sed -E 's/^ *([0-9,]+) +\( *[0-9.]+%\) +/\1 /' | tr -d ,
+    cg_total "$OUT/callgrind.out.$n"
 }
 if [ -n "$CALLGRIND" ]; then
     OUT=bench/results/proxy-callgrind-$(date +%Y%m%d-%H%M%S)
@@ -82,9 +69,7 @@ if [ -n "$CALLGRIND" ]; then
         'BEGIN { printf "http.proxy: %.0f instructions/request (%d -> %d, %d -> %d)\n", (i2 - i1) / (n2 - n1), n1, i1, n2, i2 }' |
         tee "$OUT/callgrind.txt"
     echo "top functions by own instructions per request:" | tee -a "$OUT/callgrind.txt"
-    { own "$N1" | sed 's/^/a /'; own "$N2" | sed 's/^/b /'; } | awk -v n=$((N2 - N1)) '
-        { k = $3; for (i = 4; i <= NF; i++) k = k " " $i; v[k] += ($1 == "b" ? $2 : -$2) }
-        END { for (k in v) printf "%8.1f  %s\n", v[k] / n, k }' | sort -rn | head -n 30 |
+    cg_own_per_request "$OUT/callgrind.out.$N1" "$OUT/callgrind.out.$N2" $((N2 - N1)) 30 |
         tee -a "$OUT/callgrind.txt"
     echo "callgrind output in $OUT" >&2
     exit 0

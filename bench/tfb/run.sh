@@ -48,6 +48,7 @@ log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 source bench/pgcluster.sh
+source bench/callgrind_lib.sh
 cleanup() {
     local s
     for s in "${!PID[@]}"; do kill "${PID[$s]}" 2>/dev/null || true; done
@@ -74,7 +75,7 @@ log "postgres 127.0.0.1:$PGPORT (World 10000 rows, Fortune 12), redis 127.0.0.1:
 # process (--trace-children) writes a file; no CPU limit, as valgrind runs
 # on_start's 10,000-row cache load 50 times slower than the 2 s it allows.
 callgrind_run() {
-    local n=$1 port f total=0 t
+    local n=$1 port
     port=$(free_port)
     PGPORT="$PGPORT" REDIS_PORT="$REDIS_PORT" POOL=1 valgrind --tool=callgrind --trace-children=yes \
         --callgrind-out-file="$OUT/callgrind.out.$n.%p" \
@@ -90,11 +91,7 @@ callgrind_run() {
     kill "${PID[callgrind]}"
     wait "${PID[callgrind]}" 2>/dev/null || true
     unset "PID[callgrind]"
-    for f in "$OUT"/callgrind.out."$n".*; do
-        t=$(awk '/^(summary|totals):/ { print $2; exit }' "$f")
-        total=$((total + ${t:-0}))
-    done
-    echo "$total"
+    cg_total "$OUT/callgrind.out.$n"
 }
 if [ -n "$CALLGRIND" ]; then
     i1=$(callgrind_run "$N1")
@@ -103,9 +100,7 @@ if [ -n "$CALLGRIND" ]; then
         'BEGIN { printf "%s: %.0f instructions/request (%d -> %d, %d -> %d)\n", p, (i2 - i1) / (n2 - n1), n1, i1, n2, i2 }' |
         tee "$OUT/callgrind.txt"
     # the worker: the process with the most instructions
-    main=$(for f in "$OUT"/callgrind.out."$N2".*; do
-        echo "$(awk '/^(summary|totals):/ { print $2; exit }' "$f") $f"
-    done | sort -n | tail -n 1 | cut -d' ' -f2)
+    main=$(cg_busiest "$OUT/callgrind.out.$N2")
     callgrind_annotate --threshold=100 "$main" 2>/dev/null | grep -E '^ *[0-9,]+ +\( *[0-9.]+%\) ' |
         sed -n '1,30p' >>"$OUT/callgrind.txt"
     log "results in $OUT (kcachegrind $main)"
