@@ -17,6 +17,7 @@
 #include "workpool.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -105,6 +106,7 @@ void mh_worker_shutdown(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
+    mh_acceptor_stop(&w->acceptor);
     if (w->metrics_listener.fd >= 0)
         mh_listener_close(&w->metrics_listener);
     /*
@@ -381,14 +383,21 @@ static void offer_http2(struct mh_config *c)
             c->listen_certs[i]->http2 = c->http2;
 }
 
-/* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
-static void raise_fd_limit(void)
+/*
+ * Many idle keep-alive connections need many descriptors: take what the hard
+ * limit allows. Returns the limit now in force (0: unknown or unlimited).
+ */
+static int raise_fd_limit(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+            return 0;
     }
+    return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX ? 0 : (int)rl.rlim_cur;
 }
 
 static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
@@ -416,10 +425,10 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
-    raise_fd_limit();
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
+        .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
         .may_accept = may_accept,
         .pause = pause_accept,
@@ -644,6 +653,7 @@ void mh_worker_destroy(struct mh_worker *w)
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
+    mh_acceptor_stop(&w->acceptor);
     mh_http_ctx_destroy(&w->http);
     mh_buf_pool_destroy(&w->bufs);
     if (w->acceptor.reserve_fd >= 0)
