@@ -32,7 +32,7 @@ http.use(function(next)
   return function(req, res)
     local t0 = http.clock()
     next(req, res)
-    http.log("debug", req.method, req.path, string.format("%.3f ms", (http.clock() - t0) * 1000))
+    http.log("debug", req.method, " ", req.path, string.format(" %.3f ms", (http.clock() - t0) * 1000))
   end
 end)
 

@@ -1,7 +1,9 @@
--- The documentation keeps up with the code: README.md's quick start answers
--- what it says it answers, every complete Lua example in README.md and
--- docs/ loads (`moonhttp --check`) and the ones a page shows answering curl
--- answer so, every other Lua block compiles, docs/reference/ names every
+-- The documentation keeps up with the code: every Lua block of README.md
+-- and docs/ is a complete app, a complete spec or a marked fragment of one
+-- (the convention is below, at block_kind); every complete app runs through
+-- the binary with local stand-ins for what it talks to and does what its
+-- page says (spec/docs_examples.lua holds what each one does), every
+-- fragment stands as shown in its app, docs/reference/ names every
 -- function of the Lua modules, and every relative link of every *.md in the
 -- tree leads to a file (and heading) that exists.
 local H = require "helper"
@@ -51,35 +53,6 @@ local function lua_blocks(path)
   return blocks
 end
 
--- A block is a whole script when it starts by requiring moonhttp (after a
--- comment naming its file, at most); the others are fragments of one.
-local function is_script(code)
-  local body = code:gsub("^%-%-[^\n]*\n", "")
-  return body:find('^local http = require "moonhttp"') ~= nil
-end
-
-describe("README.md's quick start", function()
-  local srv
-  setup(function()
-    local code
-    for _, b in ipairs(lua_blocks("README.md")) do
-      if b.code:find("^%-%- app%.lua\n") then code = b.code end
-    end
-    assert(code, "README.md has no `-- app.lua` example")
-    srv = H.start(code)
-  end)
-  teardown(function() if srv then srv:stop() end end)
-
-  it("answers the requests it shows", function()
-    local res = assert(srv:get("/hello/ann"))
-    assert.equal(200, res.status)
-    assert.same({ hello = "ann", hits = 1 }, cjson.decode(res.body))
-    res = assert(srv:request("POST", "/echo", {}, "hi there"))
-    assert.equal(200, res.status)
-    assert.equal("hi there", res.body)
-  end)
-end)
-
 -- The requests of a ```sh block that a script's example runs: each
 -- `curl [-s] [-d 'body'] [-X METHOD] localhost:PORT/path   # expected body`
 -- line, as { method, path, body, expected }.
@@ -116,66 +89,247 @@ local function same_answer(expected, body)
   return body:gsub("\n$", "") == expected
 end
 
+-- What a ```lua block is, from its first line (the convention every page
+-- follows; a block that follows none fails this spec):
+--   -- NAME.lua        a complete app, run as it stands: the next line is
+--                      `local http = require "moonhttp"`. NAME is unique on
+--                      its page and spec/docs_examples.lua says what the
+--                      page shows it doing (answers, headers, log lines).
+--   -- NAME_spec.lua   a complete busted spec, run with busted.
+--   -- part of WHERE   a fragment of a complete example: WHERE is an app
+--                      block of the same page ("chat.lua") or a file of the
+--                      repository ("examples/guide/proxy.lua"). Its lines
+--                      (indentation aside) stand in WHERE as one run, so the
+--                      fragment shows what runs.
+local function block_kind(code)
+  local first, rest = code:match("^%-%- ([^\n]*)\n(.*)$")
+  if not first then return nil end
+  local where = first:match("^part of (%S+)$")
+  if where then return "fragment", where end
+  local name = first:match("^(%S+_spec%.lua)$")
+  if name then return "spec", name end
+  name = first:match("^([%w_%-]+%.lua)$")
+  if name and rest:find('^local http = require "moonhttp"\n') then return "app", name end
+  return nil
+end
+
+-- True when the lines of `part` stand in `whole` as one run, each line's
+-- indentation (and a trailing blank) aside.
+local function contains(whole, part)
+  local function lines(s)
+    local t = {}
+    for l in (s .. "\n"):gmatch("([^\n]*)\n") do t[#t + 1] = l:match("^%s*(.-)%s*$") end
+    while t[#t] == "" do t[#t] = nil end
+    return t
+  end
+  local w, p = lines(whole), lines(part)
+  for i = 1, #w - #p + 1 do
+    local j = 1
+    while j <= #p and w[i + j - 1] == p[j] do j = j + 1 end
+    if j > #p then return true end
+  end
+  return false
+end
+
+-- Every block of every page, classified: { page, line, code, kind, name|where }.
+local function all_blocks()
+  local list = {}
+  for _, page in ipairs(pages()) do
+    for _, b in ipairs(lua_blocks(page)) do
+      b.page = page
+      b.kind, b.name = block_kind(b.code)
+      list[#list + 1] = b
+    end
+  end
+  return list
+end
+
+local P -- spec/pg_helper.lua, loaded when an example needs PostgreSQL
+
+-- psql on one database of a cluster started by pg_helper.
+local function psql(cluster, db, sql)
+  local text, ok = H.sh(("%s/psql -X -q -A -t -v ON_ERROR_STOP=1 -h 127.0.0.1 -p %d -U postgres -d %s -c %s")
+    :format(P.bindir, cluster.port, db, H.shell_quote(sql)))
+  assert(ok, text)
+  return text
+end
+
+-- The local stand-ins an example's row asks for, started: stand.redis (a
+-- redis-server), stand.pg (a PostgreSQL cluster, the row's `pg` SQL run on it,
+-- a role `app` with password `secret` able to log in over TCP), stand.upstream
+-- (the row's `upstream` script run by moonhttp).
+local function start_stand_ins(row, stand)
+  if row.redis then stand.redis = H.redis() end
+  if row.pg then
+    P = P or require "pg_helper"
+    stand.pg = P.start()
+    local hba = assert(io.open(stand.pg.data .. "/pg_hba.conf", "a"))
+    hba:write("host all app 127.0.0.1/32 scram-sha-256\n")
+    hba:close()
+    psql(stand.pg, "postgres", "CREATE ROLE app LOGIN PASSWORD 'secret'; SELECT pg_reload_conf()")
+    for db, sql in pairs(row.pg) do
+      psql(stand.pg, "postgres", ("CREATE DATABASE %s OWNER app"):format(db))
+      if sql ~= "" then psql(stand.pg, db, sql) end
+    end
+  end
+  if row.upstream then stand.upstream = H.start(row.upstream) end
+end
+
+local function stop_stand_ins(stand)
+  if stand.upstream then stand.upstream:stop() end
+  if stand.redis then stand.redis:stop() end
+  if stand.pg then stand.pg:stop() end
+end
+
+-- The example's source with the row's `replace` applied: each address or
+-- name the page shows (a port, a host off this machine) pointed at a stand-in;
+-- "{upstream}" is the upstream's host:port, "{redis}" and "{pg}" the ports,
+-- "{dir}" the app's folder.
+local function pointed(code, row, stand)
+  for from, to in pairs(row.replace or {}) do
+    to = to:gsub("{(%w+)}", function(k)
+      local s = assert(stand[k], "no stand-in " .. k)
+      if k == "dir" then return s end
+    return k == "upstream" and ("127.0.0.1:" .. s.port) or tostring(s.port)
+    end)
+    local s, e = code:find(from, 1, true)
+    assert(s, ("replace: %q is not in the example"):format(from))
+    while s do
+      code = code:sub(1, s - 1) .. to .. code:sub(e + 1)
+      s, e = code:find(from, s + #to, true)
+    end
+  end
+  return code
+end
+
+local SECRET = string.rep("0123456789abcdef", 2)
+local ENV = ("SECRET=%s JWT_SECRET=%s"):format(SECRET, SECRET)
+
+-- Runs an app as its row says: stand-ins up, the source pointed at them and
+-- written into a folder of its own with the row's `files` beside it, started
+-- (the row's `start` options on top of H.start's), row.check(app, stand, dir).
+local function run_app(code, row)
+  local stand, app = {}, nil
+  local dir = H.tmpname(".d")
+  local ok, err = pcall(function()
+    start_stand_ins(row, stand)
+    H.must("mkdir -p " .. H.shell_quote(dir))
+    for path, content in pairs(row.files or {}) do
+      H.must("mkdir -p " .. H.shell_quote((dir .. "/" .. path):match("^(.*)/")))
+      H.write_file(dir .. "/" .. path, content)
+    end
+    if row.prepare then row.prepare(dir) end
+    stand.dir = dir
+    local script = dir .. "/app.lua"
+    H.write_file(script, pointed(code, row, stand))
+    local opts = { env = ENV }
+    for k, v in pairs(row.start or {}) do opts[k] = v end
+    app = H.start(script, opts)
+    row.check(app, stand, dir)
+  end)
+  if app then app:stop() end
+  stop_stand_ins(stand)
+  os.execute("rm -rf " .. H.shell_quote(dir))
+  assert(ok, err)
+end
+
+local EXAMPLES = require "docs_examples"
+
 describe("the documentation's Lua examples", function()
-  local SECRET = string.rep("0123456789abcdef", 2)
-  local scripts = 0
-  for _, page in ipairs(pages()) do
-    for _, b in ipairs(lua_blocks(page)) do
-      if is_script(b.code) then
-        scripts = scripts + 1
-        it(("%s:%d loads with moonhttp --check"):format(page, b.line), function()
-          local out = H.tmpname(".out")
-          -- The examples read their secrets from the environment, as an app should.
-          local ok = os.execute(("SECRET=%s JWT_SECRET=%s %s --check %s >%s 2>&1 </dev/null")
-            :format(SECRET, SECRET, H.shell_quote(H.bin), H.shell_quote(H.script(b.code)), out))
-          local text = H.read_file(out) or ""
-          os.remove(out)
-          H.check_sanitizers(text, page)
-          assert(ok == true, ("%s:%d: %s"):format(page, b.line, text))
-        end)
+  local blocks = all_blocks()
+  local apps, used = {}, {}
+  for _, b in ipairs(blocks) do
+    if b.kind == "app" then apps[b.page .. " " .. b.name] = b end
+  end
+
+  it("are each a named app, a named spec or a marked fragment", function()
+    local bad, seen = {}, {}
+    for _, b in ipairs(blocks) do
+      local key = b.kind and (b.page .. " " .. tostring(b.name))
+      if not b.kind then
+        bad[#bad + 1] = ("%s:%d: starts with neither `-- NAME.lua` + require nor `-- part of WHERE`")
+          :format(b.page, b.line)
+      elseif b.kind ~= "fragment" and seen[key] then
+        bad[#bad + 1] = ("%s:%d: a second %s on the page"):format(b.page, b.line, b.name)
       end
+      if key then seen[key] = true end
+    end
+    assert.same({}, bad)
+  end)
+
+  -- Fragments: each stands, as shown, in the complete example it names.
+  for _, b in ipairs(blocks) do
+    if b.kind == "fragment" then
+      it(("%s:%d is part of %s"):format(b.page, b.line, b.name), function()
+        local whole = apps[b.page .. " " .. b.name]
+        local text = whole and whole.code or H.read_file(b.name)
+        assert(text, b.name .. " is neither an app block of " .. b.page .. " nor a file")
+        local part = b.code:gsub("^[^\n]*\n", "")
+        assert(contains(text, part), ("%s:%d: not found as shown in %s"):format(b.page, b.line, b.name))
+      end)
     end
   end
 
-  -- A script followed by a ```sh block of curl lines, each with the answer
-  -- it shows, runs: the server answers each request as the page says.
-  local runnable = 0
-  for _, page in ipairs(pages()) do
-    for _, b in ipairs(lua_blocks(page)) do
-      local requests = is_script(b.code) and curl_lines(b.sh) or {}
-      if #requests > 0 then
-        runnable = runnable + 1
-        it(("%s:%d answers the requests the page shows"):format(page, b.line), function()
-          local srv = H.start(b.code, { env = ("SECRET=%s JWT_SECRET=%s"):format(SECRET, SECRET) })
-          local ok, err = pcall(function()
-            for _, r in ipairs(requests) do
-              local res = assert(srv:request(r.method, r.path, {}, r.body))
-              assert(same_answer(r.expected, res.body), ("%s:%d: %s %s answered %d %q, the page shows %q")
-                :format(page, b.line, r.method, r.path, res.status, res.body, r.expected))
-            end
-          end)
-          srv:stop()
-          assert(ok, err)
+  -- Complete apps, the page's blocks and the files fragments name: every one
+  -- runs with its stand-ins and does what the page says.
+  local targets = {}
+  for _, b in ipairs(blocks) do
+    if b.kind == "app" then targets[#targets + 1] = { key = b.page .. " " .. b.name, code = b.code, b = b } end
+  end
+  local files = {}
+  for _, b in ipairs(blocks) do
+    if b.kind == "fragment" and not apps[b.page .. " " .. b.name] and not files[b.name] then
+      files[b.name] = true
+      targets[#targets + 1] = { key = b.name, path = b.name }
+    end
+  end
+  for _, t in ipairs(targets) do
+    it(t.key .. " runs and does what the page says", function()
+      local row = EXAMPLES[t.key]
+      used[t.key] = true
+      assert(row, t.key .. " has no row in spec/docs_examples.lua saying what it does")
+      run_app(t.code or assert(H.read_file(t.path), t.path), row)
+    end)
+    -- The requests of a ```sh block after the app, with the answers it shows.
+    local requests = t.b and curl_lines(t.b.sh) or {}
+    if #requests > 0 then
+      it(t.key .. " answers the curl lines the page shows", function()
+        local app = H.start(t.code, { env = ENV })
+        local ok, err = pcall(function()
+          for _, r in ipairs(requests) do
+            local res = assert(app:request(r.method, r.path, {}, r.body))
+            assert(same_answer(r.expected, res.body), ("%s: %s %s answered %d %q, the page shows %q")
+              :format(t.key, r.method, r.path, res.status, res.body, r.expected))
+          end
         end)
-      end
+        app:stop()
+        assert(ok, err)
+      end)
     end
   end
 
-  -- The other blocks are pieces of a script: they must at least compile.
-  for _, page in ipairs(pages()) do
-    for _, b in ipairs(lua_blocks(page)) do
-      if not is_script(b.code) then
-        it(("%s:%d compiles"):format(page, b.line), function()
-          local fn, err = load(b.code, "=" .. page .. ":" .. b.line)
-          assert(fn, err)
-        end)
-      end
+  -- Specs: run with busted from the repository root, against this binary.
+  for _, b in ipairs(blocks) do
+    if b.kind == "spec" then
+      it(("%s:%d (%s) passes"):format(b.page, b.line, b.name), function()
+        local path = H.tmpname("_spec.lua")
+        H.write_file(path, b.code)
+        local out, ok = H.sh(("MOONHTTP_BIN=%s busted -o utfTerminal %s"):format(H.shell_quote(H.bin),
+          H.shell_quote(path)))
+        os.remove(path)
+        assert(ok, out)
+        assert.matches("%d+ successe?s? / 0 failures / 0 errors", out)
+      end)
     end
   end
 
-  it("include complete scripts, and runnable ones", function()
-    assert.is_true(scripts >= 5, "found " .. scripts)
-    assert.is_true(runnable >= 3, "found " .. runnable)
+  it("each have a row, and every row an example", function()
+    local stale = {}
+    for key in pairs(EXAMPLES) do
+      if not used[key] then stale[#stale + 1] = key end
+    end
+    table.sort(stale)
+    assert.same({}, stale)
   end)
 
   it("are run as the page shows: a wrong answer on the page fails", function()
@@ -185,6 +339,11 @@ describe("the documentation's Lua examples", function()
     assert.is_true(same_answer('{"a":1,"b":[2]}', '{"b":[2],"a":1}\n'))
     assert.is_false(same_answer('{"a":1}', '{"a":2}'))
     assert.is_false(same_answer("ok", "not ok\n"))
+    assert.same({ "app", "x.lua" }, { block_kind('-- x.lua\nlocal http = require "moonhttp"\n') })
+    assert.same({ "fragment", "x.lua" }, { block_kind("-- part of x.lua\nhttp.handle()\n") })
+    assert.is_nil(block_kind("http.handle()\n"))
+    assert.is_true(contains("a\n  b(1)\nc\n", "b(1)\nc"))
+    assert.is_false(contains("a\nb(1)\nx\nc\n", "b(1)\nc"))
   end)
 end)
 

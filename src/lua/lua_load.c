@@ -189,7 +189,11 @@ static int l_dev(lua_State *L)
     return 1;
 }
 
-/* core.log(level, ...): values are joined with tabs, as print does. */
+/*
+ * core.log(level, ...): the values' tostring()s joined with nothing between,
+ * as OpenResty's ngx.log does, so http.log("warn", "worker ", id, " down")
+ * reads as the sentence it was written to be.
+ */
 static int l_log(lua_State *L)
 {
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
@@ -203,8 +207,6 @@ static int l_log(lua_State *L)
     for (int i = 2; i <= n; i++) {
         luaL_tolstring(L, i, NULL);
         luaL_addvalue(&b);
-        if (i < n)
-            luaL_addchar(&b, '\t');
     }
     luaL_pushresult(&b);
     mh_log((enum mh_log_level)level, "%s", lua_tostring(L, -1));

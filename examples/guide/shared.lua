@@ -1,0 +1,9 @@
+-- docs/guide/workers.md's shared dicts, whole: a count every worker adds to.
+local http = require "moonhttp"
+
+http.server{ shared = { cache = "16m", limits = "1m" } }   -- or --shared cache=16m,limits=1m
+local cache = http.shared.cache                            -- a handle; use it in handlers
+
+http.handle("POST /visits", function(req, res)
+  res:json({ visits = cache:incr("visits", 1, 0) })
+end)
