@@ -4,9 +4,7 @@
 #include "lua_errors.h"
 #include "lua_guard.h"
 #include "lua_vm.h"
-#include "metrics.h"
 #include "req.h"
-#include "ws.h"
 
 #include <lauxlib.h>
 #include <malloc.h>
@@ -225,7 +223,7 @@ static void cancel_wait(struct mh_task *t)
     t->wait_data = NULL;
 }
 
-static const char *kind_name(enum mh_task_kind k)
+const char *mh_task_kind_name(enum mh_task_kind k)
 {
     switch (k) {
     case MH_TASK_THREAD:
@@ -237,47 +235,6 @@ static const char *kind_name(enum mh_task_kind k)
     default:
         return "script";
     }
-}
-
-/* How a task failed, after its kind ("handler", "timer", ...) in the log line. */
-static const char *const guard_what[] = {
-    [MH_GUARD_NONE] = "error",
-    [MH_GUARD_CPU] = "exceeded handler_cpu_limit",
-    [MH_GUARD_MEMORY] = "exceeded lua_memory_limit",
-};
-
-/* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace,
-                           enum mh_guard_kind guard)
-{
-    char where[64];
-    size_t tlen;
-    const char *target = mh_req_slice(r, r->head.target, &tlen);
-    /*
-     * After a malformed, oversized or stalled body the answer is the
-     * server's 400, 413 or 408 (the protocol's finish) and the handler's
-     * failure is most likely its reaction to `nil, err`: not a server fault.
-     */
-    bool client_fault = guard == MH_GUARD_NONE &&
-                        (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE ||
-                         r->body_state == MH_BODY_STALLED);
-    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR,
-           "handler %s%s (route %s; %s %.*s from %s): %s", guard_what[guard],
-           client_fault ? " after a bad request body" : "", t->label ? t->label : "none",
-           mh_req_method(r), (int)tlen, target, r->ops->remote_addr(r, where, sizeof where), trace);
-    if (r->closed)
-        return;
-    if (r->res.head_sent) {
-        struct mh_ws *ws = mh_ws_of(r);
-        if (ws) /* a WebSocket says why before it goes */
-            mh_ws_close(ws, 1011, "server error", 12);
-        else
-            mh_req_abort(r);
-        return;
-    }
-    if (client_fault)
-        return;
-    mh_lua_answer_error(t->gen, r, trace);
 }
 
 #define KILLED (-1) /* task_end's status for mh_task_kill */
@@ -296,8 +253,8 @@ static void background_count(struct mh_task *t, int delta)
 {
     struct mh_gen *g = t->gen;
     const struct mh_gen_host *host = g->host;
-    if (t->kind != MH_TASK_HANDLER && host && host->background_tasks)
-        *host->background_tasks += (unsigned)delta;
+    if (t->kind != MH_TASK_HANDLER && host && host->tasks_running)
+        host->tasks_running(host, delta);
     if (!is_background(t))
         return;
     if (delta > 0) {
@@ -344,7 +301,7 @@ static void on_retire_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     mh_gen_unref(g);
 }
 
-void mh_task_stop_background(struct mh_gen *g)
+static void stop_background(struct mh_gen *g)
 {
     /* Wakes are deferred to the next loop turn: the list does not change under us. */
     for (struct mh_task *t = g->_background; t; t = t->_bg_next)
@@ -407,22 +364,12 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
             trace = "?";
         if (st == LUA_ERRMEM)
             guard = MH_GUARD_MEMORY;
-        if (r)
-            handler_failed(t, r, trace, guard);
-        else if (t->kind == MH_TASK_RUN && guard == MH_GUARD_NONE)
-            mh_log(MH_LOG_ERROR, "%s", trace);
+        if (g->ops && g->ops->task_failed) /* what it costs is policy: lua_failure.c */
+            g->ops->task_failed(t, trace, guard);
         else
-            mh_log(MH_LOG_ERROR, "%s %s: %s", kind_name(t->kind), guard_what[guard], trace);
+            mh_log(MH_LOG_ERROR, "%s: %s", t->label ? t->label : "task", trace);
         lua_pop(g->L, 1);
         t->exit_status = 1;
-        struct mh_metrics *m = g->host ? g->host->metrics_table : NULL;
-        if (m && t->kind != MH_TASK_RUN && t->kind != MH_TASK_HANDLER)
-            mh_metrics_count_task_error(m, t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
-                                           : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
-                                                                         : MH_METRICS_THREAD);
-        if (m && guard != MH_GUARD_NONE)
-            mh_metrics_count_guard(m, guard == MH_GUARD_CPU ? MH_METRICS_CPU_LIMIT
-                                                            : MH_METRICS_MEMORY_LIMIT);
     }
     if (st == KILLED)
         lua_pushliteral(co, "killed");
@@ -575,7 +522,7 @@ struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum m
     t->kind = kind;
     t->request = NULL;
     t->exit_status = 0;
-    t->label = kind_name(kind); /* "timer", "light thread", "on_start" in the stall logs */
+    t->label = mh_task_kind_name(kind); /* "timer", "light thread", "on_start" in the stall logs */
     lua_xmove(from, t->co, nargs + 1);
     background_count(t, 1);
     /* Started from the loop, so no task ever runs inside another's C call. */
@@ -640,8 +587,7 @@ void mh_task_on_abort(struct mh_task *t)
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
     const struct mh_gen *g = t->gen;
-    return ((t->request && t->request->res.head_sent) || is_background(t)) &&
-           (g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down));
+    return ((t->request && t->request->res.head_sent) || is_background(t)) && mh_gen_stopping(g);
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)
@@ -754,8 +700,21 @@ static int l_guard_back(lua_State *L)
     return lua_gettop(L);
 }
 
+/*
+ * g's part of a stop (mh_gen_stop): its background tasks hear "stopping";
+ * retired by a reload, those still running after shutdown_timeout are killed.
+ */
+static void on_gen_stop(struct mh_gen *g, unsigned added)
+{
+    if (added & MH_GEN_STOPPING)
+        stop_background(g);
+    if (added & MH_GEN_RETIRED)
+        mh_task_retire_background(g, g->config->shutdown_timeout);
+}
+
 void mh_sched_open(lua_State *L)
 {
+    mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
     lua_pushcfunction(L, l_sleep);
     lua_setfield(L, -2, "sleep");
     lua_pushcfunction(L, l_now);

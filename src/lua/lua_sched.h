@@ -179,8 +179,11 @@ void mh_task_on_abort(struct mh_task *t);
  * one already waiting there or in any waiting call (mh_task_wait: a socket
  * read, a fetch, a thread join) with the same nil, "stopping";
  * mh_task_stream_stopping tells a call about to wait.
- * A generation retired by a reload in place (mh_gen.retired) stops its
- * streams the same way.
+ * Both follow the generation's stop (mh_gen_stop, MH_GEN_STOPPING): a
+ * generation retired by a reload in place stops its streams the same way,
+ * and its background tasks hear "stopping" from the next loop turn, as
+ * streaming handlers do, so a subscriber loop does not hold the stop for
+ * its read timeout.
  */
 void mh_task_on_stopping(struct mh_task *t);
 bool mh_task_stream_stopping(const struct mh_task *t);
@@ -194,14 +197,8 @@ bool mh_task_stream_stopping(const struct mh_task *t);
  */
 void mh_task_retire_background(struct mh_gen *g, double grace);
 
-/*
- * A stop began or a reload retired g: its background tasks waiting in
- * http.sleep or any waiting call (a socket read, a Redis or PostgreSQL call,
- * a thread join) hear nil, "stopping" from the next loop turn, as streaming
- * handlers do (mh_task_on_stopping), so a subscriber loop does not hold the
- * stop for its read timeout.
- */
-void mh_task_stop_background(struct mh_gen *g);
+/* "light thread", "timer", "on_start", "script": a task's kind in logs. */
+const char *mh_task_kind_name(enum mh_task_kind k);
 
 /* Frees the pooled coroutines of a generation (before lua_close). */
 void mh_task_pool_free(struct mh_gen *g);

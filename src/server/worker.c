@@ -5,7 +5,6 @@
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
-#include "lua_channel.h"
 #include "lua_guard.h"
 #include "lua_load.h"
 #include "notify.h"
@@ -18,6 +17,7 @@
 #include "workpool.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +28,9 @@
 
 static void observe(void *ud, const struct mh_req *r);
 static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g);
+static void on_tasks_running(const struct mh_gen_host *h, int delta);
+static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud);
 static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents);
 static void begin_serving(struct mh_worker *w);
 static void offer_http2(struct mh_config *c);
@@ -92,17 +95,18 @@ void mh_worker_shutdown(struct mh_worker *w)
         return;
     w->shutting_down = w->stopping = true;
     w->http.shutting_down = true;
-    mh_timer_gen_retired(w->gen);
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
-    /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
-    mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
-    mh_channel_stopping(&w->channels, NULL);
-    mh_task_stop_background(w->gen);
+    /*
+     * Streaming handlers hear "stopping" from their next wait, so their loops
+     * end now. Older generations were stopped when a reload retired them.
+     */
+    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
+    mh_acceptor_stop(&w->acceptor);
     if (w->metrics_listener.fd >= 0)
         mh_listener_close(&w->metrics_listener);
     /*
@@ -139,6 +143,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
         return;
     }
     w->stopping = true;
+    mh_gen_stop(w->gen, MH_GEN_ASKED);
     mh_log(MH_LOG_INFO, "stopping in %g s: still serving, http.stopping() is true",
            w->config->shutdown_delay);
     ev_timer_init(&w->delay_timer, on_delay_done, w->config->shutdown_delay, 0.);
@@ -190,18 +195,15 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     }
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    /* A stop under way covers the new code too. */
+    mh_gen_stop(g, (w->stopping ? MH_GEN_ASKED : 0) | (w->shutting_down ? MH_GEN_STOPPING : 0));
     /*
      * The old code is stopped as a retiring worker's would be (several
      * workers): its WebSockets are closed with 1001, its streams hear
      * "stopping", http.stopping() turns true in it. Only its own requests:
      * the new generation serves on.
      */
-    old->retired = true;
-    mh_http_each_request(&w->http, mh_lua_request_retired, old);
-    mh_channel_stopping(&w->channels, old);
-    mh_timer_gen_retired(old);
-    mh_task_stop_background(old);
-    mh_task_retire_background(old, w->config->shutdown_timeout);
+    mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
@@ -381,14 +383,21 @@ static void offer_http2(struct mh_config *c)
             c->listen_certs[i]->http2 = c->http2;
 }
 
-/* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
-static void raise_fd_limit(void)
+/*
+ * Many idle keep-alive connections need many descriptors: take what the hard
+ * limit allows. Returns the limit now in force (0: unknown or unlimited).
+ */
+static int raise_fd_limit(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+            return 0;
     }
+    return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX ? 0 : (int)rl.rlim_cur;
 }
 
 static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
@@ -400,10 +409,9 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->gen = gen;
     mh_gen_ref(gen);
     w->host.loop = loop;
-    w->host.stopping = &w->stopping;
-    w->host.shutting_down = &w->shutting_down;
     w->host.reload_stats = &w->reload_stats;
-    w->host.background_tasks = &w->background_tasks;
+    w->host.tasks_running = on_tasks_running;
+    w->host.each_request = each_request;
     w->host.worker_id = 1; /* a lone worker; the master sets its workers' slots */
     /* Its threads start with the first job, in this process (after any fork). */
     w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
@@ -417,10 +425,10 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
-    raise_fd_limit();
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
+        .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
         .may_accept = may_accept,
         .pause = pause_accept,
@@ -572,6 +580,17 @@ static struct mh_worker *worker_of_host(const struct mh_gen_host *h)
     return (struct mh_worker *)((char *)h - offsetof(struct mh_worker, host));
 }
 
+static void on_tasks_running(const struct mh_gen_host *h, int delta)
+{
+    worker_of_host(h)->background_tasks += (unsigned)delta;
+}
+
+static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud)
+{
+    mh_http_each_request(&worker_of_host(h)->http, fn, ud);
+}
+
 /*
  * The once on_start functions of the code this worker started with have
  * ended (those of a later reload in place ran while it served: nothing
@@ -634,6 +653,7 @@ void mh_worker_destroy(struct mh_worker *w)
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
+    mh_acceptor_stop(&w->acceptor);
     mh_http_ctx_destroy(&w->http);
     mh_buf_pool_destroy(&w->bufs);
     if (w->acceptor.reserve_fd >= 0)

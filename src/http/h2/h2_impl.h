@@ -59,6 +59,7 @@ struct mh_h2 {
     struct mh_h2_flood flood;     /* frames doing no work the client may still send */
     struct mh_h2_ids ids;         /* the client's stream IDs: opened and skipped */
     struct mh_h2_acks acks;       /* input frame by frame; the stream limit's ACK cut */
+    struct mh_h2_ended ended;     /* the latest streams closed after the client's END_STREAM */
     int32_t closed_answered;      /* the closed stream last answered STREAM_CLOSED; 0 = none */
     ev_tstamp idle_at;            /* no streams: GOAWAY then (idle_timeout; 0 = never) */
     int depth;                    /* inside our own entry points (nghttp2, handlers) */
