@@ -83,6 +83,8 @@ struct mh_task {
     const char *label; /* route pattern (or NULL), for the guards' logs and heartbeat */
     struct mh_task *next_free;
     struct mh_task *_bg_prev, *_bg_next; /* the generation's background tasks */
+    bool _ready;                               /* on the generation's run queue (mh_task_wake) */
+    struct mh_task *_ready_prev, *_ready_next; /* its neighbours there */
 };
 
 /* What a handler's req/res userdata point to; r is NULL once the request ended. */
@@ -138,7 +140,14 @@ int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_ta
  */
 int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
                  mh_task_cancel_fn cancel, void *data);
-/* Resumes a waiting task from a fresh loop iteration (never from inside the caller's callback). */
+/*
+ * Resumes a waiting task after the callbacks of this loop iteration, before
+ * the loop polls again (never from inside the caller's callback): it joins
+ * its generation's run queue, drained by an ev_prepare. A wake costs no
+ * system call; a task woken while the queue drains waits for the next
+ * drain, one zero-timeout poll later, so tasks that wake each other cannot
+ * keep the loop from its sockets.
+ */
 void mh_task_wake(struct mh_task *t);
 /* Resumes it after `seconds` unless woken earlier (a wait with a timeout: its resume tells which).
  */

@@ -141,6 +141,10 @@ struct mh_gen {
     mh_gen_stop_fn _stop_hooks[MH_GEN_MAX_STOP_HOOKS]; /* in the order the bindings opened */
     int _nstop_hooks;
     ev_timer _retire_timer; /* retired: kills what is left of _background */
+    /* Tasks woken (mh_task_wake) and due to resume before the loop next blocks (lua_sched.c). */
+    struct mh_task *_ready_head, *_ready_tail;
+    ev_prepare _ready_prepare; /* resumes them */
+    ev_idle _ready_idle;       /* keeps the loop from blocking while any are left */
 };
 
 /* The loop the generation serves on (the default loop until it serves, and for NULL). */
