@@ -54,6 +54,9 @@ bool mh_lua_to_size(lua_State *L, int idx, double *out);
  * { names... } [, level = 2]); opt_seconds(t, name, default, what [, level
  * = 2]); opt_number(t, name, default, min, what [, level = 2]);
  * opt_size(t, name, default, what [, min = 1 [, level = 2]]). t may be nil.
+ * And strict_module(t, name): a strict module raises for a name it does
+ * not have: `pg.connect does not exist (did you mean pg.pool?)`, at the
+ * call, and at load time that fails `moonhttp --check`.
  */
 void mh_lua_opts_open(lua_State *L);
 
