@@ -135,9 +135,11 @@ describe("a reload with long-lived connections open", function()
     end, 3))
     assert.truthy(O.wait_for(function() return (H.read_file(out) or ""):find("data: v1 true", 1, true) end, 2))
     assert.truthy(alive() and H.now() - t0 < 1.5, "the stream ended before the window did")
-    assert.truthy(O.wait_for(function() return not alive() end, 4), "the stream outlived the drain")
+    assert.truthy(O.wait_for(function() return not alive() end, 5), "the stream outlived the drain")
     local took = H.now() - t0
-    assert.truthy(took >= 1.4 and took < 1.5 + 0.3 + 1.5, took)
+    -- ended by the drain (its timing over many connections is the rows above'); the
+    -- margin is curl's exit polled through a shell on a loaded machine
+    assert.truthy(took >= 1.4 and took < 1.5 + 0.3 + 3, took)
     assert.truthy(O.wait_for(function() return srv:logtext():find("state of v1 closed", 1, true) end, 3))
     assert.equal(0, srv:stop())
     os.remove(out)
