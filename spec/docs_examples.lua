@@ -143,6 +143,13 @@ end)
   end,
 }
 
+E["docs/guide/lua-libraries.md files.lua"] = {
+  files = { ["notes.txt"] = "x", [".hidden"] = "x" },
+  check = function(app)
+    expect(app:get("/files"), 200, { "app.lua", "notes.txt" }, { ["content-type"] = "application/json" })
+  end,
+}
+
 E["docs/guide/deployment.md app.lua"] = {
   check = function(app)
     expect(app:get("/healthz"), 200, "ok\n", { ["cache-control"] = "no-store" })

@@ -629,4 +629,4 @@ function M.connect(opts)
   return dedicated(p)
 end
 
-return M
+return core.strict_module(M, "redis")

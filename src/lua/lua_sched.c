@@ -18,6 +18,7 @@ static struct ev_loop *loop_of(struct mh_task *t)
 }
 
 static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents);
+static void ready_remove(struct mh_task *t);
 
 /*
  * Every pooled coroutine keeps the req and res metatables in its first two
@@ -79,9 +80,11 @@ static void task_put(struct mh_task *t)
     /* A wake must not reach the task's next user (a handler seldom armed it: no call then). */
     if (ev_is_active(&t->timer) || ev_is_pending(&t->timer))
         ev_timer_stop(loop_of(t), &t->timer);
+    ready_remove(t);
     t->request = NULL;
     t->handoff = NULL;
     t->aborted = false;
+    t->stopped = false;
     t->req = NULL;
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
@@ -162,7 +165,7 @@ int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
                  mh_task_cancel_fn cancel, void *data)
 {
     if (mh_task_stream_stopping(t)) {
-        /* The call armed its wait already: undo it, and answer from a fresh loop turn. */
+        /* The call armed its wait already: undo it, and answer once this call has returned. */
         t->wait_data = data;
         if (cancel)
             cancel(t);
@@ -215,6 +218,7 @@ static void release_links(struct mh_task *t)
 static void cancel_wait(struct mh_task *t)
 {
     ev_timer_stop(loop_of(t), &t->timer);
+    ready_remove(t);
     if (t->wait == MH_WAIT_CALL && t->on_cancel)
         t->on_cancel(t);
     t->wait = MH_WAIT_NONE;
@@ -532,25 +536,119 @@ struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum m
     return t;
 }
 
-static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
+/* A wait is over (its timer, or the run queue): the task goes on with what its wait gave. */
+static void resume_woken(struct mh_task *t)
 {
-    struct mh_task *t = w->data;
-    (void)loop;
-    (void)revents;
     int n = t->on_resume ? t->on_resume(t, t->co) : 0;
     task_resume(t, n);
 }
 
+static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    resume_woken(w->data);
+}
+
 void mh_task_wake_in(struct mh_task *t, double seconds)
 {
+    ready_remove(t);
     ev_timer_stop(loop_of(t), &t->timer);
     ev_timer_set(&t->timer, seconds, 0.);
     ev_timer_start(loop_of(t), &t->timer);
 }
 
+/*
+ * The run queue. A woken task used to get a 0 s timer, which cost every
+ * wake-up a zero-timeout epoll_wait of its own. The queue's ev_prepare runs
+ * before the loop polls, at the highest priority, so a resumed task's
+ * output is still written by the worker's own prepare (which flushes
+ * connections) in the same iteration. The idle watcher, active while the
+ * queue is not empty, keeps the poll from blocking when a task is woken
+ * after the prepares ran (from the worker's flush) or while the queue
+ * drains.
+ */
+static void ready_stop(struct mh_gen *g)
+{
+    struct ev_loop *loop = mh_gen_loop(g);
+    ev_prepare_stop(loop, &g->_ready_prepare);
+    ev_idle_stop(loop, &g->_ready_idle);
+}
+
+static void ready_remove(struct mh_task *t)
+{
+    if (!t->_ready)
+        return;
+    struct mh_gen *g = t->gen;
+    if (t->_ready_prev)
+        t->_ready_prev->_ready_next = t->_ready_next;
+    else
+        g->_ready_head = t->_ready_next;
+    if (t->_ready_next)
+        t->_ready_next->_ready_prev = t->_ready_prev;
+    else
+        g->_ready_tail = t->_ready_prev;
+    t->_ready_prev = t->_ready_next = NULL;
+    t->_ready = false;
+    if (!g->_ready_head)
+        ready_stop(g);
+}
+
+static void on_ready(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+    struct mh_gen *g = p->data;
+    (void)loop;
+    (void)revents;
+    /*
+     * Only the tasks queued now: one they wake waits for the next drain. A
+     * resumed task may kill a queued one (which leaves the queue) or end the
+     * last reference to g: the drain holds its own.
+     */
+    size_t n = 0;
+    for (struct mh_task *t = g->_ready_head; t; t = t->_ready_next)
+        n++;
+    mh_gen_ref(g);
+    while (n-- > 0 && g->_ready_head) {
+        struct mh_task *t = g->_ready_head;
+        ready_remove(t);
+        resume_woken(t);
+    }
+    mh_gen_unref(g);
+}
+
+/* Its only task is to be active: libev does not block in the poll while an idle watcher is. */
+static void on_ready_idle(struct ev_loop *loop, ev_idle *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+}
+
 void mh_task_wake(struct mh_task *t)
 {
-    mh_task_wake_in(t, 0.);
+    struct mh_gen *g = t->gen;
+    ev_timer_stop(loop_of(t), &t->timer); /* a wait's timeout; also a wake_in(0) not yet run */
+    if (t->_ready)
+        return;
+    t->_ready = true;
+    t->_ready_next = NULL;
+    t->_ready_prev = g->_ready_tail;
+    if (g->_ready_tail)
+        g->_ready_tail->_ready_next = t;
+    else
+        g->_ready_head = t;
+    g->_ready_tail = t;
+    if (ev_is_active(&g->_ready_prepare))
+        return;
+    if (!ev_cb(&g->_ready_prepare)) {
+        ev_prepare_init(&g->_ready_prepare, on_ready);
+        ev_set_priority(&g->_ready_prepare, EV_MAXPRI);
+        g->_ready_prepare.data = g;
+        ev_idle_init(&g->_ready_idle, on_ready_idle);
+    }
+    struct ev_loop *loop = loop_of(t);
+    ev_prepare_start(loop, &g->_ready_prepare);
+    ev_idle_start(loop, &g->_ready_idle);
 }
 
 void mh_task_on_body(struct mh_task *t)
@@ -587,7 +685,9 @@ void mh_task_on_abort(struct mh_task *t)
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
     const struct mh_gen *g = t->gen;
-    return ((t->request && t->request->res.head_sent) || is_background(t)) && mh_gen_stopping(g);
+    if (is_background(t)) /* a retired generation's: the new code runs its own */
+        return (g->stop & (MH_GEN_RETIRED | MH_GEN_STOPPING)) != 0;
+    return t->request && t->request->res.head_sent && (t->stopped || mh_gen_stopping(g));
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)
@@ -608,11 +708,11 @@ static int resume_stopping(struct mh_task *t, lua_State *co)
  * cannot resume it twice. A body read is left alone: the client still
  * sends it.
  */
-/* The wait was answered and its resume is due next turn (mh_task_wake): that answer stands. */
+/* The wait was answered and its resume is due (mh_task_wake): that answer stands. */
 static bool wake_due(struct mh_task *t)
 {
     struct ev_loop *loop = loop_of(t);
-    return ev_is_pending(&t->timer) ||
+    return t->_ready || ev_is_pending(&t->timer) ||
            (ev_is_active(&t->timer) && ev_timer_remaining(loop, &t->timer) <= 0.);
 }
 
@@ -633,6 +733,12 @@ void mh_task_on_stopping(struct mh_task *t)
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
     mh_task_wake(t);
+}
+
+void mh_task_stop_stream(struct mh_task *t)
+{
+    t->stopped = true;
+    mh_task_on_stopping(t);
 }
 
 /* ---- http.sleep, http.now, http.clock ------------------------------------ */
@@ -701,12 +807,13 @@ static int l_guard_back(lua_State *L)
 }
 
 /*
- * g's part of a stop (mh_gen_stop): its background tasks hear "stopping";
- * retired by a reload, those still running after shutdown_timeout are killed.
+ * g's part of a stop (mh_gen_stop): its background tasks hear "stopping"
+ * (retired, drain or not: the new code runs its own); retired by a reload,
+ * those still running after shutdown_timeout are killed.
  */
 static void on_gen_stop(struct mh_gen *g, unsigned added)
 {
-    if (added & MH_GEN_STOPPING)
+    if (added & (MH_GEN_STOPPING | MH_GEN_RETIRED))
         stop_background(g);
     if (added & MH_GEN_RETIRED)
         mh_task_retire_background(g, g->config->shutdown_timeout);
