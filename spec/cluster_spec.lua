@@ -30,6 +30,7 @@ http.on_start(function(token)
   note(".starts", pid(), token, string.format("%%.3f", http.now()))
   while http.sleep(0.1) do end
 end, { once = "cluster" })
+http.handle("GET /metrics", http.metrics_handler())
 http.handle("GET /instances", function(req, res)
   local list, err = assert(http.cluster.instances())
   local ids = {}
@@ -171,6 +172,10 @@ describe("a cluster of three instances", function()
     local victim = assert(instance_of(ticks[#ticks][1]))
     local srv = servers[victim]
     local owner_prefix = "[^ ]*:" .. srv.pid .. "/"
+    -- its logs and metrics name it
+    local id = srv:get("/instances").body:match("(%S+)=" .. srv.pid)
+    assert.truthy(srv:get("/metrics").body:find('cluster_instance{cluster="lobby",instance="' .. id .. '"} 1', 1, true))
+    assert.truthy(srv:logtext():find("%[info%] %d+ lobby/" .. id:gsub("%p", "%%%0") .. ": listening on"), srv:logtext())
     assert.equal(0, srv:stop())
     -- at once, not after the lease's or the TTL's time
     local leases = redis_cli(redis.port, "--scan --pattern 'moonhttp:cluster:lobby:lease:*'")

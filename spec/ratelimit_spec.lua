@@ -158,6 +158,22 @@ describe("moonhttp.ratelimit, Redis backend", function()
     assert.is_true(count(pids) >= 3, "only " .. count(pids) .. " workers answered")
   end)
 
+  it("uses the cluster's Redis when the server is in a cluster and the limiter names no backend", function()
+    servers[1] = H.start(string.format([[
+local http = require "moonhttp"
+local ratelimit = require "moonhttp.ratelimit"
+http.use(ratelimit.middleware{ limit = 1, window = 60, key = function(req) return req:arg("k") end })
+http.server{ cluster = { redis = "redis://127.0.0.1:%d/0", name = "rl" } }
+http.handle("GET /", function(req, res) res:write("ok") end)
+]], redis.port))
+    assert.equal(200, servers[1]:get("/?k=via-cluster").status)
+    assert.equal(429, servers[1]:get("/?k=via-cluster").status)
+    local c = H.connect(redis.port)
+    assert(c:send("*2\r\n$6\r\nEXISTS\r\n$38\r\nmoonhttp:ratelimit:default:via-cluster\r\n"))
+    assert.equal(":1", c:read_line())
+    c:close()
+  end)
+
   it("loads the script again after Redis forgot it (NOSCRIPT)", function()
     servers[1] = H.start(app(backend()))
     assert.equal(200, servers[1]:get("/three/?k=flush").status)

@@ -24,6 +24,7 @@ local KEYS = { "redis", "name", "heartbeat", "ttl", "lease" }
 local json_decode = require("moonhttp.web").json_decode
 
 local conf = nil -- the cluster setting, checked, once the script gave one
+local gauge = nil -- cluster_instance{cluster, instance}, declared with the setting
 
 -- Beat: KEYS instances (zset), info (hash), done (hash); ARGV id, ttl ms, info json.
 -- The done marks of on_start jobs live as long as some instance beats.
@@ -133,10 +134,22 @@ function M.configure(opts, level)
     k_instances = prefix .. "instances", k_info = prefix .. "info", k_done = prefix .. "done",
     k_lease = prefix .. "lease:", k_fence = prefix .. "fence:",
   }
+  -- Logs and metrics name the instance, so those of many servers can be merged.
+  core.log_instance(name .. "/" .. conf.id)
+  gauge = gauge or core.metric_gauge("cluster_instance",
+    "This server's cluster and instance (always 1).", { "cluster", "instance" })
   core.on_start(M._worker_started)
 end
 
 function M.configured() return conf ~= nil end
+
+-- A copy of the cluster's redis.connect options (auto-pipelined), or nil without a cluster.
+function M.redis_options()
+  if not conf then return nil end
+  local o = {}
+  for k, v in pairs(conf.redis) do o[k] = v end
+  return o
+end
 
 -- A script through the cluster's auto-pipelined client: SCRIPT LOAD once per worker and
 -- script, EVALSHA after, EVAL when Redis forgot it.
@@ -183,6 +196,7 @@ function M._worker_started()
   local info = core.json_encode({ id = conf.id, host = conf.host, pid = conf.pid, started = conf.started })
   local ttl_ms = math.floor(conf.ttl * 1000)
   local warned = false
+  gauge:set(1, { conf.name, conf.id })
   local last = false
   while true do
     last = last_words(last)

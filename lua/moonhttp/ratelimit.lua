@@ -117,8 +117,21 @@ function M.new(opts, level)
     local dict = opts.dict or "ratelimit"
     if type(dict) ~= "string" then error("ratelimit.new: dict must be a shared dict's name", level) end
     self.dict_name = dict
+    -- neither named: the cluster's Redis when the server is one instance of a cluster,
+    -- decided at the first check (the cluster setting may come later in the script)
+    self.pick = opts.dict == nil and timeout
   end
   return self
+end
+
+-- The backend of a limiter that named none: the cluster's Redis, or the shared dict.
+local function pick_backend(self)
+  local copts = require("moonhttp.cluster").redis_options()
+  if copts then
+    copts.timeout = self.pick
+    self.redis = copts
+  end
+  self.pick = false
 end
 
 -- One EVALSHA, or EVAL when Redis does not know the script (it restarted, or SCRIPT FLUSH).
@@ -166,6 +179,7 @@ function Limiter:check(key, cost)
     error("limiter:check: cost must be a whole number >= 0", 2)
   end
   local allowed, ahead
+  if self.pick then pick_backend(self) end
   if self.redis then
     local now = core.now()
     if now < self.down_until then

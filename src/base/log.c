@@ -47,13 +47,29 @@ static size_t json_escape(char *out, size_t cap, const char *s)
     return n;
 }
 
+static char instance[96];
+
+void mh_log_set_instance(const char *name)
+{
+    snprintf(instance, sizeof instance, "%s", name ? name : "");
+}
+
 static void log_json(enum mh_log_level level, const char *stamp, const char *msg)
 {
     char line[8192];
-    int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"pid\":%d,\"msg\":\"",
-                     stamp, level_names[level], (int)getpid());
+    int n = snprintf(line, sizeof line, "{\"time\":\"%s\",\"level\":\"%s\",\"pid\":%d,", stamp,
+                     level_names[level], (int)getpid());
     if (n < 0)
         return;
+    if (instance[0]) {
+        memcpy(line + n, "\"instance\":\"", 12);
+        n += 12;
+        n += (int)json_escape(line + n, 200, instance);
+        memcpy(line + n, "\",", 2);
+        n += 2;
+    }
+    memcpy(line + n, "\"msg\":\"", 7);
+    n += 7;
     size_t len = (size_t)n + json_escape(line + n, sizeof line - (size_t)n - 3, msg);
     memcpy(line + len, "\"}\n", 3);
     ssize_t w = write(STDERR_FILENO, line, len + 3);
@@ -78,7 +94,8 @@ void mh_logv(enum mh_log_level level, const char *fmt, va_list ap)
         log_json(level, stamp, line);
         return;
     }
-    int n = snprintf(line, sizeof line, "%s [%s] %d: ", stamp, level_names[level], (int)getpid());
+    int n = snprintf(line, sizeof line, "%s [%s] %d%s%s: ", stamp, level_names[level], (int)getpid(),
+                     instance[0] ? " " : "", instance);
     if (n < 0)
         return;
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

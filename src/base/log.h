@@ -11,6 +11,14 @@ extern enum mh_log_level mh_log_threshold;
 /* log_format = "json": each line is {"time","level","pid","msg"}. Set once at startup. */
 extern bool mh_log_json;
 
+/*
+ * The cluster instance this process belongs to ("lobby/host:pid"), named in
+ * every line from now on (text: after the pid; json: "instance"), so the
+ * logs of many servers can be merged; NULL or "" for none. At most 95 bytes
+ * are kept. Set by the master while the script loads, before it forks.
+ */
+void mh_log_set_instance(const char *name);
+
 void mh_log(enum mh_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mh_logv(enum mh_log_level level, const char *fmt, va_list ap);
 /* Parses "error", "warn", "info", "debug"; returns -1 for anything else. */
