@@ -41,9 +41,10 @@ DEB_OPTIONS ?= parallel=$(JOBS)
 deb: deps
 	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/moonhttp
 	git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t $(DEB_DIR)/moonhttp
-	@# Debian 12 has no Mbed TLS 3.6: deps.sh unpacks Debian 13's into .deps/ (ignored by
-	@# git), and the package links it statically as every other build here does.
-	if [ -d .deps/mbedtls ]; then mkdir -p $(DEB_DIR)/moonhttp/.deps && cp -a .deps/mbedtls $(DEB_DIR)/moonhttp/.deps/; fi
+	@# Mbed TLS is deps.sh's build in .deps/mbedtls-3.6 (ignored by git; debian/control does
+	@# not build-depend on libmbedtls-dev): the package links it statically, as every
+	@# other build here does.
+	mkdir -p $(DEB_DIR)/moonhttp/.deps && cp -a .deps/mbedtls-3.6 $(DEB_DIR)/moonhttp/.deps/
 	cd $(DEB_DIR)/moonhttp && DEB_BUILD_OPTIONS="$(DEB_OPTIONS)" dpkg-buildpackage -us -uc -b
 	lintian --fail-on error,warning --info $(DEB_DIR)/moonhttp_*.deb
 	sh scripts/check_deb.sh $(DEB_DIR)/moonhttp_*.deb

@@ -25,7 +25,22 @@ fi
 if [ $# -gt 0 ]; then
     deb=$1
 else
-    make deb
+    # The package builds with scripts/deps.sh's Mbed TLS (.deps/mbedtls-3.6) and
+    # nothing of the system's: debian/control names no libmbedtls-dev, and
+    # the build runs without it installed. Where it is (Debian 12's 2.28
+    # headers, put there by hand), it is removed for the build and put back.
+    ! grep -q libmbedtls debian/control || fail "debian/control names libmbedtls"
+    readd=
+    if dpkg-query -W -f '${Status}' libmbedtls-dev 2>/dev/null | grep -q "ok installed"; then
+        apt-get remove -y -qq libmbedtls-dev >/dev/null || fail "could not remove libmbedtls-dev for the build"
+        readd=1
+    fi
+    rc=0
+    make deb || rc=$?
+    [ -z "$readd" ] || apt-get install -y -qq --no-install-recommends libmbedtls-dev >/dev/null ||
+        echo "deb_check: could not reinstall libmbedtls-dev" >&2
+    [ "$rc" = 0 ] || fail "make deb failed"
+    say "make deb: built without libmbedtls-dev installed${readd:+ (removed for the build, put back)}"
     set -- build-deb/moonhttp_*.deb
     deb=$1
 fi

@@ -14,12 +14,15 @@ set -e
 # nghttp2-client: third-party WebSocket and HTTP/2 peers in the specs and in
 # bench/soak.sh (Debian's /usr/bin/python3 sees the python3-* packages);
 # python3-h11: the strict HTTP/1.1 parser spec/h11_diff_spec.lua compares with.
-# dpkg-dev, debhelper, fakeroot, lintian: `make deb` (debian/). systemd: its
+# dpkg-dev, debhelper, fakeroot, lintian: `make deb` (debian/); dpkg-dev's
+# dpkg-source also unpacks Mbed TLS's source package (below). systemd: its
 # systemd-analyze checks the units (spec/deploy_spec.lua would be pending without it).
 # strace: spec/client_watch_spec.lua counts the client's epoll_ctl calls.
+# lua-filesystem: docs/guide/lua-libraries.md's example loads it (a Debian
+# Lua library, as an app would), and spec/docs_spec.lua runs that example.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
-media-types lua-busted lua-cjson lua-socket curl openssl procps ca-certificates haproxy wrk \
+media-types lua-busted lua-cjson lua-socket lua-filesystem curl openssl procps ca-certificates haproxy wrk \
 redis-server postgresql python3 python3-websockets python3-h2 python3-h11 nghttp2-client \
 dpkg-dev debhelper fakeroot lintian systemd strace"
 if [ "$1" = "--bench" ]; then
@@ -31,52 +34,97 @@ golang-github-jackc-pgx-v4-dev golang-github-gomodule-redigo-dev gnuplot-nox"
     # with Debian's package: ask for npm only when there is none.
     command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 fi
-# Mbed TLS 3.6 (the LTS branch; TLS 1.3). Debian 13 ships it: use the system
-# package. Debian 12 has only 2.28 (out of support since 2024, no TLS 1.3), so
-# mbedtls_from_trixie below takes Debian 13's libmbedtls-dev and unpacks it
-# into .deps/mbedtls in the source tree, where CMake looks first; moonhttp
-# links its static libraries. Why not apt pinning: installing 3.6's -dev
-# package replaces 2.28's headers for every build on the machine (a checkout of
-# an older moonhttp, or anything else built against 2.28, would break), and a
-# trixie source in the system's apt lists is one mistyped pin away from a
-# partial upgrade to Debian 13. Unpacked into the tree, nothing on the system
-# changes: the download uses an apt configuration of its own (trixie only,
-# lists and cache under .deps/apt, signed by the archive keys Debian 12
-# already has). The cost: security fixes to 3.6 need `scripts/deps.sh` and a
-# rebuild: `MH_MBEDTLS_UPDATE=1 scripts/deps.sh` fetches trixie's current
-# one (otherwise a present .deps/mbedtls is kept, so builds stay offline).
+# Mbed TLS 3.6 (the LTS branch; TLS 1.3), built here from Debian 13's source
+# package on every release (Debian 12 has only 2.28, out of support since
+# 2024; Debian 13's libmbedtls-dev is built without the options moonhttp's
+# handshakes and idle connections need), so Debian 12 and 13 run one build
+# and one set of figures. Our configuration is scripts/mbedtls_user_config.h
+# (each option with the measurement that chose it, bench/TLS.md): Mbed TLS's
+# default configuration with those changes, built into .deps/mbedtls-3.6
+# (headers, static libraries), which CMake links. Nothing on the system
+# changes: apt reads a configuration of its own (Debian 13's source index
+# only, lists and downloads under .deps/, signed by the archive keys Debian
+# 12 already has), from the archive this machine's own apt sources name.
+# The downloaded source stays in .deps/mbedtls-src, so a changed
+# configuration rebuilds offline, and a present build of the same
+# configuration is kept (builds stay offline). A security fix to 3.6:
+# `MH_MBEDTLS_UPDATE=1 scripts/deps.sh` fetches trixie's current source.
+# Building needs only make and a C compiler: the release's generated files
+# are in the source (GEN_FILES unset: no Python or Perl); dpkg-source
+# (dpkg-dev, above) unpacks the package. About 25 s of CPU, under two
+# minutes on a loaded 2-core machine.
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-MBEDTLS_DIR="$ROOT/.deps/mbedtls"
-# Which release: /etc/os-release, not /etc/debian_version, which reads
-# "trixie/sid" (not a number) on testing and unstable. Debian 12 says
-# VERSION_ID="12", VERSION_CODENAME=bookworm; Debian 13 "13"/trixie;
-# testing and sid have no VERSION_ID and the next release's codename (sid
-# may say "sid"). Only bookworm lacks 3.6: every other release takes the
-# system's libmbedtls-dev. MH_OS_RELEASE names another file (scripts' test).
-is_bookworm() (
-    f=${MH_OS_RELEASE:-/etc/os-release}
-    [ -r "$f" ] || exit 1
-    VERSION_ID="" VERSION_CODENAME=""
-    . "$f"
-    [ "$VERSION_ID" = 12 ] || [ "$VERSION_CODENAME" = bookworm ]
-)
-if is_bookworm; then
-    BOOKWORM=1
-else
-    PKGS="$PKGS libmbedtls-dev"
-    BOOKWORM=""
-fi
-# --mbedtls-source: says where Mbed TLS 3.6 would come from here, and stops.
-if [ "$1" = "--mbedtls-source" ]; then
-    [ -n "$BOOKWORM" ] && echo "unpack Debian 13's libmbedtls-dev into .deps/mbedtls" || echo "system libmbedtls-dev"
+# MH_MBEDTLS_CONFIG and MH_MBEDTLS_BUILD build another configuration elsewhere
+# (bench/tls/options.sh measures each option that way).
+MBEDTLS_DIR=${MH_MBEDTLS_BUILD:-"$ROOT/.deps/mbedtls-3.6"}
+MBEDTLS_SRC="$ROOT/.deps/mbedtls-src"
+MBEDTLS_CONFIG=${MH_MBEDTLS_CONFIG:-"$ROOT/scripts/mbedtls_user_config.h"}
+# Debian's own hardening flags (what its libmbedtls-dev was built with), so
+# the options in our configuration are the only difference measured.
+MBEDTLS_CFLAGS="-O2 -fstack-protector-strong -fstack-clash-protection -fcf-protection -D_FORTIFY_SOURCE=2"
+# The archive: the first URI of this machine's apt sources that serves its
+# own release (apt's own reading of sources.list and sources.list.d, both
+# formats; without the Release files, so before any apt-get update too), as
+# a Debian mirror serves every release. MH_DEBIAN_ARCHIVE
+# overrides it (a machine whose sources name only a snapshot or a proxy).
+debian_archive() {
+    if [ -n "${MH_DEBIAN_ARCHIVE:-}" ]; then
+        echo "$MH_DEBIAN_ARCHIVE"
+        return
+    fi
+    codename=$(. "${MH_OS_RELEASE:-/etc/os-release}" && echo "${VERSION_CODENAME:-}")
+    apt-get indextargets --no-release-info --format '$(REPO_URI) $(RELEASE) $(TARGET_OF)' 2>/dev/null |
+        awk -v c="$codename" '$2 == c && ($3 == "deb" || $3 == "deb-src") { print $1; exit }'
+}
+
+# --mbedtls-archive: says which archive Mbed TLS's source would come from, and stops.
+if [ "$1" = "--mbedtls-archive" ]; then
+    archive=$(debian_archive)
+    [ -n "$archive" ] || { echo "deps: no Debian archive for this release in the apt sources; set MH_DEBIAN_ARCHIVE to one" >&2; exit 1; }
+    echo "$archive"
     exit 0
 fi
 
-mbedtls_from_trixie() {
-    [ -f "$MBEDTLS_DIR/.version" ] && [ -z "$MH_MBEDTLS_UPDATE" ] && return 0
+mbedtls_build() {
+    # What a build is made of: the source package, our configuration, the flags.
+    made_of="$(cd "$MBEDTLS_SRC" 2>/dev/null && ls -- *.dsc) $(sha256sum <"$MBEDTLS_CONFIG" | cut -c1-16) $MBEDTLS_CFLAGS"
+    if [ -z "${MH_MBEDTLS_UPDATE:-}" ] && [ -f "$MBEDTLS_DIR/.made-of" ] &&
+        [ "$(cat "$MBEDTLS_DIR/.made-of")" = "$made_of" ]; then
+        return 0
+    fi
+    if [ -n "${MH_MBEDTLS_UPDATE:-}" ] || ! ls "$MBEDTLS_SRC"/*.dsc >/dev/null 2>&1; then
+        mbedtls_fetch
+        made_of="$(cd "$MBEDTLS_SRC" && ls -- *.dsc) $(sha256sum <"$MBEDTLS_CONFIG" | cut -c1-16) $MBEDTLS_CFLAGS"
+    fi
+    dsc=$(ls "$MBEDTLS_SRC"/*.dsc)
+    echo "building Mbed TLS from $(basename "$dsc") with $MBEDTLS_CONFIG into $MBEDTLS_DIR"
+    work="$MBEDTLS_DIR.build"
+    rm -rf "$work" "$MBEDTLS_DIR.new"
+    mkdir -p "$work"
+    dpkg-source -x "$dsc" "$work/src" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+    cp "$MBEDTLS_CONFIG" "$work/src/include/mbedtls/moonhttp_user_config.h"
+    # The library only (no programs, no tests). MBEDTLS_USER_CONFIG_FILE is
+    # read after the default configuration; CMakeLists.txt compiles moonhttp
+    # with the same define.
+    make -C "$work/src/library" -j"$(nproc)" static \
+        CFLAGS="$MBEDTLS_CFLAGS -DMBEDTLS_USER_CONFIG_FILE='\"mbedtls/moonhttp_user_config.h\"'" \
+        >"$work/log" 2>&1 || { tail -40 "$work/log" >&2; echo "deps: building Mbed TLS failed (log: $work/log)" >&2; exit 1; }
+    mkdir -p "$MBEDTLS_DIR.new/include" "$MBEDTLS_DIR.new/lib"
+    cp -r "$work/src/include/mbedtls" "$work/src/include/psa" "$MBEDTLS_DIR.new/include/"
+    cp "$work/src/library"/libmbedcrypto.a "$work/src/library"/libmbedx509.a \
+        "$work/src/library"/libmbedtls.a "$MBEDTLS_DIR.new/lib/"
+    echo "$made_of" >"$MBEDTLS_DIR.new/.made-of"
+    rm -rf "$MBEDTLS_DIR" "$work"
+    mv "$MBEDTLS_DIR.new" "$MBEDTLS_DIR" # whole or not at all: a failed build leaves the old one
+}
+
+# Debian 13's mbedtls source package (.dsc, upstream tarball, Debian's
+# changes), its hashes checked by apt against the signed source index.
+mbedtls_fetch() {
+    archive=$(sh "$0" --mbedtls-archive)
     apt_dir="$ROOT/.deps/apt"
-    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/debs"
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $archive trixie main" \
         >"$apt_dir/sources.list"
     # Only this configuration: no system sources, lists or package cache are read or written.
     set -- -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null \
@@ -84,20 +132,17 @@ mbedtls_from_trixie() {
         -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= -o Dir::Etc::Preferences=/dev/null \
         -o Dir::Etc::PreferencesParts=/dev/null -o APT::Sandbox::User=root
     apt-get "$@" update -qq
-    version=$(apt-cache "$@" show --no-all-versions libmbedtls-dev | sed -n 's/^Version: //p')
+    version=$(apt-cache "$@" showsrc --only-source mbedtls | sed -n 's/^Version: //p' | sort -V | tail -1)
     case "$version" in
     3.6.*) ;;
-    *) echo "deps: trixie's libmbedtls-dev is '$version', not 3.6" >&2; exit 1 ;;
+    *) echo "deps: trixie's mbedtls source is '$version', not 3.6" >&2; exit 1 ;;
     esac
-    [ -f "$MBEDTLS_DIR/.version" ] && [ "$(cat "$MBEDTLS_DIR/.version")" = "$version" ] && return 0
-    echo "fetching libmbedtls-dev $version from Debian 13 into $MBEDTLS_DIR"
-    rm -f "$apt_dir/debs"/*.deb
-    (cd "$apt_dir/debs" && apt-get "$@" download -qq "libmbedtls-dev=$version")
-    rm -rf "$MBEDTLS_DIR.new"
-    dpkg-deb -x "$apt_dir/debs"/libmbedtls-dev_*.deb "$MBEDTLS_DIR.new"
-    echo "$version" >"$MBEDTLS_DIR.new/.version"
-    rm -rf "$MBEDTLS_DIR"
-    mv "$MBEDTLS_DIR.new" "$MBEDTLS_DIR" # whole or not at all: a broken download leaves the old one
+    echo "fetching the mbedtls $version source package from Debian 13 ($archive)"
+    rm -rf "$MBEDTLS_SRC.new"
+    mkdir -p "$MBEDTLS_SRC.new"
+    (cd "$MBEDTLS_SRC.new" && apt-get "$@" source --download-only -qq "mbedtls=$version")
+    rm -rf "$MBEDTLS_SRC"
+    mv "$MBEDTLS_SRC.new" "$MBEDTLS_SRC"
 }
 
 missing=""
@@ -111,5 +156,5 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
-[ -n "$BOOKWORM" ] && mbedtls_from_trixie
-exit 0
+mbedtls_build
+

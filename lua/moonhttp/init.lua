@@ -354,7 +354,7 @@ local function with_max_body(h, max_body)
 end
 
 -- With http.on_error set, every handler runs inside a pcall in its own task. An error
--- before the response started is logged with its traceback as the core would, the
+-- before the response started is logged with its traceback by the core's own line, the
 -- response is reset to an empty 500, and the app's handler answers it; an error after
 -- the response started, or one of the error handler itself, goes on to the core
 -- (which cuts the response, or sends the plain 500).
@@ -369,9 +369,7 @@ local function with_on_error(h, on_error)
     if ok then return end
     -- Started: the core cuts the response; its log gets the original traceback.
     if not core.reset_for_error(res) then error(err.trace, 0) end
-    local q = req.query
-    core.log("error", string.format("handler error (%s %s%s from %s): %s", req.method,
-      req.raw_path, q ~= "" and "?" .. q or "", req.remote_addr, err.trace))
+    core.handler_error(req, err.trace) -- the core's own line: route, request, client
     return on_error(req, res, err.value)
   end
 end
@@ -422,4 +420,4 @@ function M._finalize()
   end
 end
 
-return M
+return core.strict_module(M, "http")

@@ -88,9 +88,9 @@ static const struct mh_handler_ops route_ops = {
     .on_abort = route_on_abort,
 };
 
-void mh_lua_request_stopping(struct mh_req *r, void *ud)
+/* A stop: a Lua handler streaming r hears "stopping" (others: nothing). */
+static void request_stopping(struct mh_req *r)
 {
-    (void)ud;
     const struct mh_handler *h = r->handler;
     struct mh_task *t = r->handler_data;
     struct mh_ws *ws = mh_ws_of(r);
@@ -113,11 +113,18 @@ void mh_lua_request_stopping(struct mh_req *r, void *ud)
         mh_task_on_stopping(t);
 }
 
-void mh_lua_request_retired(struct mh_req *r, void *gen)
+/* r->owner is the generation the app dispatched r on (app_end drops it). */
+static void request_of_gen_stopping(struct mh_req *r, void *gen)
 {
-    /* r->owner is the generation the app dispatched r on (app_end drops it). */
     if (r->owner == gen)
-        mh_lua_request_stopping(r, NULL);
+        request_stopping(r);
+}
+
+/* g stops serving: its WebSockets close with 1001, its streams hear "stopping". */
+static void on_gen_stop(struct mh_gen *g, unsigned added)
+{
+    if ((added & MH_GEN_STOPPING) && g->host && g->host->each_request)
+        g->host->each_request(g->host, request_of_gen_stopping, g);
 }
 
 /* ---- C handlers as Lua values -------------------------------------------- */
@@ -232,6 +239,7 @@ void mh_lua_handler_open(lua_State *L)
         {NULL, NULL},
     };
     mh_lua_register_type(L, &(struct mh_lua_type){.name = HANDLER_MT, .meta = meta});
+    mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
     luaL_getmetatable(L, HANDLER_MT);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &HANDLER_MT_KEY);
     lua_pushcfunction(L, l_is_handler);

@@ -15,6 +15,7 @@
 #include "lua_thread.h"
 #include "lua_timer.h"
 #include "lua_errors.h"
+#include "lua_failure.h"
 #include "lua_files.h"
 #include "lua_handler.h"
 #include "lua_json.h"
@@ -219,8 +220,7 @@ static int l_log(lua_State *L)
  */
 static int l_stopping(lua_State *L)
 {
-    struct mh_gen *g = mh_gen_of(L);
-    lua_pushboolean(L, g->retired || (g->host && g->host->stopping && *g->host->stopping));
+    lua_pushboolean(L, mh_gen_stop_asked(mh_gen_of(L)));
     return 1;
 }
 
@@ -312,6 +312,7 @@ static int open_core(lua_State *L)
     mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
+    mh_lua_failure_open(L);
     mh_lua_response_open_core(L);
     mh_lua_opts_open(L);
     mh_lua_shared_open(L);
@@ -556,6 +557,7 @@ oom:
 static const struct mh_gen_ops gen_ops = {
     .before_close = mh_task_pool_free, /* the coroutines themselves are collected by lua_close */
     .after_close = mh_lua_handlers_free,
+    .task_failed = mh_task_failed,
 };
 
 struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen)

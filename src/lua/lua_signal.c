@@ -1,7 +1,7 @@
 /*
  * core.signal(): see lua_signal.h. The waiting task's own timer carries the
- * timeout (as http.sleep does) and the wake-up (mh_task_wake re-arms it at
- * zero), so a signal needs no watcher of its own; `woken` tells the two
+ * timeout (as http.sleep does) and the wake-up goes through the run queue
+ * (mh_task_wake), so a signal needs no watcher of its own; `woken` tells the two
  * apart on resume. The waiting coroutine holds the signal on its stack, so
  * the userdata outlives the wait.
  */

@@ -9,8 +9,8 @@
  *   sig:wait([timeout]) → true when notified, nil, "timeout" when timeout
  *                         seconds passed first (0 or nil: no limit); a
  *                         notify that came before the wait counts
- *   sig:notify()        → true if a waiting task was woken (it resumes from
- *                         a fresh loop iteration), false if the notification
+ *   sig:notify()        → true if a waiting task was woken (it resumes
+ *                         after the notifier's callback), false if the notification
  *                         was stored for the next wait
  *
  * wait follows the yield template (mh_task_wait); a task that ends while

@@ -8,8 +8,9 @@
  *   w:wake([a [, b [, c]]]) → true | false when it was woken before
  * A wake before the wait is kept: the wait returns at once. A wait that
  * returns a wake's values leaves the waiter ready for the next wake. A wake
- * after a timeout is kept for the next wait. The woken task resumes from a
- * fresh loop iteration (mh_task_wake), never inside the waker's call.
+ * after a timeout is kept for the next wait. The woken task resumes once
+ * the loop's callbacks of the moment are done (mh_task_wake), never inside
+ * the waker's call.
  */
 #include <lua.h>
 

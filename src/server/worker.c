@@ -5,7 +5,6 @@
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
-#include "lua_channel.h"
 #include "lua_guard.h"
 #include "lua_load.h"
 #include "notify.h"
@@ -30,6 +29,9 @@
 
 static void observe(void *ud, const struct mh_req *r);
 static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g);
+static void on_tasks_running(const struct mh_gen_host *h, int delta);
+static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud);
 static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents);
 static void begin_serving(struct mh_worker *w);
 static void offer_http2(struct mh_config *c);
@@ -94,14 +96,14 @@ void mh_worker_shutdown(struct mh_worker *w)
         return;
     w->shutting_down = w->stopping = true;
     w->http.shutting_down = true;
-    mh_timer_gen_retired(w->gen);
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
     mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
-    /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
-    mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
-    mh_channel_stopping(&w->channels, NULL);
-    mh_task_stop_background(w->gen);
+    /*
+     * Streaming handlers hear "stopping" from their next wait, so their loops
+     * end now. Older generations were stopped when a reload retired them.
+     */
+    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -143,6 +145,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
         return;
     }
     w->stopping = true;
+    mh_gen_stop(w->gen, MH_GEN_ASKED);
     mh_log(MH_LOG_INFO, "stopping in %g s: still serving, http.stopping() is true",
            w->config->shutdown_delay);
     ev_timer_init(&w->delay_timer, on_delay_done, w->config->shutdown_delay, 0.);
@@ -194,18 +197,15 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     }
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    /* A stop under way covers the new code too. */
+    mh_gen_stop(g, (w->stopping ? MH_GEN_ASKED : 0) | (w->shutting_down ? MH_GEN_STOPPING : 0));
     /*
      * The old code is stopped as a retiring worker's would be (several
      * workers): its WebSockets are closed with 1001, its streams hear
      * "stopping", http.stopping() turns true in it. Only its own requests:
      * the new generation serves on.
      */
-    old->retired = true;
-    mh_http_each_request(&w->http, mh_lua_request_retired, old);
-    mh_channel_stopping(&w->channels, old);
-    mh_timer_gen_retired(old);
-    mh_task_stop_background(old);
-    mh_task_retire_background(old, w->config->shutdown_timeout);
+    mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
@@ -454,10 +454,9 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->gen = gen;
     mh_gen_ref(gen);
     w->host.loop = loop;
-    w->host.stopping = &w->stopping;
-    w->host.shutting_down = &w->shutting_down;
     w->host.reload_stats = &w->reload_stats;
-    w->host.background_tasks = &w->background_tasks;
+    w->host.tasks_running = on_tasks_running;
+    w->host.each_request = each_request;
     w->host.worker_id = 1; /* a lone worker; the master sets its workers' slots */
     /* Its threads start with the first job, in this process (after any fork). */
     w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
@@ -596,9 +595,14 @@ int mh_worker_run(struct mh_worker *w)
         }
     }
     char err[256];
-    if (c->mode == MH_MODE_SERVE &&
-        mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
-                       w->heartbeat, err, sizeof err) < 0)
+    struct mh_guard_opts guard = {
+        .cpu_limit = c->handler_cpu_limit,
+        .stop_after = c->shutdown_delay + c->shutdown_timeout,
+        .block_warn = c->loop_block_warn,
+        .slot = w->heartbeat,
+        .metrics = w->metrics,
+    };
+    if (c->mode == MH_MODE_SERVE && mh_guard_start(w->loop, &guard, err, sizeof err) < 0)
         mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
     run_loop(w);
     mh_guard_stop(w->loop);
@@ -626,6 +630,17 @@ static void begin_serving(struct mh_worker *w)
 static struct mh_worker *worker_of_host(const struct mh_gen_host *h)
 {
     return (struct mh_worker *)((char *)h - offsetof(struct mh_worker, host));
+}
+
+static void on_tasks_running(const struct mh_gen_host *h, int delta)
+{
+    worker_of_host(h)->background_tasks += (unsigned)delta;
+}
+
+static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud)
+{
+    mh_http_each_request(&worker_of_host(h)->http, fn, ud);
 }
 
 /*
