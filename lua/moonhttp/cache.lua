@@ -676,4 +676,4 @@ function M.new(opts)
   }, { __index = { serve = M.serve, wrap = M.wrap } })
 end
 
-return M
+return core.strict_module(M, "cache")

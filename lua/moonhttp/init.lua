@@ -420,4 +420,4 @@ function M._finalize()
   end
 end
 
-return M
+return core.strict_module(M, "http")

@@ -1193,4 +1193,5 @@ function Pool:stats()
   return s
 end
 
-return M
+-- pg.connect: redis has it, and so do most PostgreSQL clients; here a pool opens connections
+return core.strict_module(M, "pg", { connect = "pool" })

@@ -347,10 +347,11 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
         [MH_METRICS_CPU_LIMIT] = "cpu_limit",
         [MH_METRICS_MEMORY_LIMIT] = "memory_limit",
         [MH_METRICS_STALL] = "worker_stall",
+        [MH_METRICS_LOOP_BLOCKED] = "loop_blocked",
     };
     counter_family(out, "moonhttp_guard_events_total",
-                   "Tasks stopped by handler_cpu_limit or lua_memory_limit, and workers killed "
-                   "for a stalled loop.",
+                   "Tasks stopped by handler_cpu_limit or lua_memory_limit, workers killed "
+                   "for a stalled loop, and tasks that held their loop past loop_block_warn.",
                    "guard", guard_names, m->guards, MH_METRICS_NGUARDS);
     static const char *const proto_names[MH_METRICS_NPROTOS] = {
         [MH_METRICS_HTTP10] = "HTTP/1.0",

@@ -74,6 +74,7 @@ enum mh_metrics_guard {
     MH_METRICS_CPU_LIMIT,    /* a task got "cpu limit exceeded" */
     MH_METRICS_MEMORY_LIMIT, /* a task failed on lua_memory_limit */
     MH_METRICS_STALL,        /* the master killed a stalled worker */
+    MH_METRICS_LOOP_BLOCKED, /* a task held its loop past loop_block_warn */
     MH_METRICS_NGUARDS
 };
 void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what);

@@ -3,6 +3,7 @@
 #include "suggest.h"
 
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_KNOWN 64
@@ -81,8 +82,89 @@ static int l_check_opts(lua_State *L)
     return 0;
 }
 
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * __index of a module table made strict: a name it does not have raises at
+ * the line that read it, with the name meant: the module's own for a name
+ * from elsewhere (upvalue 2: { connect = "pool" }), else the closest it
+ * has, else the list of them. Upvalue 1: the module as users write it ("pg").
+ */
+static int l_strict_index(lua_State *L)
+{
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return 0;
+    size_t len;
+    const char *k = lua_tolstring(L, 2, &len);
+    const char *mod = lua_tostring(L, lua_upvalueindex(1));
+    if (lua_getfield(L, lua_upvalueindex(2), k) == LUA_TSTRING)
+        return luaL_error(L, "%s.%s does not exist (did you mean %s.%s?)", mod, k, mod,
+                          lua_tostring(L, -1));
+    lua_pop(L, 1);
+    /* The keys stay alive in the table while the names are used below. */
+    const char *names[MAX_KNOWN];
+    size_t n = 0;
+    struct mh_suggest s;
+    mh_suggest_init(&s, k, len, false);
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING || lua_tostring(L, -1)[0] == '_')
+            continue;
+        mh_suggest_try(&s, lua_tostring(L, -1));
+        if (n < MAX_KNOWN)
+            names[n++] = lua_tostring(L, -1);
+    }
+    if (s.best)
+        return luaL_error(L, "%s.%s does not exist (did you mean %s.%s?)", mod, k, mod, s.best);
+    qsort(names, n, sizeof names[0], cmp_names);
+    luaL_Buffer b;
+    luaL_where(L, 1);
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; i < n; i++) {
+        luaL_addstring(&b, i ? ", " : "");
+        luaL_addstring(&b, names[i]);
+    }
+    luaL_pushresult(&b);
+    lua_pushfstring(L, "%s.%s does not exist (%s has: %s)", mod, k, mod, lua_tostring(L, -1));
+    lua_remove(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+/*
+ * core.strict_module(t, name [, meant]): t, which now raises for a name it
+ * lacks; meant maps names people bring from elsewhere to t's own. See
+ * l_strict_index.
+ */
+static int l_strict_module(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checkstring(L, 2);
+    if (!lua_isnoneornil(L, 3))
+        luaL_checktype(L, 3, LUA_TTABLE);
+    lua_settop(L, 3);
+    if (lua_isnil(L, 3)) {
+        lua_newtable(L);
+        lua_replace(L, 3);
+    }
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_pushcclosure(L, l_strict_index, 2);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, 1);
+    lua_settop(L, 1);
+    return 1;
+}
+
 void mh_lua_opts_open(lua_State *L)
 {
     lua_pushcfunction(L, l_check_opts);
     lua_setfield(L, -2, "check_opts");
+    lua_pushcfunction(L, l_strict_module);
+    lua_setfield(L, -2, "strict_module");
 }

@@ -19,7 +19,12 @@
 void mh_lua_check_opts(lua_State *L, int idx, const char *what, const char *const *known,
                        int level);
 
-/* Adds check_opts(t, what, { names... } [, level = 2]) to the table on top of L (moonhttp.core). */
+/*
+ * Adds check_opts(t, what, { names... } [, level = 2]) and strict_module(t,
+ * name) to the table on top of L (moonhttp.core). A strict module raises
+ * for a name it does not have: `pg.connect does not exist (did you mean
+ * pg.pool?)`, at the call, and at load time that fails `moonhttp --check`.
+ */
 void mh_lua_opts_open(lua_State *L);
 
 #endif

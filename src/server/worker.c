@@ -548,9 +548,14 @@ int mh_worker_run(struct mh_worker *w)
         }
     }
     char err[256];
-    if (c->mode == MH_MODE_SERVE &&
-        mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
-                       w->heartbeat, err, sizeof err) < 0)
+    struct mh_guard_opts guard = {
+        .cpu_limit = c->handler_cpu_limit,
+        .stop_after = c->shutdown_delay + c->shutdown_timeout,
+        .block_warn = c->loop_block_warn,
+        .slot = w->heartbeat,
+        .metrics = w->metrics,
+    };
+    if (c->mode == MH_MODE_SERVE && mh_guard_start(w->loop, &guard, err, sizeof err) < 0)
         mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
     run_loop(w);
     mh_guard_stop(w->loop);

@@ -82,6 +82,7 @@ struct mh_config {
     double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
     long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
     double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
+    double loop_block_warn;      /* seconds one resume may hold the loop before a warning; 0 = off */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];

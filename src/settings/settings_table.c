@@ -305,6 +305,16 @@ const struct mh_setting mh_settings[] = {
             "kills and replaces it (0 = off)",
      .more = "blocked in C code or a system call, or a spin with `handler_cpu_limit = 0`; with "
              "several workers only"},
+    {.name = "loop_block_warn",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(loop_block_warn),
+     .def = "100ms",
+     .max = DAY,
+     .doc = "seconds (wall time) a handler, timer or thread may hold its worker's event loop "
+            "before a warning names its route and where it was (0 = off)",
+     .more = "every other request of the worker waits meanwhile: a blocking C call (a socket "
+             "library's sleep or read, os.execute) or a long computation; counted in "
+             "`moonhttp_guard_events_total{guard=\"loop_blocked\"}`"},
     {.name = "http2",
      .type = MH_SETTING_BOOL,
      .offset = OFF(http2),
