@@ -1,5 +1,6 @@
 #include "lua_load.h"
 
+#include "dispatch.h"
 #include "log.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
@@ -9,7 +10,6 @@
 #include "lua_pgrows.h"
 #include "lua_resp.h"
 #include "lua_waiter.h"
-#include "lua_signal.h"
 #include "lua_channel.h"
 #include "lua_socket.h"
 #include "lua_thread.h"
@@ -299,6 +299,12 @@ static int open_core(lua_State *L)
         {NULL, NULL},
     };
     luaL_newlib(L, fns);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, MH_DISPATCH_NOT_FOUND_TEXT);
+    lua_rawseti(L, -2, 404);
+    lua_pushstring(L, MH_DISPATCH_NOT_ALLOWED_TEXT);
+    lua_rawseti(L, -2, 405);
+    lua_setfield(L, -2, "default_text");
     mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
@@ -309,7 +315,6 @@ static int open_core(lua_State *L)
     mh_lua_proxy_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
-    mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
     mh_lua_failure_open(L);

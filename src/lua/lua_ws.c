@@ -1,7 +1,6 @@
 #include "lua_ws.h"
 
 #include "codec.h"
-#include "settings.h"
 #include "lua_sched.h"
 #include "lua_opts.h"
 #include "lua_type.h"
@@ -285,35 +284,6 @@ static const struct mh_ws_config DEFAULTS = {
     .close_timeout = 5,
 };
 
-static uint64_t opt_size(lua_State *L, int opts, const char *name, uint64_t dflt)
-{
-    double v;
-    int t = lua_getfield(L, opts, name);
-    if (t == LUA_TNIL)
-        v = (double)dflt;
-    else if (t == LUA_TNUMBER)
-        v = lua_tonumber(L, -1);
-    else if (t != LUA_TSTRING || mh_config_parse_bytes(lua_tostring(L, -1), &v) < 0)
-        v = -1;
-    lua_pop(L, 1);
-    if (!(v >= 1 && v <= (double)(1ull << 40)))
-        luaL_error(L,
-                   "req:websocket: %s must be a size in bytes (a number, or a string like \"64k\", "
-                   "\"1m\")",
-                   name);
-    return (uint64_t)v;
-}
-
-static double opt_seconds(lua_State *L, int opts, const char *name, double dflt)
-{
-    int t = lua_getfield(L, opts, name);
-    double v = t == LUA_TNIL ? dflt : t == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-    lua_pop(L, 1);
-    if (!(v >= 0 && v < 1e9))
-        luaL_error(L, "req:websocket: %s must be a number of seconds >= 0 (0: never)", name);
-    return v;
-}
-
 /*
  * req:websocket([{ protocols =, max_message =, max_frame =, ping_interval =,
  * idle_timeout =, close_timeout = }]) -> ws; or nil, err with the error
@@ -336,11 +306,14 @@ int mh_lua_ws_start(lua_State *L, struct mh_req *r)
         "idle_timeout", "close_timeout", NULL};
     mh_lua_check_opts(L, 2, "req:websocket", known, 1);
     struct mh_ws_config cfg;
-    cfg.max_message = opt_size(L, 2, "max_message", DEFAULTS.max_message);
-    cfg.max_frame = opt_size(L, 2, "max_frame", cfg.max_message);
-    cfg.ping_interval = opt_seconds(L, 2, "ping_interval", DEFAULTS.ping_interval);
-    cfg.idle_timeout = opt_seconds(L, 2, "idle_timeout", DEFAULTS.idle_timeout);
-    cfg.close_timeout = opt_seconds(L, 2, "close_timeout", DEFAULTS.close_timeout);
+    const char *what = "req:websocket";
+    cfg.max_message =
+        (uint64_t)mh_lua_opt_size(L, 2, what, "max_message", (double)DEFAULTS.max_message, 1, 1);
+    cfg.max_frame =
+        (uint64_t)mh_lua_opt_size(L, 2, what, "max_frame", (double)cfg.max_message, 1, 1);
+    cfg.ping_interval = mh_lua_opt_seconds(L, 2, what, "ping_interval", DEFAULTS.ping_interval, 1);
+    cfg.idle_timeout = mh_lua_opt_seconds(L, 2, what, "idle_timeout", DEFAULTS.idle_timeout, 1);
+    cfg.close_timeout = mh_lua_opt_seconds(L, 2, what, "close_timeout", DEFAULTS.close_timeout, 1);
     int ptype = lua_getfield(L, 2, "protocols");
     if (ptype != LUA_TNIL && ptype != LUA_TTABLE)
         return luaL_error(L, "req:websocket: protocols must be a list of strings");
