@@ -435,6 +435,38 @@ E["docs/guide/workers.md ratelimit.lua"] = {
   end,
 }
 
+E["docs/reference/ratelimit.md ratelimit.lua"] = {
+  check = function(app)
+    expect(app:get("/"), 200, "hello\n", { ["RateLimit"] = '"default";r=1;t=30' })
+    expect(app:get("/"), 200, "hello\n", { ["RateLimit"] = '"default";r=0;t=30' })
+    expect(app:get("/"), 429, "Too Many Requests\n", { ["RateLimit-Policy"] = '"default";q=2;w=60',
+      ["RateLimit"] = '"default";r=0;t=30', ["Retry-After"] = "30" })
+  end,
+}
+
+E["docs/reference/ratelimit.md uploads.lua"] = {
+  check = function(app)
+    expect(app:request("POST", "/upload/ann", {}, ""), 200, "stored, 6 units left\n")
+    expect(app:request("POST", "/upload/ann", {}, ""), 200, "stored, 2 units left\n")
+    expect(app:request("POST", "/upload/ann", {}, ""), 429, "over quota, retry in 720 s\n",
+      { ["Retry-After"] = "720" })
+    expect(app:request("POST", "/upload/bob", {}, ""), 200, "stored, 6 units left\n")
+  end,
+}
+
+E["docs/guide/cluster.md limits.lua"] = {
+  redis = true,
+  replace = { ["redis://127.0.0.1:6379/0"] = "redis://127.0.0.1:{redis}/0" },
+  start = { flags = { "--workers", "2" } },
+  check = function(app)
+    for i = 1, 10 do
+      expect(app:get("/", { ["X-Api-Key"] = "k1" }), 200, "hello\n", { ["RateLimit"] = '"default";r=' .. (10 - i) .. ';t=1' })
+    end
+    expect(app:get("/", { ["X-Api-Key"] = "k1" }), 429, "Too Many Requests\n", { ["Retry-After"] = "1" })
+    expect(app:get("/", { ["X-Api-Key"] = "k2" }), 200, "hello\n")
+  end,
+}
+
 E["docs/guide/workers.md chat.lua"] = {
   start = { flags = { "--workers", "2" } },
   check = function(app)

@@ -193,7 +193,7 @@ static int check_head(struct mh_h1 *c)
         r->expect_continue = r->http_minor >= 1;
     }
     /* A declared length over the body limit is refused when the handler asks for the body
-     * (conn_want_body): the route may set its own limit first. */
+     * (mh_policy_first_ask): the route may set its own limit first. */
     return 0;
 }
 

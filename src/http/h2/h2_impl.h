@@ -11,6 +11,7 @@
 #include "h2_policy.h"
 #include "outq.h"
 #include "req.h"
+#include "req_policy.h"
 
 struct mh_h2;
 
@@ -23,9 +24,10 @@ struct mh_h2_stream {
     struct mh_buf trailers; /* the response's trailer lines, taken when it completes */
     uint64_t unacked;       /* body bytes in req.body not yet given back to flow control */
     size_t header_bytes;    /* header list size so far (max_header_bytes budget) */
-    ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
-    /* body_timeout: DATA due by then while the client may send (h2_stream.c, body_clock) */
-    ev_tstamp body_deadline;
+    ev_tstamp header_deadline; /* the header block complete by then (0 = none) */
+    /* the request's deadlines (req_policy.h); the body deadline: DATA due by then while the
+     * client may send (h2_stream.c, body_clock) */
+    struct mh_req_clock clock;
     int bad_status;   /* the head deserves this answer from the server (431, 400...) */
     bool head_done;   /* the header block is complete */
     bool ready;       /* head done, handler to be started after this input batch */
