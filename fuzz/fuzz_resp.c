@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Walks the value at *p as lua_redis_resp.c's push_value does; aborts on anything mh_resp_reply should
- * have refused. */
+/* Walks the value at *p as lua_redis_resp.c's push_value does; aborts on anything mh_resp_reply
+ * should have refused. */
 static void walk(const char **p, const char *end)
 {
     struct mh_resp_item it;
