@@ -2,7 +2,7 @@
  * http.channel(name): see lua_channel.h. A subscription is a userdata that
  * embeds its C subscription (base/channel.h); receive follows the yield
  * template with the waiting task's own timer for the timeout and the
- * wake-up, as core.signal does (`woken` tells them apart). A subscription
+ * wake-up, as moonhttp.waiter does (`woken` tells them apart). A subscription
  * belongs to the task that made it, so a handler that ends without closing
  * it stops receiving at once instead of filling a queue until the GC.
  */

@@ -1,5 +1,6 @@
 #include "lua_load.h"
 
+#include "dispatch.h"
 #include "log.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
@@ -9,7 +10,6 @@
 #include "lua_pgrows.h"
 #include "lua_redis_resp.h"
 #include "lua_waiter.h"
-#include "lua_signal.h"
 #include "lua_channel.h"
 #include "lua_socket.h"
 #include "lua_thread.h"
@@ -225,6 +225,17 @@ static int l_stopping(lua_State *L)
 }
 
 /*
+ * core.draining(): a reload replaced this code and its long-lived requests
+ * are draining (drain_timeout): a WebSocket or stream may ask its client to
+ * reconnect, to the new code.
+ */
+static int l_draining(lua_State *L)
+{
+    lua_pushboolean(L, mh_gen_draining(mh_gen_of(L)));
+    return 1;
+}
+
+/*
  * core.worker_id(): the serving worker's slot, 1..workers, or nil while the
  * script loads. A load runs in the master before the fork (and a reload
  * there again), so a number at load time would be one value copied into
@@ -294,11 +305,18 @@ static int open_core(lua_State *L)
         {"dev", l_dev},
         {"log", l_log},
         {"stopping", l_stopping},
+        {"draining", l_draining},
         {"worker_id", l_worker_id},
         {"metrics_handler", l_metrics_handler},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, MH_DISPATCH_NOT_FOUND_TEXT);
+    lua_rawseti(L, -2, 404);
+    lua_pushstring(L, MH_DISPATCH_NOT_ALLOWED_TEXT);
+    lua_rawseti(L, -2, 405);
+    lua_setfield(L, -2, "default_text");
     mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
@@ -309,7 +327,6 @@ static int open_core(lua_State *L)
     mh_lua_proxy_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
-    mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
     mh_lua_failure_open(L);

@@ -89,20 +89,16 @@ static void on_idle_close(struct ev_loop *loop, ev_timer *t, int revents)
     mh_http_close_idle(&w->http);
 }
 
-void mh_worker_shutdown(struct mh_worker *w)
+/*
+ * Stops accepting and closes idle connections; what is in flight finishes
+ * within `deadline` seconds, then whatever is left is closed.
+ */
+static void stop_serving(struct mh_worker *w, double deadline)
 {
-    if (w->shutting_down)
-        return;
     w->shutting_down = w->stopping = true;
     w->http.shutting_down = true;
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
-    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
-    /*
-     * Streaming handlers hear "stopping" from their next wait, so their loops
-     * end now. Older generations were stopped when a reload retired them.
-     */
-    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
@@ -120,9 +116,44 @@ void mh_worker_shutdown(struct mh_worker *w)
         w->idle_close_timer.data = w;
         ev_timer_start(w->loop, &w->idle_close_timer);
     }
-    ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, w->config->shutdown_timeout, 0.);
+    ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, deadline, 0.);
     w->shutdown_timer.data = w;
     ev_timer_start(w->loop, &w->shutdown_timer);
+}
+
+void mh_worker_shutdown(struct mh_worker *w)
+{
+    if (w->shutting_down && !w->draining)
+        return;
+    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
+    if (w->draining) {
+        /* A stop while a reload's drain runs: the drain ends now, within shutdown_timeout. */
+        w->draining = false;
+        mh_guard_stop_after(w->config->shutdown_timeout);
+        ev_timer_stop(w->loop, &w->shutdown_timer);
+        ev_timer_set(&w->shutdown_timer, w->config->shutdown_timeout, 0.);
+        ev_timer_start(w->loop, &w->shutdown_timer);
+    } else {
+        stop_serving(w, w->config->shutdown_timeout);
+    }
+    /*
+     * Streaming handlers hear "stopping" from their next wait, so their loops
+     * end now; older generations still draining stop with it.
+     */
+    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
+}
+
+void mh_worker_retire(struct mh_worker *w)
+{
+    if (w->shutting_down)
+        return;
+    const struct mh_config *c = w->config;
+    mh_log(MH_LOG_INFO, "replaced by a reload: %zu connections open, draining", w->http.nconns);
+    w->draining = true;
+    /* The loop took the signal, so it is not stuck: the guard allows the drain's time. */
+    mh_guard_stop_after(c->drain_timeout + c->drain_spread + c->shutdown_timeout);
+    stop_serving(w, c->drain_timeout + c->drain_spread + c->shutdown_timeout);
+    mh_gen_drain(w->gen, c->drain_timeout, c->drain_spread);
 }
 
 static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
@@ -149,6 +180,13 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     ev_timer_init(&w->delay_timer, on_delay_done, w->config->shutdown_delay, 0.);
     w->delay_timer.data = w;
     ev_timer_start(loop, &w->delay_timer);
+}
+
+static void on_retire_signal(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)loop;
+    (void)revents;
+    mh_worker_retire(s->data);
 }
 
 /* systemd follows the reload from RELOADING=1 to READY=1, whatever its outcome. */
@@ -198,12 +236,16 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     /* A stop under way covers the new code too. */
     mh_gen_stop(g, (w->stopping ? MH_GEN_ASKED : 0) | (w->shutting_down ? MH_GEN_STOPPING : 0));
     /*
-     * The old code is stopped as a retiring worker's would be (several
-     * workers): its WebSockets are closed with 1001, its streams hear
-     * "stopping", http.stopping() turns true in it. Only its own requests:
-     * the new generation serves on.
+     * The old code drains as a retiring worker's does (several workers):
+     * its WebSockets and streams go on for drain_timeout, then close over
+     * drain_spread; http.stopping() and http.draining() turn true in it, its
+     * background tasks hear "stopping". Only its own requests: the new
+     * generation serves on, kept-alive connections' next requests too.
      */
-    mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
+    if (w->shutting_down)
+        mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
+    else
+        mh_gen_drain(old, w->config->drain_timeout, w->config->drain_spread);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
@@ -211,6 +253,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     mh_gen_unref(old);
     st->reloads++;
     st->last_failed = false;
+    g->number = st->reloads;
     /* Certificates are read again too; open connections keep the ones they started with. */
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
     offer_http2(w->config);
@@ -259,12 +302,37 @@ static void observe(void *ud, const struct mh_req *r)
     }
 }
 
+struct draining {
+    struct mh_metrics_draining gens[MH_METRICS_DRAIN_GENS];
+    size_t n;
+};
+
+static void count_draining(struct mh_req *r, void *ud)
+{
+    struct draining *d = ud;
+    const struct mh_gen *g = mh_lua_request_gen(r);
+    if (!g || !mh_gen_draining(g))
+        return;
+    size_t i = 0;
+    while (i < d->n && d->gens[i].generation != g->number)
+        i++;
+    if (i == d->n) {
+        if (d->n == MH_METRICS_DRAIN_GENS)
+            return; /* older reloads still draining: not shown */
+        d->gens[d->n++] = (struct mh_metrics_draining){.generation = g->number};
+    }
+    d->gens[i].conns++;
+}
+
 static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_worker *w = t->data;
     (void)loop;
     (void)revents;
     mh_metrics_publish_conns(w->metrics, getpid(), w->http.nconns, w->http.idle.n);
+    struct draining d = {.n = 0};
+    mh_http_each_request(&w->http, count_draining, &d);
+    mh_metrics_publish_draining(w->metrics, getpid(), d.gens, d.n);
 }
 
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
@@ -467,6 +535,9 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     ev_signal_start(loop, &w->sigusr2);
     if (fds) {
         signal(SIGHUP, SIG_IGN); /* the master reloads by replacing its workers */
+        ev_signal_init(&w->sigretire, on_retire_signal, MH_SIGNAL_RETIRE);
+        w->sigretire.data = w;
+        ev_signal_start(loop, &w->sigretire);
     } else if (config->mode == MH_MODE_SERVE) {
         ev_signal_init(&w->sighup, on_sighup, SIGHUP);
         w->sighup.data = w;
