@@ -467,6 +467,18 @@ E["docs/guide/cluster.md limits.lua"] = {
   end,
 }
 
+E["docs/guide/cluster.md lobby.lua"] = {
+  redis = true,
+  replace = { ["redis://127.0.0.1:6379/0"] = "redis://127.0.0.1:{redis}/0" },
+  start = { flags = { "--workers", "2" } },
+  check = function(app)
+    local deadline = H.now() + 5
+    while app:get("/matchmaker").body ~= "token 1\n" and H.now() < deadline do H.sleep(0.05) end
+    expect(app:get("/matchmaker"), 200, "token 1\n")
+    expect(app:get("/instances"), 200, "1 instance(s), this one listed\n")
+  end,
+}
+
 E["docs/guide/workers.md chat.lua"] = {
   start = { flags = { "--workers", "2" } },
   check = function(app)
