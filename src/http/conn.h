@@ -47,6 +47,7 @@ struct mh_http_limits {
     double send_timeout;        /* output blocked: the client must take some within this */
     long max_header_bytes;
     long max_body_bytes;
+    long discard_body_bytes; /* unread body read and dropped (and a closing connection's input) */
     long keepalive_requests; /* requests per connection; 0 = unlimited */
     /* HTTP/2 (h2/h2_conn.c) */
     bool http2; /* TLS: ALPN chose "h2" (the listener offered it) */
@@ -113,6 +114,11 @@ struct mh_conn *mh_http_accept_transport(struct mh_http_ctx *h, const struct mh_
 
 /* From the loop's prepare watcher: writes pending output, frees closed connections. */
 void mh_http_prepare(struct mh_http_ctx *h);
+/*
+ * Frees the pooled connection objects (with their buffers and protocol
+ * state) past the first `keep`: the pool keeps what a spike left otherwise.
+ */
+void mh_http_trim(struct mh_http_ctx *h, size_t keep);
 /* Whether nothing is open or waiting to be freed (a graceful stop may end). */
 bool mh_http_drained(const struct mh_http_ctx *h);
 /* Connection counts, for metrics and logs. */

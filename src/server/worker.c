@@ -18,6 +18,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -103,6 +104,7 @@ static void stop_serving(struct mh_worker *w, double deadline)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
     mh_acceptor_stop(&w->acceptor);
+    ev_timer_stop(w->loop, &w->trim_timer);
     if (w->metrics_listener.fd >= 0)
         mh_listener_close(&w->metrics_listener);
     /*
@@ -341,7 +343,8 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         const char *id_header = w->gen->config->request_id_header;
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
                                           (enum mh_access_format)ops->access_log_format,
-                                          strcmp(id_header, "off") ? id_header : NULL);
+                                          strcmp(id_header, "off") ? id_header : NULL,
+                                          w->gen->config->access_log_redact);
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
@@ -416,11 +419,54 @@ static int on_accept(void *ud, struct mh_listener *l, int fd, const struct socka
 {
     struct mh_worker *w = ud;
     const struct mh_handler *root = l->serves ? l->serves : &w->app.base;
-    return mh_http_accept(&w->http, root, l->tls, fd, peer, plen) ? 0 : -1;
+    if (!mh_http_accept(&w->http, root, l->tls, fd, peer, plen))
+        return -1;
+    if (w->http.nconns > w->conns_peak)
+        w->conns_peak = w->http.nconns;
+    return 0;
+}
+
+/*
+ * Memory back after a spike. What a burst of connections took (their
+ * structs, buffers, TLS contexts, the pool's cached buffers) is freed when
+ * they close, but glibc keeps freed heap pages it cannot trim from the top,
+ * so the worker would stay at its peak for good (80 MB after 20,000 idle
+ * connections left, 10 MB before: bench/spike.sh). Once the open
+ * connections fell to half their peak, by at least MH_TRIM_DROP, and a
+ * second passed (a drop is usually many closes in a row), the pools keep
+ * a few connection objects, buffers and TLS contexts, and malloc_trim()
+ * hands the free pages back. A
+ * server whose connections churn below MH_TRIM_DROP never pays for it.
+ */
+#define MH_TRIM_DROP     256
+#define MH_TRIM_KEEP     16 /* connection objects, and buffers (16 KiB each) */
+#define MH_TRIM_KEEP_TLS 4  /* idle TLS contexts (with their records' buffers, ~40 KiB) */
+
+static void on_trim_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    w->conns_peak = w->http.nconns;
+    mh_http_trim(&w->http, MH_TRIM_KEEP);
+    mh_buf_pool_trim(&w->bufs, MH_TRIM_KEEP);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i].tls)
+            mh_tls_server_trim(w->listeners[i].tls, MH_TRIM_KEEP_TLS);
+    malloc_trim(0);
+}
+
+static void after_drop(struct mh_worker *w)
+{
+    size_t n = w->http.nconns;
+    if (w->conns_peak - n >= MH_TRIM_DROP && n <= w->conns_peak / 2 && !w->shutting_down &&
+        !ev_is_active(&w->trim_timer))
+        ev_timer_start(w->loop, &w->trim_timer);
 }
 
 static void on_conn_close(void *ud)
 {
+    after_drop(ud);
     mh_worker_maybe_resume_accept(ud);
 }
 
@@ -434,6 +480,7 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->send_timeout = c->send_timeout;
     lim->max_header_bytes = c->max_header_bytes;
     lim->max_body_bytes = c->max_body_bytes;
+    lim->discard_body_bytes = c->discard_body_bytes;
     lim->keepalive_requests = c->keepalive_requests;
     lim->http2 = c->http2;
     lim->h2c = c->h2c;
@@ -487,6 +534,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     /* again: http.server{} may have changed it after the first state was made */
     mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
+    ev_timer_init(&w->trim_timer, on_trim_timer, 1.0, 0.0);
+    w->trim_timer.data = w;
     set_limits(&w->limits, config);
     mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs, &mh_http_protos);
     w->http.on_close = on_conn_close;
@@ -730,6 +779,7 @@ void mh_worker_destroy(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     mh_acceptor_stop(&w->acceptor);
+    ev_timer_stop(w->loop, &w->trim_timer);
     mh_http_ctx_destroy(&w->http);
     mh_buf_pool_destroy(&w->bufs);
     if (w->acceptor.reserve_fd >= 0)

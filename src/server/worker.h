@@ -50,6 +50,8 @@ struct mh_worker {
     struct mh_http_limits limits; /* from config, for the connections */
     struct mh_http_ctx http;      /* the connections */
     struct mh_buf_pool bufs;
+    size_t conns_peak;       /* the most connections open since memory was last given back */
+    ev_timer trim_timer;     /* gives memory back after a drop (worker.c, after_drop) */
     struct mh_lua_app app;   /* root handler of the listeners: newest generation */
     struct mh_gen_host host; /* what the generations see of the worker */
     struct mh_metrics_handler metrics_handler;
