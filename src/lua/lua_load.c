@@ -111,27 +111,42 @@ static int l_register(lua_State *L)
  * the name it probably meant; values are checked at the merge, and their
  * errors name this line too.
  */
+/*
+ * core.server(settings [, level]): level names the frame whose line errors
+ * and later messages about the settings point at (1, the default: the
+ * caller; http.server, a Lua function, passes its caller's).
+ */
 static int l_server(lua_State *L)
 {
     struct mh_gen *g = check_loading(L, "http.server");
     luaL_checktype(L, 1, LUA_TTABLE);
+    int level = (int)luaL_optinteger(L, 2, 1);
+    lua_settop(L, 1);
     lua_pushnil(L);
     while (lua_next(L, 1)) {
         lua_pop(L, 1);
         size_t len;
         const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-        if (!k)
-            return luaL_error(L, "http.server: setting names must be strings");
+        if (!k) {
+            luaL_where(L, level);
+            lua_pushliteral(L, "http.server: setting names must be strings");
+            lua_concat(L, 2);
+            return lua_error(L);
+        }
         if (!mh_config_is_setting(k, len)) {
             const char *near = mh_config_suggest(k, len);
+            luaL_where(L, level);
             if (near)
-                return luaL_error(L, "http.server: unknown setting \"%s\" (did you mean \"%s\"?)",
-                                  k, near);
-            return luaL_error(L, "http.server: unknown setting \"%s\" (moonhttp --help lists them)",
-                              k);
+                lua_pushfstring(L, "http.server: unknown setting \"%s\" (did you mean \"%s\"?)", k,
+                                near);
+            else
+                lua_pushfstring(L, "http.server: unknown setting \"%s\" (moonhttp --help lists them)",
+                                k);
+            lua_concat(L, 2);
+            return lua_error(L);
         }
     }
-    luaL_where(L, 1);
+    luaL_where(L, level);
     snprintf(g->settings_where, sizeof g->settings_where, "%s", lua_tostring(L, -1));
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "shared") != LUA_TNIL) {
@@ -142,7 +157,7 @@ static int l_server(lua_State *L)
         int rc = mh_config_shared_from_lua(d, &n, L, -1, err, sizeof err);
         mh_config_shared_clear(d, &n);
         if (rc < 0) {
-            luaL_where(L, 1);
+            luaL_where(L, level);
             lua_pushfstring(L, "http.server: %s", err);
             lua_concat(L, 2);
             return lua_error(L);
