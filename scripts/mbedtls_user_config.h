@@ -15,8 +15,8 @@
 #define MH_MBEDTLS_USER_CONFIG_H
 
 /* The worker's thread pool (src/base/workpool.c) runs PBKDF2 beside the event
- * loop; Debian's build has the locks too, and they cost no measurable
- * instructions per handshake (bench/TLS.md). */
+ * loop, and Debian's build has the locks too. Their cost per handshake is
+ * the no-threading row of bench/TLS.md (bench/tls/options.sh no-threading). */
 #define MBEDTLS_THREADING_C
 #define MBEDTLS_THREADING_PTHREAD
 
@@ -27,7 +27,7 @@
  * (the server's public share) stays on ecp.c's Montgomery ladder. OpenSSL,
  * curl and browsers offer X25519 first, and TLS 1.3 resumption (psk_dhe_ke)
  * does an ECDHE too. Server instructions per handshake, off -> on: full TLS
- * 1.3 20,475,922 -> 13,583,668; resumed TLS 1.3 17,855,926 -> 10,501,938;
+ * 1.3 20,475,922 -> 13,583,668; resumed TLS 1.3 16,832,130 -> 9,822,755;
  * full TLS 1.2 20,314,156 -> 6,754,621; code +10 KB. */
 #define MBEDTLS_ECDH_VARIANT_EVEREST_ENABLED
 
