@@ -13,6 +13,8 @@ local function echo_size(req, res)
 end
 http.handle("POST /echo", echo_size)
 http.handle("POST /upload", echo_size, { max_body = "64k" })
+-- read by the settings' own byte parser, as max_body_bytes = "1.5k" would be
+http.handle("POST /fraction", echo_size, { max_body = "1.5k" })
 http.handle("POST /small", function(req, res) req:set_max_body(10); return echo_size(req, res) end)
 http.handle("POST /raise", function(req, res) req:set_max_body(100000); return echo_size(req, res) end)
 http.handle("POST /late", function(req, res)
@@ -49,6 +51,8 @@ describe("per-route body limits", function()
     { "/upload", 5000, 200, "5000" },
     { "/upload", 65536, 200, "65536" },
     { "/upload", 70000, 413, "request body too large\n" },
+    { "/fraction", 1536, 200, "1536" },
+    { "/fraction", 1537, 413, "request body too large\n" },
     { "/small", 10, 200, "10" },
     { "/small", 20, 413, "request body too large\n" },
     { "/raise", 50000, 200, "50000" },
@@ -99,6 +103,6 @@ describe("per-route body limits", function()
     code, out = H.run({ "--check", H.script('local http = require "moonhttp"\n'
       .. 'http.handle("POST /u", function() end, { max_body = "lots" })\n') })
     assert.equal(1, code)
-    assert.truthy(out:find(":2: http.handle: max_body: expected a size", 1, true), out)
+    assert.truthy(out:find(":2: http.handle: max_body must be a size in bytes", 1, true), out)
   end)
 end)

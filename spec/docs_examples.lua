@@ -143,6 +143,13 @@ end)
   end,
 }
 
+E["docs/guide/lua-libraries.md files.lua"] = {
+  files = { ["notes.txt"] = "x", [".hidden"] = "x" },
+  check = function(app)
+    expect(app:get("/files"), 200, { "app.lua", "notes.txt" }, { ["content-type"] = "application/json" })
+  end,
+}
+
 E["docs/guide/deployment.md app.lua"] = {
   check = function(app)
     expect(app:get("/healthz"), 200, "ok\n", { ["cache-control"] = "no-store" })
@@ -373,6 +380,38 @@ E["docs/guide/workers.md ratelimit.lua"] = {
     for _ = 1, 10 do expect(app:get("/anything"), 404) end
     local res = expect(app:get("/anything"), 429, "too many requests\n")
     assert.matches("^%d+$", res.headers["retry-after"])
+  end,
+}
+
+E["docs/reference/ratelimit.md ratelimit.lua"] = {
+  check = function(app)
+    expect(app:get("/"), 200, "hello\n", { ["RateLimit"] = '"default";r=1;t=30' })
+    expect(app:get("/"), 200, "hello\n", { ["RateLimit"] = '"default";r=0;t=30' })
+    expect(app:get("/"), 429, "Too Many Requests\n", { ["RateLimit-Policy"] = '"default";q=2;w=60',
+      ["RateLimit"] = '"default";r=0;t=30', ["Retry-After"] = "30" })
+  end,
+}
+
+E["docs/reference/ratelimit.md uploads.lua"] = {
+  check = function(app)
+    expect(app:request("POST", "/upload/ann", {}, ""), 200, "stored, 6 units left\n")
+    expect(app:request("POST", "/upload/ann", {}, ""), 200, "stored, 2 units left\n")
+    expect(app:request("POST", "/upload/ann", {}, ""), 429, "over quota, retry in 720 s\n",
+      { ["Retry-After"] = "720" })
+    expect(app:request("POST", "/upload/bob", {}, ""), 200, "stored, 6 units left\n")
+  end,
+}
+
+E["docs/guide/cluster.md limits.lua"] = {
+  redis = true,
+  replace = { ["redis://127.0.0.1:6379/0"] = "redis://127.0.0.1:{redis}/0" },
+  start = { flags = { "--workers", "2" } },
+  check = function(app)
+    for i = 1, 10 do
+      expect(app:get("/", { ["X-Api-Key"] = "k1" }), 200, "hello\n", { ["RateLimit"] = '"default";r=' .. (10 - i) .. ';t=1' })
+    end
+    expect(app:get("/", { ["X-Api-Key"] = "k1" }), 429, "Too Many Requests\n", { ["Retry-After"] = "1" })
+    expect(app:get("/", { ["X-Api-Key"] = "k2" }), 200, "hello\n")
   end,
 }
 

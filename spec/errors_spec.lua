@@ -74,7 +74,7 @@ http.on_error(function(req, res, err)
   if type(err) == "table" then return res:json({ error = err.message, code = err.code }, err.status) end
   res:json({ error = "internal", detail = tostring(err):match("boom%w*") })
 end)
-http.handle("GET /boom", function(req, res) res:header("X-Gone", "1"); error("boom1") end)
+http.handle("GET /boom/{n}", function(req, res) res:header("X-Gone", "1"); error("boom1") end)
 http.handle("GET /typed", function(req, res) error({ status = 409, code = 7, message = "taken" }) end)
 http.handle("GET /late", function(req, res)
   res:write(string.rep("x", 70000)) -- the response has started: it can only be cut
@@ -90,13 +90,14 @@ describe("http.on_error", function()
   teardown(function() srv:stop() end)
 
   it("lets a JSON API answer its own 500; the handler's headers are gone", function()
-    local res = assert(srv:get("/boom"))
+    local res = assert(srv:get("/boom/7?x=1"))
     assert.equal(500, res.status)
     assert.equal("application/json", res.headers["content-type"])
     assert.same({ error = "internal", detail = "boom1" }, cjson.decode(res.body))
     assert.is_nil(res.headers["x-gone"])
     local log = srv:logtext()
-    assert.truthy(log:find("handler error (GET /boom from 127.0.0.1:", 1, true), log)
+    -- The core's line, as without on_error: the route's pattern, then the request.
+    assert.truthy(log:find("handler error (route GET /boom/{n}; GET /boom/7?x=1 from 127.0.0.1:", 1, true), log)
     assert.truthy(log:find("boom1\nstack traceback:", 1, true), log)
   end)
 

@@ -132,6 +132,6 @@ describe("http.fetch timeouts", function()
   end)
 
   it("raises for a negative timeout", function()
-    assert.truthy(s.bad:find("read_timeout must be a non-negative number", 1, true), s.bad)
+    assert.truthy(s.bad:find("http.fetch: read_timeout must be a number of seconds >= 0", 1, true), s.bad)
   end)
 end)

@@ -451,12 +451,14 @@ def scenario(name, port):
         c.read(ended(1))
         c.read(timeout=0.2)
         c.send(DataFrame(1, b"late"), DataFrame(1, b"later"), c.headers(3))
-        c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
+        c.read(lambda c: goaway(c) or (ended(3)(c) and "rst.1" in c.out))
         c.read(timeout=0.2)
-    elif name == "data_on_closed_window":  # past half the connection window, on closed stream 1
-        c.send(c.headers(1))
-        c.read(ended(1))
+    elif name == "data_on_closed_window":  # past half the connection window, on reset stream 1
+        c.send(c.headers(1, path="/hello", method="POST", end_stream=False))
+        c.read(lambda c: "rst.1" in c.out)
         c.read(timeout=0.2)
+        c.out.pop("rst.1")  # the server's NO_ERROR after its 405
+        c.out.pop("rsts.1")
         start = c.out.get("window.0", 0)  # the server's opening increment
         window, sent = start + 65535, 0
         while sent <= window // 2:
@@ -480,7 +482,26 @@ def scenario(name, port):
         c.read(ended(1))
         c.read(timeout=0.2)
         c.send(c.headers(1), c.headers(3))
-        c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
+        c.read(lambda c: goaway(c) or (ended(3)(c) and "rst.1" in c.out))
+        c.read(timeout=0.2)
+    elif name == "headers_after_reset":  # trailers on stream 1, which the server reset
+        c.send(c.headers(1, path="/hello", method="POST", end_stream=False))
+        c.read(lambda c: "rst.1" in c.out)
+        c.read(timeout=0.2)
+        c.note("first_rst.1", c.out.pop("rst.1"))
+        t = HeadersFrame(1, c.enc.encode([("x-trailer", "1")]))
+        t.flags.add("END_HEADERS")
+        t.flags.add("END_STREAM")
+        c.send(t, c.headers(3))
+        c.read(lambda c: goaway(c) or (ended(3)(c) and "rst.1" in c.out))
+        c.read(timeout=0.2)
+    elif name == "headers_on_long_closed":  # stream 1 ended before the server's record of 16
+        for sid in range(1, 2 * 17 + 2, 2):
+            c.send(c.headers(sid))
+            c.read(ended(sid))
+        c.read(timeout=0.2)
+        c.send(c.headers(1), c.headers(37))
+        c.read(lambda c: goaway(c) or (ended(37)(c) and "rst.1" in c.out))
         c.read(timeout=0.2)
     elif name in ("goaway_ping", "goaway_idle"):
         # the client's GOAWAY: a PING 0.1 s later is answered while stream 1 (/slow, 0.5 s)

@@ -152,6 +152,18 @@ function Server:logtext()
   return read_file(self.log) or ""
 end
 
+--- Waits until the log matches a Lua pattern: returns the match (its first
+-- capture, if any), or nil after `timeout` seconds (3).
+function Server:wait_log(pattern, timeout)
+  local deadline = socket.gettime() + (timeout or 3)
+  repeat
+    local m = self:logtext():match(pattern)
+    if m then return m end
+    socket.sleep(0.02)
+  until socket.gettime() > deadline
+  return nil
+end
+
 -- A raw client connection ---------------------------------------------------
 
 local Conn = {}

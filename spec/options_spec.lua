@@ -42,6 +42,16 @@ local RUNTIME = {
     'db:listen: unknown option "timout" (did you mean "timeout"?)' },
   { "a name far from all", [[http.tcp():connect("127.0.0.1", port, { zebra = 1 })]],
     'sock:connect: unknown option "zebra" (known: tls, pool, pool_size)' },
+  { "http.websocket", [[http.websocket("ws://127.0.0.1:" .. port .. "/", { timout = 1 })]],
+    'http.websocket: unknown option "timout" (did you mean "timeout"?)' },
+  -- a value of the wrong kind, worded by the one reader of its kind (src/lua/lua_opts.c)
+  { "http.websocket max_frame", [[http.websocket("ws://127.0.0.1:" .. port .. "/", { max_frame = "big" })]],
+    'http.websocket: max_frame must be a size in bytes >= 1 (a number, or a string like "64k", "1m")' },
+  { "req:websocket ping_interval", [[req:websocket{ ping_interval = -1 }]],
+    'req:websocket: ping_interval must be a number of seconds >= 0' },
+  { "http.fetch read_timeout", [[http.fetch("http://127.0.0.1:" .. port .. "/ok", { read_timeout = -1 })]],
+    'http.fetch: read_timeout must be a number of seconds >= 0',
+    [[return assert(http.fetch("http://127.0.0.1:" .. port .. "/ok", { read_timeout = 1.5 })):body()]] },
 }
 
 local function app_source()
@@ -122,6 +132,21 @@ local LOAD = {
     [[http.server{ listen = { "127.0.0.1:0" } }]] },
   { [[http.client{ [1] = true }]], "http.client: option names must be strings, got a number key",
     [[http.client()]] },
+  -- values of the wrong kind; a size is read as the settings read one ("1.5m" too)
+  { [[http.handle("GET /", function() end, { max_body = "lots" })]],
+    'http.handle: max_body must be a size in bytes (a number, or a string like "64k", "1m")',
+    [[http.handle("GET /", function() end, { max_body = "1.5m" })]] },
+  { [[http.client{ idle_timeout = -1 }]], "http.client: idle_timeout must be a number of seconds >= 0",
+    [[http.client{ idle_timeout = 1.5, drain_bytes = "64k" }]] },
+  { [[http.client{ max_idle = "2" }]], "http.client: max_idle must be a number >= 0",
+    [[http.client{ max_idle = 2 }]] },
+  { [[pg.pool{ size = 0 }]], "pg.pool: size must be a number >= 1", [[pg.pool{ size = 2, port = 1 }]] },
+  { [[require("moonhttp.cache").new{ dict = {}, max_entry = 0 }]],
+    'moonhttp.cache: max_entry must be a size in bytes >= 1 (a number, or a string like "64k", "1m")',
+    [[require("moonhttp.cache").new{ dict = {}, max_entry = "1.5m", lock_timeout = 0.5 }]] },
+  { [[require("moonhttp.cache").new{ dict = {}, lock_timeout = "5" }]],
+    "moonhttp.cache: lock_timeout must be a number of seconds >= 0",
+    [[require("moonhttp.cache").new{ dict = {}, lock_timeout = 5 }]] },
 }
 
 local HEAD = 'local http = require "moonhttp"\nlocal pg = require "moonhttp.pg"\n'

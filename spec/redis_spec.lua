@@ -358,3 +358,42 @@ describe("moonhttp.redis", function()
     end
   end)
 end)
+
+describe("redis.parse_url", function()
+  -- URL → the options it gives, printed as sorted k=v, or the error's start
+  local rows = {
+    { "redis://127.0.0.1", "host=127.0.0.1" },
+    { "redis://h:6380/2", "db=2 host=h port=6380" },
+    { "rediss://:s%40cret@h", "host=h password=s@cret tls=true" },
+    { "redis://[::1]:7000", "host=::1 port=7000" },
+    { "redis://h/", "host=h" },
+    { "redis://u:p@h", "nil a user name (ACL) is not supported" },
+    { "redis://h:99999", "nil port out of range" },
+    { "redis://h/x", "nil expected /<db number>" },
+    { "redis://", "nil no host" },
+    { "http://h", "nil expected redis://" },
+  }
+  it("reads each URL row", function()
+    local src = { "local redis = require 'moonhttp.redis'" }
+    for _, row in ipairs(rows) do
+      src[#src + 1] = string.format([[
+do
+  local o, err = redis.parse_url(%q)
+  if not o then print("nil " .. err) else
+    local t = {}
+    for k, v in pairs(o) do t[#t + 1] = k .. "=" .. tostring(v) end
+    table.sort(t)
+    print(table.concat(t, " "))
+  end
+end]], row[1])
+    end
+    local code, out = H.run_lua(table.concat(src, "\n"))
+    assert.equal(0, code, out)
+    local i = 0
+    for line in out:gmatch("[^\n]+") do
+      i = i + 1
+      assert.truthy(line:sub(1, #rows[i][2]) == rows[i][2], rows[i][1] .. " gave " .. line)
+    end
+    assert.equal(#rows, i)
+  end)
+end)

@@ -61,15 +61,6 @@ local function s_client(port, args, input)
   return out, ok
 end
 
-local function wait_log(srv, pattern, timeout)
-  local deadline = H.now() + (timeout or 3)
-  repeat
-    if srv:logtext():find(pattern) then return true end
-    H.sleep(0.02)
-  until H.now() > deadline
-  return false
-end
-
 describe("https", function()
   local srv
   setup(function()
@@ -186,7 +177,7 @@ describe("https", function()
     assert.is_true(c:closed_by_peer(2))
     assert.falsy(c.buf:find("HTTP/1.1", 1, true))
     c:close()
-    assert.is_true(wait_log(srv, "plain HTTP sent to a TLS port"))
+    assert.truthy(srv:wait_log("plain HTTP sent to a TLS port"))
   end)
 
   it("closes on garbage", function()
@@ -197,7 +188,7 @@ describe("https", function()
     c:send(table.concat(junk))
     assert.is_true(c:closed_by_peer(2))
     c:close()
-    assert.is_true(wait_log(srv, "TLS handshake failed"))
+    assert.truthy(srv:wait_log("TLS handshake failed"))
   end)
 
   it("closes truncated handshakes: peer gone, and peer stalled (header timeout)", function()
@@ -205,14 +196,14 @@ describe("https", function()
     local c = srv:connect()
     c:send(hello)
     c:close()
-    assert.is_true(wait_log(srv, "TLS handshake truncated"))
+    assert.truthy(srv:wait_log("TLS handshake truncated"))
     c = srv:connect()
     c:send(hello)
     local t0 = H.now()
     assert.is_true(c:closed_by_peer(4))
     assert.is_true(H.now() - t0 < 3)
     c:close()
-    assert.is_true(wait_log(srv, "closed before the TLS handshake completed"))
+    assert.truthy(srv:wait_log("closed before the TLS handshake completed"))
   end)
 
   -- RFC 9113 §3.2: over TLS, HTTP/2 is chosen by ALPN alone. A connection preface (then an
@@ -381,7 +372,7 @@ describe("certificate reload", function()
     cp("b.pem", "live.pem")
     cp("b.key", "live.key")
     srv:signal("HUP")
-    assert.truthy(wait_log(srv, "reloaded", 3), srv:logtext())
+    assert.truthy(srv:wait_log("reloaded", 3), srv:logtext())
     client:close()
     local text = H.read_file(out) or ""
     local _, n = text:gsub("HTTP/1.1 200 OK", "")

@@ -34,25 +34,6 @@ local NOT_STORED = { connection = true, ["keep-alive"] = true, ["transfer-encodi
   te = true, trailer = true, upgrade = true, ["proxy-connection"] = true, date = true,
   server = true, age = true, ["content-length"] = true }
 
-local function size_opt(v, name)
-  if type(v) == "string" then
-    local n, unit = v:lower():match("^(%d+)([km]?)$")
-    if n then v = tonumber(n) * (unit == "k" and 1024 or unit == "m" and 1048576 or 1) end
-  end
-  if math.type(v) ~= "integer" or v < 1 then
-    error("moonhttp.cache: " .. name .. " must be a size in bytes (a number, or \"64k\", \"1m\")", 4)
-  end
-  return v
-end
-
-local function seconds_opt(v, name, dflt)
-  if v == nil then return dflt end
-  if type(v) ~= "number" or v < 0 or v ~= v then
-    error("moonhttp.cache: " .. name .. " must be a number of seconds >= 0", 4)
-  end
-  return v
-end
-
 -- Cache-Control directives as { name = value or true }, names lowercased.
 local function directives(value)
   local d = {}
@@ -647,9 +628,11 @@ function M.wrap(self, handler)
 end
 
 --- cache.new{ dict = http.shared.name, ... } -> a cache (docs/guide/proxy.md)
+local WHAT = "moonhttp.cache"
+
 function M.new(opts)
   if type(opts) ~= "table" then error("moonhttp.cache: new takes an options table", 2) end
-  core.check_opts(opts, "moonhttp.cache", KNOWN, 2)
+  core.check_opts(opts, WHAT, KNOWN, 2)
   local dict = opts.dict
   if type(dict) ~= "table" and type(dict) ~= "userdata" then
     error("moonhttp.cache: dict must be a shared dict (http.shared.name)", 2)
@@ -665,15 +648,15 @@ function M.new(opts)
   return setmetatable({
     dict = dict,
     key_headers = key_headers,
-    default_ttl = seconds_opt(opts.default_ttl, "default_ttl", 0),
-    stale_if_error = seconds_opt(opts.stale_if_error, "stale_if_error", 0),
-    revalidate = seconds_opt(opts.revalidate, "revalidate", 600),
-    lock_timeout = seconds_opt(opts.lock_timeout, "lock_timeout", 5),
-    stale_while_revalidate = seconds_opt(opts.stale_while_revalidate, "stale_while_revalidate", 0),
-    max_entry = opts.max_entry and size_opt(opts.max_entry, "max_entry") or 1048576,
+    default_ttl = core.opt_seconds(opts, "default_ttl", 0, WHAT),
+    stale_if_error = core.opt_seconds(opts, "stale_if_error", 0, WHAT),
+    revalidate = core.opt_seconds(opts, "revalidate", 600, WHAT),
+    lock_timeout = core.opt_seconds(opts, "lock_timeout", 5, WHAT),
+    stale_while_revalidate = core.opt_seconds(opts, "stale_while_revalidate", 0, WHAT),
+    max_entry = core.opt_size(opts, "max_entry", 1048576, WHAT),
     statuses = statuses,
     status_header = status_header or nil,
   }, { __index = { serve = M.serve, wrap = M.wrap } })
 end
 
-return M
+return core.strict_module(M, "cache")

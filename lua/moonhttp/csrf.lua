@@ -23,6 +23,7 @@
 -- the session, so moonhttp.session's middleware must run before this one.
 local http = require "moonhttp"
 local session = require "moonhttp.session"
+local core = require "moonhttp.core"
 
 local crypto, b64 = http.crypto, http.base64
 
@@ -197,4 +198,4 @@ function M.middleware(opts)
   end
 end
 
-return M
+return core.strict_module(M, "csrf")

@@ -74,17 +74,6 @@ local function new_scope(prefix, parent)
   return setmetatable({ prefix = prefix, parent = parent, middleware = {} }, Scope)
 end
 
--- "64k", "10m", "1g" or a number of bytes.
-local function parse_size(v, what, level)
-  if type(v) == "number" and v >= 0 and v == math.floor(v) then return v end
-  if type(v) == "string" then
-    local n, unit = v:match("^(%d+)([kKmMgG]?)[bB]?$")
-    local mult = { [""] = 1, k = 1024, m = 1024 ^ 2, g = 1024 ^ 3 }
-    if n then return math.tointeger(tonumber(n) * mult[unit:lower()]) end
-  end
-  error(what .. ": expected a size in bytes (a number, or a string like \"64k\", \"10m\")", level)
-end
-
 local route_options = { "max_body", "compress" }
 
 local function add_route(scope, pattern, handler, opts, level)
@@ -99,7 +88,8 @@ local function add_route(scope, pattern, handler, opts, level)
   if opts ~= nil then
     if type(opts) ~= "table" then error("http.handle: options must be a table", level) end
     core.check_opts(opts, "http.handle", route_options, level)
-    if opts.max_body ~= nil then max_body = parse_size(opts.max_body, "http.handle: max_body", level + 1) end
+    -- the max_body_bytes setting's parser and range (src/lua/lua_opts.c), so "1.5m" reads alike
+    max_body = core.opt_size(opts, "max_body", nil, "http.handle", 0, level)
   end
   local method, path = split_method(pattern)
   local prefix = ""
@@ -172,6 +162,9 @@ function M.log(level, ...) core.log(level, ...) end
 -- True once the server was asked to stop (SIGTERM): during shutdown_delay it
 -- still serves, so a health check answering 503 lets a balancer drain it.
 function M.stopping() return core.stopping() end
+-- True in code a reload replaced while its WebSockets and streams drain (drain_timeout):
+-- tell clients to reconnect; the new code serves them.
+function M.draining() return core.draining() end
 
 -- This worker's slot, 1..workers: a worker restarted or replaced by a reload
 -- gets its predecessor's number. nil while the script loads (in the master).
@@ -354,7 +347,7 @@ local function with_max_body(h, max_body)
 end
 
 -- With http.on_error set, every handler runs inside a pcall in its own task. An error
--- before the response started is logged with its traceback as the core would, the
+-- before the response started is logged with its traceback by the core's own line, the
 -- response is reset to an empty 500, and the app's handler answers it; an error after
 -- the response started, or one of the error handler itself, goes on to the core
 -- (which cuts the response, or sends the plain 500).
@@ -369,21 +362,20 @@ local function with_on_error(h, on_error)
     if ok then return end
     -- Started: the core cuts the response; its log gets the original traceback.
     if not core.reset_for_error(res) then error(err.trace, 0) end
-    local q = req.query
-    core.log("error", string.format("handler error (%s %s%s from %s): %s", req.method,
-      req.raw_path, q ~= "" and "?" .. q or "", req.remote_addr, err.trace))
+    core.handler_error(req, err.trace) -- the core's own line: route, request, client
     return on_error(req, res, err.value)
   end
 end
 
+-- The core's own answers (src/http/dispatch.c), for when middleware or on_error wraps them.
 local function default_not_found(req, res)
   res:status(404)
-  res:write("404 page not found\n")
+  res:write(core.default_text[404])
 end
 
 local function default_method_not_allowed(req, res)
   res:status(405)
-  res:write("Method Not Allowed\n")
+  res:write(core.default_text[405])
 end
 
 -- The 405 handler's third argument (the Allow list) must get past middleware that calls
@@ -422,4 +414,4 @@ function M._finalize()
   end
 end
 
-return M
+return core.strict_module(M, "http")

@@ -23,6 +23,7 @@ local crypto = require "moonhttp.pgauth"
 local core = require "moonhttp.core"
 local scan = require("moonhttp.pgrows").scan
 local bind = require("moonhttp.pgbind").bind
+local new_waiter = require("moonhttp.waiter").new
 
 local M = {
   null = types.null,
@@ -757,14 +758,8 @@ local function check_opts(o)
       error('pg.pool: tls.min_version: expected "1.2" or "1.3"', 3)
     end
   end
-  local function num(k, default, min)
-    local v = o[k]
-    if v == nil then return default end
-    if type(v) ~= "number" or v < min then
-      error("pg.pool: " .. k .. " must be a number >= " .. min, 4)
-    end
-    return v
-  end
+  -- num is called here, for pg.pool's caller: 4 up
+  local function num(k, default, min) return core.opt_number(o, k, default, min, "pg.pool", 4) end
   local tls = o.tls
   if tls == true then tls = {} end
   if tls ~= nil and tls ~= false and type(tls) ~= "table" then
@@ -817,8 +812,8 @@ function Pool:notice(e)
 end
 
 -- Waiting for a connection: a first-come-first-served queue. A released
--- connection (or a free slot) is handed to the first waiter, and its
--- signal wakes it, so no newcomer overtakes it and nobody polls. A waiter
+-- connection (or a free slot) is handed to the first waiter, which its
+-- moonhttp.waiter wakes, so no newcomer overtakes it and nobody polls. A waiter
 -- that ends while waiting (its task killed, an error) passes on what it
 -- was handed.
 local Waiter = {}
@@ -841,17 +836,17 @@ end
 
 function Waiter:hand(what)
   if what == true then self.slot = true else self.conn = what end
-  self.signal:notify()
+  self.turn:wake(true)
 end
 
 local function wait_turn(pool, deadline)
-  local w <close> = setmetatable({ pool = pool, seq = pool.wtail + 1, signal = core.signal() }, Waiter)
+  local w <close> = setmetatable({ pool = pool, seq = pool.wtail + 1, turn = new_waiter() }, Waiter)
   pool.wtail = w.seq
   pool.waiters[w.seq] = w
   pool.counters.waits = pool.counters.waits + 1
   while not (w.conn or w.slot) do
     local left = deadline - http.now()
-    if left <= 0 or not w.signal:wait(left) then return nil, "timeout" end
+    if left <= 0 or not w.turn:wait(left) then return nil, "timeout" end
   end
   w.taken = true
   return w.conn or true
@@ -1193,4 +1188,5 @@ function Pool:stats()
   return s
 end
 
-return M
+-- pg.connect: redis has it, and so do most PostgreSQL clients; here a pool opens connections
+return core.strict_module(M, "pg", { connect = "pool" })

@@ -580,6 +580,38 @@ take_dedicated = function(self)
   return true
 end
 
+-- redis.parse_url("redis://[:password@]host[:port][/db]") → redis.connect's options | nil, err.
+-- "rediss://" is the same over TLS (tls = true); the password is percent-decoded. A user
+-- name (Redis 6 ACL) is refused: connect logs in with AUTH password only.
+function M.parse_url(url)
+  if type(url) ~= "string" then return nil, "expected a redis:// URL string" end
+  local scheme, rest = url:match("^(rediss?)://(.*)$")
+  if not scheme then return nil, "expected redis://host[:port][/db] or rediss://..." end
+  local auth, hostport, path = rest:match("^([^@/]*)@([^/]*)(.*)$")
+  if not auth then hostport, path = rest:match("^([^/]*)(.*)$") end
+  local opts = { tls = scheme == "rediss" or nil }
+  if auth then
+    local user, password = auth:match("^([^:]*):(.*)$")
+    if not user then return nil, "expected :password@ before the host" end
+    if user ~= "" then return nil, "a user name (ACL) is not supported; use redis://:password@host" end
+    opts.password = password:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end)
+  end
+  local host, port = hostport:match("^%[([^%]]+)%]:?(%d*)$")
+  if not host then host, port = hostport:match("^([^:]*):?(%d*)$") end
+  if not host or host == "" then return nil, "no host in " .. url end
+  opts.host = host
+  if port ~= "" then
+    opts.port = tonumber(port)
+    if opts.port < 1 or opts.port > 65535 then return nil, "port out of range in " .. url end
+  end
+  if path ~= "" and path ~= "/" then
+    local db = path:match("^/(%d+)$")
+    if not db then return nil, "expected /<db number> after the host in " .. url end
+    opts.db = tonumber(db)
+  end
+  return opts
+end
+
 -- redis.connect{ host =, port =, path =, password =, db =, timeout =, pool_size =, idle_timeout =,
 --   tls = true | { ca =, verify =, server_name =, cert =, key =, min_version = }, auto_pipeline = }
 -- tls is http.tcp()'s: the pool key carries its options, so TLS and plain connections (or two
@@ -597,4 +629,4 @@ function M.connect(opts)
   return dedicated(p)
 end
 
-return M
+return core.strict_module(M, "redis")

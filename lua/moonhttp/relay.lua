@@ -28,18 +28,11 @@ local KIND = { timeout = "timeout", ["connection refused"] = "refused",
   ["connection reset"] = "reset", closed = "closed", ["bad response"] = "malformed",
   ["host not found"] = "dns", ["out of memory"] = "nomem" }
 
+local WHAT = "http.relay_upgrade"
+
 local function failed(err)
   err = tostring(err)
   return nil, KIND[err] or (err:match("^tls") and "tls") or "connect", err
-end
-
-local function seconds(opts, name, dflt)
-  local v = opts[name]
-  if v == nil then return dflt end
-  if type(v) ~= "number" or v < 0 or v ~= v then
-    error("http.relay_upgrade: " .. name .. " must be a number of seconds >= 0", 4)
-  end
-  return v
 end
 
 -- "ws://host:port/p?q" -> tls, host, port, authority, target
@@ -258,11 +251,9 @@ local function switch(req, sock, status, list, h2, key, opts)
     if find(list, "sec-websocket-accept") ~= core.ws_accept(key) then return nil, "bad response" end
     status = 200 -- RFC 8441 §5
   end
-  local idle = seconds(opts, "idle_timeout", 60)
-  local max_buffer = opts.max_buffer or 65536
-  if math.type(max_buffer) ~= "integer" or max_buffer < 1 then
-    error("http.relay_upgrade: max_buffer must be a number of bytes >= 1", 4)
-  end
+  -- switch is called by run, for http.relay_upgrade's caller: 4 up
+  local idle = core.opt_seconds(opts, "idle_timeout", 60, WHAT, 4)
+  local max_buffer = core.opt_size(opts, "max_buffer", 65536, WHAT, 1, 4)
   local shown, down = hooked(req, status, down_headers(list, not h2, h2), opts)
   if shown ~= status then
     error("http.proxy: the response hook cannot change the status of a switch (" .. status
@@ -303,7 +294,8 @@ function M.run(http, req, res, url, opts, up)
   end
   local head, key = request_head(req, opts, up, authority, target, h2)
   local sock <close> = http.tcp()
-  local ct, rt = seconds(opts, "connect_timeout", 10), seconds(opts, "read_timeout", 60)
+  local ct = core.opt_seconds(opts, "connect_timeout", 10, WHAT, 3)
+  local rt = core.opt_seconds(opts, "read_timeout", 60, WHAT, 3)
   sock:settimeouts(ct, rt, rt)
   local copts
   if tls then copts = { tls = opts.tls == nil and true or opts.tls } end

@@ -201,4 +201,4 @@ function M.of(req)
   return s
 end
 
-return M
+return core.strict_module(M, "session")

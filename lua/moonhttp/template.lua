@@ -250,4 +250,4 @@ function M.render(file, env)
   return concat(b, "", 1, run(load_file(file), env, b, 0))
 end
 
-return M
+return core.strict_module(M, "template")

@@ -25,9 +25,9 @@ local TEXT, BINARY, CLOSE, PING, PONG, CONT = 1, 2, 8, 9, 10, 0
 local Ws = {}
 local methods = {}
 
-local KNOWN = { headers = true, protocols = true, timeout = true, max_message = true,
-  max_frame = true, ping_interval = true, idle_timeout = true, close_timeout = true, tls = true,
-  origin = true }
+local WHAT = "http.websocket"
+local KNOWN = { "headers", "protocols", "timeout", "max_message", "max_frame", "ping_interval",
+  "idle_timeout", "close_timeout", "tls", "origin" }
 
 -- One frame, masked (5.3: every client frame is).
 local function frame(opcode, payload, fin)
@@ -260,43 +260,6 @@ end
 Ws.__tostring = function(self) return "moonhttp.WebSocket client (" .. self._state .. ")" end
 Ws.__close = function(self) if self._state ~= "closed" then set_closed(self, 1000, "") end end
 
-local function opt_seconds(opts, name, dflt)
-  local v = opts[name]
-  if v == nil then return dflt end
-  if type(v) ~= "number" or v < 0 then
-    error("http.websocket: " .. name .. " must be a number of seconds >= 0 (0: never)", 3)
-  end
-  return v
-end
-
-local function opt_size(opts, name, dflt)
-  local v = opts[name]
-  if v == nil then return dflt end
-  if type(v) == "string" then
-    local n, unit = v:match("^(%d+)([kKmM]?)$")
-    if n then v = tonumber(n) * ((unit == "k" or unit == "K") and 1024 or (unit ~= "" and 1048576 or 1)) end
-  end
-  if math.type(v) ~= "integer" or v < 1 then
-    error("http.websocket: " .. name .. " must be a size in bytes (a number, or a string like \"64k\", \"1m\")", 3)
-  end
-  return v
-end
-
-local function check_opts(opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error("http.websocket: opts must be a table", 3) end
-  for k in pairs(opts) do
-    if not KNOWN[k] then
-      local list = {}
-      for name in pairs(KNOWN) do list[#list + 1] = name end
-      table.sort(list)
-      error(string.format("http.websocket: unknown option %q (known: %s)", tostring(k),
-        table.concat(list, ", ")), 3)
-    end
-  end
-  return opts
-end
-
 -- "ws://host:port/path?q" -> tls, host, port, target
 local function parse_url(url)
   local scheme, authority, target = url:match("^(wss?)://([^/?#]+)([^#]*)")
@@ -340,19 +303,21 @@ end
 --- http.websocket(url [, opts]) -> ws; or nil, err [, detail]
 function M.connect(url, opts)
   if type(url) ~= "string" then error("http.websocket: url must be a string", 2) end
-  opts = check_opts(opts)
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then error("http.websocket: opts must be a table", 2) end
+  core.check_opts(opts, WHAT, KNOWN, 2)
   local tls, host, port, target, authority = parse_url(url)
   if tls == nil then error("http.websocket: url must be ws://host[:port]/path or wss://...", 2) end
-  local timeout = opt_seconds(opts, "timeout", 10)
+  local timeout = core.opt_seconds(opts, "timeout", 10, WHAT)
   local self = setmetatable({
     _state = "connecting",
     _queue = {},
-    _max_message = opt_size(opts, "max_message", 1024 * 1024),
-    _ping = opt_seconds(opts, "ping_interval", 30),
-    _idle = opt_seconds(opts, "idle_timeout", 60),
-    _close_timeout = opt_seconds(opts, "close_timeout", 5),
+    _max_message = core.opt_size(opts, "max_message", 1024 * 1024, WHAT),
+    _ping = core.opt_seconds(opts, "ping_interval", 30, WHAT),
+    _idle = core.opt_seconds(opts, "idle_timeout", 60, WHAT),
+    _close_timeout = core.opt_seconds(opts, "close_timeout", 5, WHAT),
   }, Ws)
-  self._max_frame = opt_size(opts, "max_frame", self._max_message)
+  self._max_frame = core.opt_size(opts, "max_frame", self._max_message, WHAT)
   local protocols = opts.protocols
   if protocols ~= nil and type(protocols) ~= "table" then
     error("http.websocket: protocols must be a list of strings", 2)

@@ -100,6 +100,11 @@ local function route(method, path, headers, body, c)
     return { false }
   elseif path == "/close-idle" then
     return { head("200 OK", cl("ok")) .. "ok", 0.05, false }
+  elseif path:match("^/rst%-idle%?mark=") then
+    -- a keep-alive answer, then the idle connection is reset; the file named
+    -- by mark is created once the reset is out
+    c.mark = path:match("=(.+)$")
+    return { head("200 OK", cl("ok")) .. "ok", 0.05, "rst" }
   elseif path == "/_count" then
     local b = tostring(count - 1)
     return { head("200 OK", cl(b, { "Connection: close" })) .. b, false }
@@ -166,6 +171,7 @@ local function pump(s, c)
     if step == "rst" then
       s:setoption("linger", { on = true, timeout = 0 })
       close(s)
+      if c.mark then assert(io.open(c.mark, "w")):close() end
       return nil
     end
     if type(step) == "number" then

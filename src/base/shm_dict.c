@@ -683,6 +683,27 @@ const char *mh_shm_dict_incr(struct mh_shm_dict *d, const char *key, size_t klen
     return err;
 }
 
+const char *mh_shm_dict_update(struct mh_shm_dict *d, const char *key, size_t klen,
+                               mh_shm_dict_update_fn fn, void *ud)
+{
+    struct zone *z = d->z;
+    uint32_t hash = hash_key(key, klen);
+    const char *err = lock(z);
+    if (err)
+        return err;
+    int64_t now = d->now();
+    uint32_t *slot = find_slot(z, key, klen, hash);
+    struct mh_shm_value cur = {.type = MH_SHM_NONE}, out = {.type = MH_SHM_NONE};
+    if (slot && !expired(E(z, *slot), now))
+        read_value(z, *slot, &cur, NULL, 0);
+    int64_t ttl = 0;
+    bool forced = false;
+    if (fn(ud, &cur, now, &out, &ttl))
+        err = write_locked(d, MH_SHM_SET, key, klen, hash, &out, expiry(now, ttl), now, &forced);
+    unlock(z);
+    return err;
+}
+
 const char *mh_shm_dict_delete(struct mh_shm_dict *d, const char *key, size_t klen)
 {
     struct zone *z = d->z;

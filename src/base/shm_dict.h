@@ -111,6 +111,20 @@ const char *mh_shm_dict_incr(struct mh_shm_dict *d, const char *key, size_t klen
                              const struct mh_shm_value *by, const struct mh_shm_value *init,
                              int64_t init_ttl_ms, struct mh_shm_value *out);
 
+/*
+ * A read-modify-write of key under the dict's lock, for a rule that incr
+ * cannot state (moonhttp.ratelimit's GCRA). fn gets key's live value (type
+ * MH_SHM_NONE when absent or expired; a string's bytes are not passed,
+ * only its type and length) and the dict's clock (ms); it returns true to
+ * store *out (a string in fn's own memory) with ttl *ttl_ms (0: never), or
+ * false to leave key as it is. fn runs with the lock held: it must not call
+ * into the dict, and it must not fail (no Lua error may escape it).
+ */
+typedef bool (*mh_shm_dict_update_fn)(void *ud, const struct mh_shm_value *cur, int64_t now_ms,
+                                      struct mh_shm_value *out, int64_t *ttl_ms);
+const char *mh_shm_dict_update(struct mh_shm_dict *d, const char *key, size_t klen,
+                               mh_shm_dict_update_fn fn, void *ud);
+
 /* Removes key (absent is fine). */
 const char *mh_shm_dict_delete(struct mh_shm_dict *d, const char *key, size_t klen);
 

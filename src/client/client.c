@@ -19,6 +19,7 @@
 
 static const llhttp_settings_t *parser_settings(void);
 static void conn_fail(struct mh_client_conn *c, const char *err);
+static void resend(struct mh_client_conn *c, struct mh_client_req *r);
 static void conn_connect_next(struct mh_client_conn *c);
 static void conn_write(struct mh_client_conn *c);
 static void conn_dial(struct mh_client_conn *c);
@@ -297,6 +298,17 @@ static void conn_on_input(struct mh_client_conn *c)
     if (progress > 0 && !c->msg_done)
         arm_phase_timer(c, r->read_timeout); /* a read: the clock between two reads restarts */
     if (r->head_done && c->state == MH_CC_HEAD) {
+        /*
+         * A 408 on a reused connection is the server's notice that it closes
+         * the idle connection (it came before the request, unseen: the pool
+         * takes connections without a look). The server did not act on the
+         * request (RFC 9110 §15.5.9 lets a client repeat it), so any method
+         * is resent once when its body can be sent again.
+         */
+        if (r->status == 408 && c->reused && !r->_retried && !r->stream) {
+            resend(c, r);
+            return;
+        }
         c->state = MH_CC_BODY;
         notify(r, MH_CLIENT_HEAD);
     }
@@ -311,10 +323,34 @@ static void conn_on_input(struct mh_client_conn *c)
 
 /* ---- failure and retry --------------------------------------------------- */
 
+/* Closes r's stale connection and sends r once more on a fresh one. */
+static void resend(struct mh_client_conn *c, struct mh_client_req *r)
+{
+    c->req = NULL;
+    r->conn = NULL;
+    mh_client_conn_close(c);
+    r->_retried = true;
+    r->pool->stats.retries++;
+    mh_client_start(r);
+}
+
 /*
  * The connection is unusable. A request that failed on a reused connection
- * before any response byte came back may have met a keep-alive close race:
- * if it is idempotent it is sent once more on a fresh connection.
+ * before any response byte came back may have met a keep-alive close race
+ * (the server closed the idle connection as the request went out; the pool
+ * takes connections without a look, client_pool.c): it is sent once more on
+ * a fresh connection when that is safe, by the line Go's Transport and
+ * nginx's proxy_next_upstream draw:
+ * - nothing of it was written (the first write failed: the server's reset
+ *   was in): the server never saw it, whatever the method, and a streamed
+ *   body has not been asked for a piece yet;
+ * - it was written and the method is idempotent (GET, HEAD, PUT, DELETE,
+ *   OPTIONS, with no streamed body): sending it twice changes nothing more
+ *   than sending it once.
+ * A POST that was written is not resent: the server may have acted on it
+ * before it closed (a crash mid-request looks the same as an idle close),
+ * and a second charge or a second order is worse than a 502. The caller
+ * hears the error and decides; nothing tells the two cases apart.
  */
 static void conn_fail(struct mh_client_conn *c, const char *err)
 {
@@ -325,16 +361,14 @@ static void conn_fail(struct mh_client_conn *c, const char *err)
         mh_client_conn_close(c);
         return;
     }
-    bool retry = c->reused && !c->got_byte && r->idempotent && !r->_retried;
+    bool unsent = c->state == MH_CC_WRITING && c->out_off == 0;
+    if (c->reused && !c->got_byte && (unsent || r->idempotent) && !r->_retried) {
+        resend(c, r);
+        return;
+    }
     c->req = NULL;
     r->conn = NULL;
     mh_client_conn_close(c);
-    if (retry) {
-        r->_retried = true;
-        r->pool->stats.retries++;
-        mh_client_start(r);
-        return;
-    }
     r->err = err;
     if (r->head_done)
         r->body_done = true;
@@ -671,7 +705,6 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 static const struct mh_client_conn_ops exchange_ops = {
     .begin = mh_client_conn_begin,
     .pump = mh_client_conn_pump,
-    .idle_input = mh_client_conn_idle_input,
     .close = mh_client_conn_close,
 };
 

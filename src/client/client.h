@@ -201,13 +201,11 @@ enum mh_cconn_state {
  * The exchange's side of a connection (client.c), which the pool below it
  * calls back: to run a waiting request on a connection a drain freed
  * (begin), to read a draining body (pump: 1 progress, 0 would block, -1
- * error or EOF), to look at bytes that came on an idle connection
- * (idle_input), and to close it (close). Given to mh_client_conn_alloc.
+ * error or EOF), and to close it (close). Given to mh_client_conn_alloc.
  */
 struct mh_client_conn_ops {
     void (*begin)(struct mh_client_conn *c, struct mh_client_req *r);
     int (*pump)(struct mh_client_conn *c);
-    bool (*idle_input)(struct mh_client_conn *c);
     void (*close)(struct mh_client_conn *c);
 };
 

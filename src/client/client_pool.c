@@ -3,10 +3,8 @@
 
 #include "client_tls.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 /* Buffers that grew past this (a big body read whole) are not kept on pooled objects. */
 #define KEEP_BUF_MAX (64 * 1024)
@@ -141,19 +139,6 @@ struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struc
     return h;
 }
 
-/*
- * Whether an idle connection is still usable: the server may have closed it
- * (or written to it, which HTTP/1.1 does not allow) since the idle watcher
- * last ran. A non-blocking peek that would block means nothing came.
- */
-static bool still_alive(struct mh_client_conn *c)
-{
-    char b;
-    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ||
-           (n > 0 && c->exchange->idle_input(c));
-}
-
 void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c)
 {
     struct mh_client_host *h = c->host;
@@ -176,21 +161,25 @@ void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn 
     c->hprev = c->hnext = c->lprev = c->lnext = NULL;
 }
 
+/*
+ * An idle connection is taken as it is, with no system call to see whether
+ * it still lives: its read watcher stays armed while it is parked, so a
+ * close (or bytes HTTP/1.1 does not allow) seen by any poll since the park
+ * has closed it already. What no poll has seen yet, a close on its way
+ * (the server's keep-alive timeout ending now), a peek would not see either
+ * when it comes after the peek; the exchange deals with it (client.c,
+ * conn_fail: resent when nothing was written or the request is idempotent).
+ */
 struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h)
 {
-    while (h->idle) {
-        struct mh_client_conn *c = h->idle;
-        if (!still_alive(c)) {
-            c->exchange->close(c);
-            continue;
-        }
+    struct mh_client_conn *c = h->idle;
+    if (c) {
         mh_client_pool_unlink_idle(p, c);
         mh_client_conn_set_timer(c, 0);
         mh_client_conn_set_io(c, 0);
         c->state = MH_CC_WRITING;
-        return c;
     }
-    return NULL;
+    return c;
 }
 
 static void shrink(struct mh_buf *b)

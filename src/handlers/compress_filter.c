@@ -18,8 +18,8 @@ struct mh_compress_filter {
     struct mh_compress_filter *next_free;
 };
 
-/* What the HTTP/1 serializer sends when a handler set no Content-Type (response.c). */
-static const char default_type[] = "text/plain; charset=utf-8";
+/* What the protocols send when a handler set no Content-Type (mh_response_adds_type). */
+static const char default_type[] = MH_DEFAULT_TYPE;
 
 static bool cf_head(struct mh_ofilter *base, struct mh_req *r)
 {

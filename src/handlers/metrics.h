@@ -17,6 +17,7 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "buf.h"
@@ -74,6 +75,7 @@ enum mh_metrics_guard {
     MH_METRICS_CPU_LIMIT,    /* a task got "cpu limit exceeded" */
     MH_METRICS_MEMORY_LIMIT, /* a task failed on lua_memory_limit */
     MH_METRICS_STALL,        /* the master killed a stalled worker */
+    MH_METRICS_LOOP_BLOCKED, /* a task held its loop past loop_block_warn */
     MH_METRICS_NGUARDS
 };
 void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what);
@@ -81,6 +83,20 @@ void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what);
 /* A worker's connection gauges; a worker that exited is forgotten by its master. */
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle);
 void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid);
+
+/*
+ * Connections a worker keeps open for code a reload replaced (drain_timeout),
+ * by that code's generation (0: the start, then one per reload): at most
+ * MH_METRICS_DRAIN_GENS generations per worker, the gauge
+ * moonhttp_connections_draining{generation}.
+ */
+#define MH_METRICS_DRAIN_GENS 4
+struct mh_metrics_draining {
+    uint64_t generation;
+    uint64_t conns;
+};
+void mh_metrics_publish_draining(struct mh_metrics *m, pid_t pid,
+                                 const struct mh_metrics_draining *d, size_t n);
 
 /*
  * Appends the exposition text to out, publishing the calling worker's own

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+const char MH_DISPATCH_NOT_FOUND_TEXT[] = "404 page not found\n";
+const char MH_DISPATCH_NOT_ALLOWED_TEXT[] = "Method Not Allowed\n";
+
 static void redirect(struct mh_req *r, const struct mh_site *site, const struct mh_route_match *m)
 {
     /* Location is the cleaned path plus the query as sent (redirects are rare: a heap copy). */
@@ -88,14 +91,14 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
         if (site->method_not_allowed)
             start(r, site, site->method_not_allowed);
         else
-            finish_text(r, "Method Not Allowed\n");
+            finish_text(r, MH_DISPATCH_NOT_ALLOWED_TEXT);
         return;
     case MH_ROUTE_NOT_FOUND:
         r->res.status = 404;
         if (site->not_found)
             start(r, site, site->not_found);
         else
-            finish_text(r, "404 page not found\n");
+            finish_text(r, MH_DISPATCH_NOT_FOUND_TEXT);
         return;
     }
 }

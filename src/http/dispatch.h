@@ -17,9 +17,10 @@ struct mh_req;
 
 struct mh_site {
     const struct mh_router *router;
-    const struct mh_handler_table *handlers;     /* the router's handler ids index this */
-    const struct mh_handler *not_found;          /* NULL: "404 page not found" */
-    const struct mh_handler *method_not_allowed; /* NULL: "Method Not Allowed"; Allow is set */
+    const struct mh_handler_table *handlers; /* the router's handler ids index this */
+    const struct mh_handler *not_found;      /* NULL: MH_DISPATCH_NOT_FOUND_TEXT */
+    const struct mh_handler
+        *method_not_allowed; /* NULL: MH_DISPATCH_NOT_ALLOWED_TEXT; Allow is set */
     enum mh_clean_mode clean;
     int redirect_code; /* for non-canonical paths: 301 or 307 */
     /*
@@ -37,5 +38,13 @@ struct mh_site {
  * and finished here.
  */
 void mh_dispatch(struct mh_req *r, const struct mh_site *site);
+
+/*
+ * The bodies of the 404 and 405 answered here without an app handler. The
+ * Lua layer answers with the same when middleware or http.on_error wraps
+ * its default 404/405 (core.default_text), so an app sees one text either way.
+ */
+extern const char MH_DISPATCH_NOT_FOUND_TEXT[];
+extern const char MH_DISPATCH_NOT_ALLOWED_TEXT[];
 
 #endif

@@ -1,7 +1,7 @@
 #ifndef MH_RESPONSE_H
 #define MH_RESPONSE_H
 /*
- * The response model and its HTTP/1 serializer.
+ * The response model, and the fields the server adds to every head.
  *
  * Model (protocol-neutral): a status, the handler's headers as name/value
  * pairs (kept in one byte buffer, in order, so HTTP/1 writes them in one pass
@@ -11,12 +11,10 @@
  * declared_length, "Connection: close" becomes `close`; Transfer-Encoding is
  * refused (framing is the protocol's).
  *
- * HTTP/1 serializer (mh_response_emit): head from the model (status line,
- * Server, Date, default Content-Type, the pairs, framing), then the staged
- * body moved to the wire queue; chunked encoding is applied here, as an
- * HTTP/1 output step, never stored in the model. A response whose handler
- * finishes before its head was sent gets Content-Length; one that was
- * flushed earlier is chunked (HTTP/1.1) or close-delimited (1.0).
+ * Each protocol serializes the model itself (h1/h1_response.c as an
+ * HTTP/1 head and a framed body, h2/h2_stream.c as HPACK pairs and DATA);
+ * the fields the server adds (Server, Content-Type, Content-Length) are
+ * chosen once, by mh_response_adds_*, for both.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -111,31 +109,53 @@ bool mh_status_bodyless(int status);
 /* "OK", "Not Found", ...; "Unknown" for codes without a reason phrase here. */
 const char *mh_status_text(int status);
 
-/* What an HTTP/1 head depends on besides the response itself. */
-struct mh_head_ctx {
-    const char *date_line; /* "Date: ...\r\n" */
-    size_t date_len;
-    uint8_t http_minor;
-    bool head_method; /* no body bytes on the wire */
-    bool keep_alive;  /* the connection stays open after this response */
-    bool upgrade;     /* a 101: "Connection: Upgrade" (the stream switches protocols) */
-};
+/* The server's name in its Server field, and the type of a body no handler typed. */
+#define MH_SERVER_NAME  "moonhttp"
+#define MH_DEFAULT_TYPE "text/plain; charset=utf-8"
 
 /*
- * HTTP/1: appends the head (if not sent) and the staged body to out,
- * chunk-framed when the response streams. With `complete`, the handler is
- * done: a head not yet sent carries the exact Content-Length, a chunked body
- * gets its terminator. Body bytes of a HEAD or bodyless response are dropped
- * (released). -1 on OOM.
+ * The fields the server adds to a response head, chosen here for every
+ * protocol (HTTP/1's serializer, HTTP/2's HPACK head), which ask in the
+ * order they write; each also adds the Date field (mh_http_date) to every
+ * head. A bodyless status (1xx, 204, 304) gets neither type nor length.
  */
-int mh_response_emit(struct mh_response *r, struct mh_outq *out, const struct mh_head_ctx *ctx,
-                     bool complete);
+
+/* "Server: moonhttp" unless the handler set a Server field. */
+static inline bool mh_response_adds_server(const struct mh_response *r)
+{
+    return !r->has_server;
+}
 
 /*
- * HTTP/1: a complete short response (errors, before any handler) with the
- * given body and optional extra header lines ("Allow: GET\r\n"). -1 on OOM.
+ * Content-Type MH_DEFAULT_TYPE: the handler set none, and a body may follow
+ * (`staged`: the body bytes the handler produced so far, counted before a
+ * HEAD answer drops them; `complete`: the handler is done). `raw`: the
+ * stream switches to another protocol (a 101, RFC 8441's 200), whose bytes
+ * are not content.
  */
-int mh_response_simple(struct mh_outq *out, int status, const char *extra, const char *body,
-                       const struct mh_head_ctx *ctx);
+static inline bool mh_response_adds_type(const struct mh_response *r, uint64_t staged,
+                                         bool complete, bool raw)
+{
+    return !r->has_type && !mh_status_bodyless(r->status) && !raw && (staged > 0 || !complete);
+}
+
+/*
+ * Content-Length (of mh_response_length): the handler declared one, or it
+ * is done (`complete`) so a head not sent yet knows the whole body. Not
+ * when the protocol sends trailers inside a streamed body
+ * (`trailers_in_body`: HTTP/1.1's chunked) and the response has some.
+ */
+static inline bool mh_response_adds_length(const struct mh_response *r, bool complete,
+                                           bool trailers_in_body)
+{
+    return !mh_status_bodyless(r->status) &&
+           (r->has_length || (complete && !(r->trailers.len && trailers_in_body)));
+}
+
+/* The Content-Length value: the handler's declared length, else the `staged` body's. */
+static inline uint64_t mh_response_length(const struct mh_response *r, uint64_t staged)
+{
+    return r->has_length ? r->declared_length : staged;
+}
 
 #endif

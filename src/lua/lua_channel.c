@@ -2,7 +2,7 @@
  * http.channel(name): see lua_channel.h. A subscription is a userdata that
  * embeds its C subscription (base/channel.h); receive follows the yield
  * template with the waiting task's own timer for the timeout and the
- * wake-up, as core.signal does (`woken` tells them apart). A subscription
+ * wake-up, as moonhttp.waiter does (`woken` tells them apart). A subscription
  * belongs to the task that made it, so a handler that ends without closing
  * it stops receiving at once instead of filling a queue until the GC.
  */
@@ -160,15 +160,10 @@ static int l_subscribe(lua_State *L)
     return 1;
 }
 
-static bool gen_stopping(const struct mh_gen *g)
-{
-    return g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down);
-}
-
 /* What a receive returns without waiting, or 0 when it must wait. */
 static int push_ready(lua_State *L, struct lsub *u)
 {
-    if (u->stopping || gen_stopping(u->gen)) {
+    if (u->stopping || mh_gen_stopping(u->gen)) {
         lua_pushnil(L);
         lua_pushliteral(L, "stopping");
         return 2;
@@ -257,19 +252,22 @@ static int l_name(lua_State *L)
 static void stop_sub(struct mh_chan_sub *s, void *ud)
 {
     struct lsub *u = s->ud;
-    if (!ud || u->gen == ud) {
+    if (u->gen == ud) {
         u->stopping = true;
         wake(u);
     }
 }
 
-void mh_channel_stopping(struct mh_chan_endpoint *ep, const struct mh_gen *g)
+/* g stops serving: its subscriptions' receives answer nil, "stopping". */
+static void on_gen_stop(struct mh_gen *g, unsigned added)
 {
-    mh_chan_each_sub(ep, stop_sub, (void *)g);
+    if ((added & MH_GEN_STOPPING) && g->host && g->host->channels)
+        mh_chan_each_sub(g->host->channels, stop_sub, g);
 }
 
 void mh_channel_open(lua_State *L)
 {
+    mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
     static const luaL_Reg chan_methods[] = {
         {"publish", l_publish},
         {"subscribe", l_subscribe},

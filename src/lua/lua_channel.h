@@ -27,17 +27,12 @@
  */
 #include <lua.h>
 
-struct mh_chan_endpoint;
-struct mh_gen;
-
 /*
- * A stop began (g NULL), or a reload retired generation g: subscriptions
- * made there answer nil, "stopping" from now on, and a task waiting in
- * receive hears it at once, so a subscriber loop does not hold the stop.
+ * Registers channel into the table on top of L (http), and the channels'
+ * part of the generation's stop (mh_gen_stop): once it stops serving, its
+ * subscriptions answer nil, "stopping", and a task waiting in receive hears
+ * it at once, so a subscriber loop does not hold the stop.
  */
-void mh_channel_stopping(struct mh_chan_endpoint *ep, const struct mh_gen *g);
-
-/* Registers channel into the table on top of L (http). */
 void mh_channel_open(lua_State *L);
 
 #endif

@@ -460,22 +460,6 @@ static int l_resp_tostring(lua_State *L)
 
 static struct mh_client_pool *default_pool(lua_State *L);
 
-/* opts[k] as a non-negative number of seconds, or def. Raises for misuse. */
-static double opt_seconds(lua_State *L, int opts, const char *k, double def)
-{
-    if (!opts)
-        return def;
-    lua_getfield(L, opts, k);
-    double v = def;
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
-            luaL_error(L, "http.fetch: opts.%s must be a non-negative number", k);
-        v = lua_tonumber(L, -1);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
 /* What start_fetch needs besides the request string. */
 struct fetch_params {
     const char *method; /* anchored by the caller's arguments */
@@ -607,10 +591,10 @@ static int l_fetch(lua_State *L)
     if (err)
         return push_url_err(L, err);
     struct fetch_params p = {.method = "GET", .mlen = 3, .stream = stream};
-    p.timeout = opt_seconds(L, opts, "timeout", DEFAULT_TIMEOUT);
-    p.connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
-    p.send_timeout = opt_seconds(L, opts, "send_timeout", 0);
-    p.read_timeout = opt_seconds(L, opts, "read_timeout", 0);
+    p.timeout = mh_lua_opt_seconds(L, opts, "http.fetch", "timeout", DEFAULT_TIMEOUT, 2);
+    p.connect_timeout = mh_lua_opt_seconds(L, opts, "http.fetch", "connect_timeout", 0, 2);
+    p.send_timeout = mh_lua_opt_seconds(L, opts, "http.fetch", "send_timeout", 0, 2);
+    p.read_timeout = mh_lua_opt_seconds(L, opts, "http.fetch", "read_timeout", 0, 2);
     if (opts) {
         lua_getfield(L, opts, "method");
         if (!lua_isnil(L, -1)) {
@@ -645,10 +629,10 @@ static int l_proxy_fetch(lua_State *L)
     int opts = lua_isnil(L, 6) ? 0 : 6; /* nil: http.proxy without options */
     if (opts)
         luaL_checktype(L, 6, LUA_TTABLE);
-    p.timeout = opt_seconds(L, opts, "timeout", 0);
-    p.connect_timeout = opt_seconds(L, opts, "connect_timeout", 0);
-    p.send_timeout = opt_seconds(L, opts, "send_timeout", 0);
-    p.read_timeout = opt_seconds(L, opts, "read_timeout", 60);
+    p.timeout = mh_lua_opt_seconds(L, opts, "http.proxy", "timeout", 0, 1);
+    p.connect_timeout = mh_lua_opt_seconds(L, opts, "http.proxy", "connect_timeout", 0, 1);
+    p.send_timeout = mh_lua_opt_seconds(L, opts, "http.proxy", "send_timeout", 0, 1);
+    p.read_timeout = mh_lua_opt_seconds(L, opts, "http.proxy", "read_timeout", 60, 1);
     mh_task_check(L, "http.fetch");
     struct mh_url u;
     const char *err = mh_url_parse(url, ulen, &u);
@@ -718,36 +702,24 @@ static int l_fetch_head(lua_State *L)
 
 /* ---- clients ----------------------------------------------------------------------- */
 
-static double opt_number(lua_State *L, int idx, const char *k, double def, double min)
-{
-    lua_getfield(L, idx, k);
-    double v = def;
-    if (!lua_isnil(L, -1)) {
-        if (!lua_isnumber(L, -1))
-            luaL_error(L, "http.client: %s must be a number", k);
-        v = lua_tonumber(L, -1);
-        if (v < min)
-            luaL_error(L, "http.client: %s must be >= %f", k, min);
-    }
-    lua_pop(L, 1);
-    return v;
-}
-
 static int new_client(lua_State *L, int opts)
 {
     struct mh_client_settings s;
     mh_client_settings_init(&s);
     const char *ca = NULL, *cert = NULL, *key = NULL;
     if (opts) {
-        s.max_idle = (size_t)opt_number(L, opts, "max_idle", (double)s.max_idle, 0);
-        s.max_idle_per_host =
-            (size_t)opt_number(L, opts, "max_idle_per_host", (double)s.max_idle_per_host, 0);
-        s.idle_timeout = opt_number(L, opts, "idle_timeout", s.idle_timeout, 0);
-        s.drain_bytes = (size_t)opt_number(L, opts, "drain_bytes", (double)s.drain_bytes, 0);
-        s.drain_timeout = opt_number(L, opts, "drain_timeout", s.drain_timeout, 0);
-        s.connect_timeout = opt_number(L, opts, "connect_timeout", s.connect_timeout, 0);
-        s.tls_timeout = opt_number(L, opts, "tls_timeout", s.tls_timeout, 0);
-        s.drain_wait = opt_number(L, opts, "drain_wait", s.drain_wait, 0);
+        const char *what = "http.client"; /* called by http.client: its caller is 2 up */
+        s.max_idle = (size_t)mh_lua_opt_number(L, opts, what, "max_idle", (double)s.max_idle, 0, 2);
+        s.max_idle_per_host = (size_t)mh_lua_opt_number(L, opts, what, "max_idle_per_host",
+                                                        (double)s.max_idle_per_host, 0, 2);
+        s.idle_timeout = mh_lua_opt_seconds(L, opts, what, "idle_timeout", s.idle_timeout, 2);
+        s.drain_bytes =
+            (size_t)mh_lua_opt_size(L, opts, what, "drain_bytes", (double)s.drain_bytes, 0, 2);
+        s.drain_timeout = mh_lua_opt_seconds(L, opts, what, "drain_timeout", s.drain_timeout, 2);
+        s.connect_timeout =
+            mh_lua_opt_seconds(L, opts, what, "connect_timeout", s.connect_timeout, 2);
+        s.tls_timeout = mh_lua_opt_seconds(L, opts, what, "tls_timeout", s.tls_timeout, 2);
+        s.drain_wait = mh_lua_opt_seconds(L, opts, what, "drain_wait", s.drain_wait, 2);
         lua_getfield(L, opts, "tls");
         if (lua_istable(L, -1)) {
             lua_getfield(L, -1, "ca");

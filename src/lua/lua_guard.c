@@ -1,5 +1,8 @@
 #include "lua_guard.h"
 
+#include "log.h"
+#include "metrics.h"
+
 #include <errno.h>
 #include <lauxlib.h>
 #include <signal.h>
@@ -21,7 +24,7 @@ struct mh_guard mh_guard;
 /* The watchdog's own state: touched only by the tick handler. */
 static struct {
     timer_t timer;
-    unsigned long last_seq, hooked_seq;
+    unsigned long last_seq, hooked_seq, block_seq;
     double since, stop_deadline;
     unsigned long cpu_seq; /* the resume cpu_since belongs to */
     double cpu_since;      /* the loop thread's CPU time when that resume was first seen */
@@ -30,8 +33,8 @@ static struct {
 } wd;
 
 /* Signals whose arrival starts the forced-stop clock, and libev's handlers for them. */
-static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2};
-static struct sigaction chained[3];
+static int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2, 0 /* MH_SIGNAL_RETIRE: not a constant */};
+static struct sigaction chained[4];
 
 static double clock_now(clockid_t clock)
 {
@@ -91,6 +94,40 @@ void mh_guard_move_hook(lua_State *to)
         lua_sethook(to, on_cpu_hook, LUA_MASKCOUNT, 1);
     else
         mh_guard.cpu_raised = false;
+}
+
+/*
+ * The blocked-loop hook (lua_guard.h): on the loop thread, outside the
+ * signal handler, so it may build a traceback and log. A hook left on a
+ * thread from another resume (or inherited by a new thread) only unhooks.
+ */
+static void on_block_hook(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    struct mh_guard *g = &mh_guard;
+    lua_State *hooked = atomic_load_explicit(&g->block_hooked, memory_order_relaxed);
+    if (L != atomic_load_explicit(&g->hooked, memory_order_relaxed))
+        lua_sethook(L, NULL, 0, 0);
+    if (L != hooked ||
+        atomic_load_explicit(&g->block_seq, memory_order_relaxed) !=
+            atomic_load_explicit(&g->seq, memory_order_relaxed))
+        return;
+    atomic_store_explicit(&g->block_hooked, NULL, memory_order_relaxed);
+    uint64_t since = atomic_load_explicit(&g->block_since_ns, memory_order_relaxed);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    const char *label = atomic_load_explicit(&g->label, memory_order_relaxed);
+    luaL_traceback(L, L, NULL, 0);
+    mh_log(MH_LOG_WARN,
+           "the event loop was held %.0f ms (loop_block_warn %.0f ms) by %s%s, every other "
+           "request of this worker waiting; where it was (the line after a blocking call, or "
+           "inside a long computation):\n%s",
+           (double)(now > since ? now - since : 0) / 1e6, g->block_warn * 1e3,
+           label ? "route " : "a task outside any route", label ? label : "", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    if (g->metrics)
+        mh_metrics_count_guard(g->metrics, MH_METRICS_LOOP_BLOCKED);
 }
 
 /* In front of libev's handler: notes the stop for the watchdog, then lets libev see it. */
@@ -175,6 +212,14 @@ static void on_tick(int sig)
         atomic_store_explicit(&g->hooked, co, memory_order_relaxed);
         lua_sethook(co, on_cpu_hook, LUA_MASKCOUNT, 1);
     }
+    if (co && g->block_warn > 0 && now - wd.since >= g->block_warn && wd.block_seq != seq &&
+        !atomic_load_explicit(&g->hooked, memory_order_relaxed)) {
+        wd.block_seq = seq;
+        atomic_store_explicit(&g->block_since_ns, (uint64_t)(wd.since * 1e9), memory_order_relaxed);
+        atomic_store_explicit(&g->block_seq, seq, memory_order_relaxed);
+        atomic_store_explicit(&g->block_hooked, co, memory_order_relaxed);
+        lua_sethook(co, on_block_hook, LUA_MASKCOUNT, 1);
+    }
     if (!wd.stop_deadline && atomic_load_explicit(&g->stop_signal, memory_order_relaxed))
         wd.stop_deadline = now + g->stop_after + MH_GUARD_STOP_GRACE;
     if (wd.stop_deadline && now >= wd.stop_deadline) {
@@ -194,19 +239,25 @@ static void on_beat(struct ev_loop *loop, ev_timer *t, int revents)
     atomic_fetch_add_explicit(&mh_guard.heartbeat->beats, 1, memory_order_relaxed);
 }
 
-int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
-                   struct mh_heartbeat *slot, char *err, size_t errlen)
+int mh_guard_start(struct ev_loop *loop, const struct mh_guard_opts *o, char *err, size_t errlen)
 {
     struct mh_guard *g = &mh_guard;
     if (g->started)
         return 0;
+    double cpu_limit = o->cpu_limit;
+    struct mh_heartbeat *slot = o->slot;
     g->cpu_limit = cpu_limit;
-    g->stop_after = stop_after;
+    g->stop_after = o->stop_after;
     g->heartbeat = slot;
+    g->block_warn = o->block_warn;
+    g->metrics = o->metrics;
     double tick = cpu_limit > 0 ? cpu_limit / 40 : TICK_MAX;
+    /* a warning's time is measured from the first tick that saw the resume: a tick late at most */
+    if (o->block_warn > 0 && o->block_warn / 4 < tick)
+        tick = o->block_warn / 4;
     tick = tick < TICK_MIN ? TICK_MIN : tick > TICK_MAX ? TICK_MAX : tick;
     memset(&wd, 0, sizeof wd);
-    wd.last_seq = wd.hooked_seq = wd.cpu_seq = (unsigned long)-1;
+    wd.last_seq = wd.hooked_seq = wd.cpu_seq = wd.block_seq = (unsigned long)-1;
     atomic_store(&wd.beat_cpu_ns, thread_cpu_ns());
 
     struct sigaction sa;
@@ -232,6 +283,7 @@ int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
     struct itimerspec its = {{ns / 1000000000, ns % 1000000000},
                              {ns / 1000000000, ns % 1000000000}};
     timer_settime(wd.timer, 0, &its, NULL);
+    stop_signals[3] = MH_SIGNAL_RETIRE;
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
         struct sigaction stop;
         memset(&stop, 0, sizeof stop);
@@ -261,4 +313,10 @@ void mh_guard_stop(struct ev_loop *loop)
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
         sigaction(stop_signals[i], &chained[i], NULL);
     g->started = false;
+}
+
+void mh_guard_stop_after(double seconds)
+{
+    mh_guard.stop_after = seconds;
+    wd.stop_deadline = 0; /* the next tick starts the clock again, from its own now */
 }

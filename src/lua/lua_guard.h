@@ -40,10 +40,19 @@
  * beat, so the master can name the route and say whether the loop spun or
  * was blocked (wall time with little CPU).
  *
+ * Blocked loop: a resume that has held the loop (wall time) for over
+ * loop_block_warn gets a count hook from the tick, as the CPU guard does; it
+ * fires at the task's next Lua instruction, which for a task blocked in C (a
+ * socket library's sleep, os.execute) is when that call returns: the hook
+ * logs a warning with the route, the time the loop was held so far and the
+ * Lua traceback of that spot, counts it, and unhooks. Once per resume; the
+ * CPU guard's hook, when set, wins.
+ *
  * One guard per process (a worker is a process): the signal handler must
  * find it, so it is the one process-wide object here.
  */
 #include <lua.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -51,6 +60,8 @@
 #include <sys/types.h>
 
 #include <ev.h>
+
+struct mh_metrics;
 
 #define MH_GUARD_STOP_GRACE  0.5
 #define MH_GUARD_BEAT_EVERY  0.25
@@ -85,6 +96,12 @@ struct mh_guard {
     struct mh_heartbeat *heartbeat;
     ev_timer beat_timer;
     bool started;
+    /* blocked loop: the tick sets these for the hook (see above) */
+    double block_warn;
+    lua_State *_Atomic block_hooked;
+    _Atomic unsigned long block_seq; /* the resume block_hooked belongs to */
+    _Atomic uint64_t block_since_ns; /* CLOCK_MONOTONIC when the tick first saw that resume */
+    struct mh_metrics *metrics;      /* counts the warnings, or NULL */
 };
 
 extern struct mh_guard mh_guard;
@@ -192,14 +209,37 @@ static inline void mh_guard_mem_shrink(size_t n)
 /* Sets the memory limit (0 = none); the allocator counts from the first state on. */
 void mh_guard_set_memory_limit(size_t bytes);
 
+/* What mh_guard_start watches for. */
+struct mh_guard_opts {
+    double cpu_limit;           /* handler_cpu_limit, 0 = off */
+    double stop_after;          /* shutdown_delay + shutdown_timeout */
+    double block_warn;          /* loop_block_warn, 0 = off */
+    struct mh_heartbeat *slot;  /* this worker's heartbeat slot, or NULL */
+    struct mh_metrics *metrics; /* where loop_block_warn's warnings are counted, or NULL */
+};
+
 /*
- * Starts the watchdog for the loop of this thread: the CPU limit (0 = off),
- * the forced end of a stop, and the heartbeat (slot may be NULL). Returns 0,
- * or -1 with err (the server then runs without the CPU and stop guards).
+ * Starts the watchdog for the loop of this thread: the CPU limit, the forced
+ * end of a stop, the blocked-loop warning and the heartbeat. Returns 0, or
+ * -1 with err (the server then runs without the CPU and stop guards).
  */
-int mh_guard_start(struct ev_loop *loop, double cpu_limit, double stop_after,
-                   struct mh_heartbeat *slot, char *err, size_t errlen);
+int mh_guard_start(struct ev_loop *loop, const struct mh_guard_opts *o, char *err, size_t errlen);
 /* Stops the watchdog (before the process exits normally). */
 void mh_guard_stop(struct ev_loop *loop);
+
+/*
+ * The master's word to a worker a reload replaced: drain, then stop. Its
+ * arrival starts the forced-stop clock like SIGTERM's, so a worker whose
+ * loop is stuck still ends within stop_after; a loop that takes it and
+ * drains moves the deadline (mh_guard_stop_after).
+ */
+#define MH_SIGNAL_RETIRE (SIGRTMIN + 4)
+
+/*
+ * The stop under way may take `seconds` from now (a drain's window, or
+ * shutdown_timeout when a stop cuts a drain short): the forced-stop clock
+ * starts again with it.
+ */
+void mh_guard_stop_after(double seconds);
 
 #endif

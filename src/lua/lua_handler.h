@@ -52,18 +52,15 @@ int mh_lua_handler_register(lua_State *L, struct mh_gen *g, int idx, bool pass_a
 /* Frees the route handlers of a generation (before lua_close). */
 void mh_lua_handlers_free(struct mh_gen *g);
 
-/* A graceful stop began: a Lua handler streaming r hears "stopping" (others: nothing). */
-void mh_lua_request_stopping(struct mh_req *r, void *ud);
+/* The generation the app dispatched r on, or NULL (a request the app did not serve). */
+struct mh_gen *mh_lua_request_gen(const struct mh_req *r);
 
 /*
- * A reload in place retired generation `gen` (already marked retired): r,
- * if it was dispatched on gen, is stopped as mh_lua_request_stopping does
- * (a WebSocket is closed with 1001, a streaming handler hears "stopping").
- * Requests of any other generation are left alone. For mh_http_each_request.
+ * Registers core.is_handler into the table on top of L, the Handler
+ * metatable, and the requests' part of the generation's stop (mh_gen_stop):
+ * once it stops serving, its WebSockets close with 1001 and its streaming
+ * handlers hear "stopping" (requests of other generations are left alone).
  */
-void mh_lua_request_retired(struct mh_req *r, void *gen);
-
-/* Registers core.is_handler into the table on top of L, and the Handler metatable. */
 void mh_lua_handler_open(lua_State *L);
 
 #endif

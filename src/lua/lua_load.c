@@ -1,5 +1,6 @@
 #include "lua_load.h"
 
+#include "dispatch.h"
 #include "log.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
@@ -9,12 +10,12 @@
 #include "lua_pgrows.h"
 #include "lua_resp.h"
 #include "lua_waiter.h"
-#include "lua_signal.h"
 #include "lua_channel.h"
 #include "lua_socket.h"
 #include "lua_thread.h"
 #include "lua_timer.h"
 #include "lua_errors.h"
+#include "lua_failure.h"
 #include "lua_files.h"
 #include "lua_handler.h"
 #include "lua_json.h"
@@ -219,8 +220,18 @@ static int l_log(lua_State *L)
  */
 static int l_stopping(lua_State *L)
 {
-    struct mh_gen *g = mh_gen_of(L);
-    lua_pushboolean(L, g->retired || (g->host && g->host->stopping && *g->host->stopping));
+    lua_pushboolean(L, mh_gen_stop_asked(mh_gen_of(L)));
+    return 1;
+}
+
+/*
+ * core.draining(): a reload replaced this code and its long-lived requests
+ * are draining (drain_timeout): a WebSocket or stream may ask its client to
+ * reconnect, to the new code.
+ */
+static int l_draining(lua_State *L)
+{
+    lua_pushboolean(L, mh_gen_draining(mh_gen_of(L)));
     return 1;
 }
 
@@ -294,11 +305,18 @@ static int open_core(lua_State *L)
         {"dev", l_dev},
         {"log", l_log},
         {"stopping", l_stopping},
+        {"draining", l_draining},
         {"worker_id", l_worker_id},
         {"metrics_handler", l_metrics_handler},
         {NULL, NULL},
     };
     luaL_newlib(L, fns);
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, MH_DISPATCH_NOT_FOUND_TEXT);
+    lua_rawseti(L, -2, 404);
+    lua_pushstring(L, MH_DISPATCH_NOT_ALLOWED_TEXT);
+    lua_rawseti(L, -2, 405);
+    lua_setfield(L, -2, "default_text");
     mh_lua_handler_open(L);
     mh_sched_open(L);
     mh_client_open(L);
@@ -309,9 +327,9 @@ static int open_core(lua_State *L)
     mh_lua_proxy_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
-    mh_signal_open(L);
     mh_json_open(L);
     mh_lua_errors_open(L);
+    mh_lua_failure_open(L);
     mh_lua_response_open_core(L);
     mh_lua_opts_open(L);
     mh_lua_shared_open(L);
@@ -556,6 +574,7 @@ oom:
 static const struct mh_gen_ops gen_ops = {
     .before_close = mh_task_pool_free, /* the coroutines themselves are collected by lua_close */
     .after_close = mh_lua_handlers_free,
+    .task_failed = mh_task_failed,
 };
 
 struct mh_gen *mh_gen_new(struct mh_config *config, bool reload, char *err, size_t errlen)

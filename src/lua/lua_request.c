@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REQUEST_MT "moonhttp.Request"
 
 const char mh_request_mt_key = 0;
 
@@ -25,7 +24,7 @@ const char mh_request_mt_key = 0;
 static __attribute__((noinline)) struct mh_lua_req *to_other_req(lua_State *L, struct mh_lua_req *r)
 {
     if (!r || !lua_getmetatable(L, 1) || !lua_rawequal(L, -1, lua_upvalueindex(1)))
-        luaL_typeerror(L, 1, REQUEST_MT);
+        luaL_typeerror(L, 1, MH_REQUEST_MT);
     lua_pop(L, 1);
     return r;
 }
@@ -476,7 +475,7 @@ void mh_lua_request_open(lua_State *L)
         {"tls", req_tls},
         {NULL, NULL},
     };
-    luaL_newmetatable(L, REQUEST_MT);
+    luaL_newmetatable(L, MH_REQUEST_MT);
     int mt = lua_gettop(L);
     luaL_newlibtable(L, methods);
     lua_pushvalue(L, mt);

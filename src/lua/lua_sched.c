@@ -4,9 +4,7 @@
 #include "lua_errors.h"
 #include "lua_guard.h"
 #include "lua_vm.h"
-#include "metrics.h"
 #include "req.h"
-#include "ws.h"
 
 #include <lauxlib.h>
 #include <malloc.h>
@@ -20,6 +18,7 @@ static struct ev_loop *loop_of(struct mh_task *t)
 }
 
 static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents);
+static void ready_remove(struct mh_task *t);
 
 /*
  * Every pooled coroutine keeps the req and res metatables in its first two
@@ -81,9 +80,11 @@ static void task_put(struct mh_task *t)
     /* A wake must not reach the task's next user (a handler seldom armed it: no call then). */
     if (ev_is_active(&t->timer) || ev_is_pending(&t->timer))
         ev_timer_stop(loop_of(t), &t->timer);
+    ready_remove(t);
     t->request = NULL;
     t->handoff = NULL;
     t->aborted = false;
+    t->stopped = false;
     t->req = NULL;
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
@@ -164,7 +165,7 @@ int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
                  mh_task_cancel_fn cancel, void *data)
 {
     if (mh_task_stream_stopping(t)) {
-        /* The call armed its wait already: undo it, and answer from a fresh loop turn. */
+        /* The call armed its wait already: undo it, and answer once this call has returned. */
         t->wait_data = data;
         if (cancel)
             cancel(t);
@@ -217,6 +218,7 @@ static void release_links(struct mh_task *t)
 static void cancel_wait(struct mh_task *t)
 {
     ev_timer_stop(loop_of(t), &t->timer);
+    ready_remove(t);
     if (t->wait == MH_WAIT_CALL && t->on_cancel)
         t->on_cancel(t);
     t->wait = MH_WAIT_NONE;
@@ -225,7 +227,7 @@ static void cancel_wait(struct mh_task *t)
     t->wait_data = NULL;
 }
 
-static const char *kind_name(enum mh_task_kind k)
+const char *mh_task_kind_name(enum mh_task_kind k)
 {
     switch (k) {
     case MH_TASK_THREAD:
@@ -237,47 +239,6 @@ static const char *kind_name(enum mh_task_kind k)
     default:
         return "script";
     }
-}
-
-/* How a task failed, after its kind ("handler", "timer", ...) in the log line. */
-static const char *const guard_what[] = {
-    [MH_GUARD_NONE] = "error",
-    [MH_GUARD_CPU] = "exceeded handler_cpu_limit",
-    [MH_GUARD_MEMORY] = "exceeded lua_memory_limit",
-};
-
-/* A handler failed: 500 if the response has not started, else cut it off. */
-static void handler_failed(struct mh_task *t, struct mh_req *r, const char *trace,
-                           enum mh_guard_kind guard)
-{
-    char where[64];
-    size_t tlen;
-    const char *target = mh_req_slice(r, r->head.target, &tlen);
-    /*
-     * After a malformed, oversized or stalled body the answer is the
-     * server's 400, 413 or 408 (the protocol's finish) and the handler's
-     * failure is most likely its reaction to `nil, err`: not a server fault.
-     */
-    bool client_fault = guard == MH_GUARD_NONE &&
-                        (r->body_state == MH_BODY_BAD || r->body_state == MH_BODY_TOO_LARGE ||
-                         r->body_state == MH_BODY_STALLED);
-    mh_log(client_fault ? MH_LOG_INFO : MH_LOG_ERROR,
-           "handler %s%s (route %s; %s %.*s from %s): %s", guard_what[guard],
-           client_fault ? " after a bad request body" : "", t->label ? t->label : "none",
-           mh_req_method(r), (int)tlen, target, r->ops->remote_addr(r, where, sizeof where), trace);
-    if (r->closed)
-        return;
-    if (r->res.head_sent) {
-        struct mh_ws *ws = mh_ws_of(r);
-        if (ws) /* a WebSocket says why before it goes */
-            mh_ws_close(ws, 1011, "server error", 12);
-        else
-            mh_req_abort(r);
-        return;
-    }
-    if (client_fault)
-        return;
-    mh_lua_answer_error(t->gen, r, trace);
 }
 
 #define KILLED (-1) /* task_end's status for mh_task_kill */
@@ -296,8 +257,8 @@ static void background_count(struct mh_task *t, int delta)
 {
     struct mh_gen *g = t->gen;
     const struct mh_gen_host *host = g->host;
-    if (t->kind != MH_TASK_HANDLER && host && host->background_tasks)
-        *host->background_tasks += (unsigned)delta;
+    if (t->kind != MH_TASK_HANDLER && host && host->tasks_running)
+        host->tasks_running(host, delta);
     if (!is_background(t))
         return;
     if (delta > 0) {
@@ -344,7 +305,7 @@ static void on_retire_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     mh_gen_unref(g);
 }
 
-void mh_task_stop_background(struct mh_gen *g)
+static void stop_background(struct mh_gen *g)
 {
     /* Wakes are deferred to the next loop turn: the list does not change under us. */
     for (struct mh_task *t = g->_background; t; t = t->_bg_next)
@@ -407,22 +368,12 @@ static void task_end(struct mh_task *t, int st, int nres, enum mh_guard_kind gua
             trace = "?";
         if (st == LUA_ERRMEM)
             guard = MH_GUARD_MEMORY;
-        if (r)
-            handler_failed(t, r, trace, guard);
-        else if (t->kind == MH_TASK_RUN && guard == MH_GUARD_NONE)
-            mh_log(MH_LOG_ERROR, "%s", trace);
+        if (g->ops && g->ops->task_failed) /* what it costs is policy: lua_failure.c */
+            g->ops->task_failed(t, trace, guard);
         else
-            mh_log(MH_LOG_ERROR, "%s %s: %s", kind_name(t->kind), guard_what[guard], trace);
+            mh_log(MH_LOG_ERROR, "%s: %s", t->label ? t->label : "task", trace);
         lua_pop(g->L, 1);
         t->exit_status = 1;
-        struct mh_metrics *m = g->host ? g->host->metrics_table : NULL;
-        if (m && t->kind != MH_TASK_RUN && t->kind != MH_TASK_HANDLER)
-            mh_metrics_count_task_error(m, t->kind == MH_TASK_TIMER      ? MH_METRICS_TIMER
-                                           : t->kind == MH_TASK_ON_START ? MH_METRICS_ON_START
-                                                                         : MH_METRICS_THREAD);
-        if (m && guard != MH_GUARD_NONE)
-            mh_metrics_count_guard(m, guard == MH_GUARD_CPU ? MH_METRICS_CPU_LIMIT
-                                                            : MH_METRICS_MEMORY_LIMIT);
     }
     if (st == KILLED)
         lua_pushliteral(co, "killed");
@@ -575,7 +526,7 @@ struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum m
     t->kind = kind;
     t->request = NULL;
     t->exit_status = 0;
-    t->label = kind_name(kind); /* "timer", "light thread", "on_start" in the stall logs */
+    t->label = mh_task_kind_name(kind); /* "timer", "light thread", "on_start" in the stall logs */
     lua_xmove(from, t->co, nargs + 1);
     background_count(t, 1);
     /* Started from the loop, so no task ever runs inside another's C call. */
@@ -585,25 +536,119 @@ struct mh_task *mh_task_new(struct mh_gen *g, lua_State *from, int nargs, enum m
     return t;
 }
 
-static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
+/* A wait is over (its timer, or the run queue): the task goes on with what its wait gave. */
+static void resume_woken(struct mh_task *t)
 {
-    struct mh_task *t = w->data;
-    (void)loop;
-    (void)revents;
     int n = t->on_resume ? t->on_resume(t, t->co) : 0;
     task_resume(t, n);
 }
 
+static void on_task_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop;
+    (void)revents;
+    resume_woken(w->data);
+}
+
 void mh_task_wake_in(struct mh_task *t, double seconds)
 {
+    ready_remove(t);
     ev_timer_stop(loop_of(t), &t->timer);
     ev_timer_set(&t->timer, seconds, 0.);
     ev_timer_start(loop_of(t), &t->timer);
 }
 
+/*
+ * The run queue. A woken task used to get a 0 s timer, which cost every
+ * wake-up a zero-timeout epoll_wait of its own. The queue's ev_prepare runs
+ * before the loop polls, at the highest priority, so a resumed task's
+ * output is still written by the worker's own prepare (which flushes
+ * connections) in the same iteration. The idle watcher, active while the
+ * queue is not empty, keeps the poll from blocking when a task is woken
+ * after the prepares ran (from the worker's flush) or while the queue
+ * drains.
+ */
+static void ready_stop(struct mh_gen *g)
+{
+    struct ev_loop *loop = mh_gen_loop(g);
+    ev_prepare_stop(loop, &g->_ready_prepare);
+    ev_idle_stop(loop, &g->_ready_idle);
+}
+
+static void ready_remove(struct mh_task *t)
+{
+    if (!t->_ready)
+        return;
+    struct mh_gen *g = t->gen;
+    if (t->_ready_prev)
+        t->_ready_prev->_ready_next = t->_ready_next;
+    else
+        g->_ready_head = t->_ready_next;
+    if (t->_ready_next)
+        t->_ready_next->_ready_prev = t->_ready_prev;
+    else
+        g->_ready_tail = t->_ready_prev;
+    t->_ready_prev = t->_ready_next = NULL;
+    t->_ready = false;
+    if (!g->_ready_head)
+        ready_stop(g);
+}
+
+static void on_ready(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+    struct mh_gen *g = p->data;
+    (void)loop;
+    (void)revents;
+    /*
+     * Only the tasks queued now: one they wake waits for the next drain. A
+     * resumed task may kill a queued one (which leaves the queue) or end the
+     * last reference to g: the drain holds its own.
+     */
+    size_t n = 0;
+    for (struct mh_task *t = g->_ready_head; t; t = t->_ready_next)
+        n++;
+    mh_gen_ref(g);
+    while (n-- > 0 && g->_ready_head) {
+        struct mh_task *t = g->_ready_head;
+        ready_remove(t);
+        resume_woken(t);
+    }
+    mh_gen_unref(g);
+}
+
+/* Its only task is to be active: libev does not block in the poll while an idle watcher is. */
+static void on_ready_idle(struct ev_loop *loop, ev_idle *w, int revents)
+{
+    (void)loop;
+    (void)w;
+    (void)revents;
+}
+
 void mh_task_wake(struct mh_task *t)
 {
-    mh_task_wake_in(t, 0.);
+    struct mh_gen *g = t->gen;
+    ev_timer_stop(loop_of(t), &t->timer); /* a wait's timeout; also a wake_in(0) not yet run */
+    if (t->_ready)
+        return;
+    t->_ready = true;
+    t->_ready_next = NULL;
+    t->_ready_prev = g->_ready_tail;
+    if (g->_ready_tail)
+        g->_ready_tail->_ready_next = t;
+    else
+        g->_ready_head = t;
+    g->_ready_tail = t;
+    if (ev_is_active(&g->_ready_prepare))
+        return;
+    if (!ev_cb(&g->_ready_prepare)) {
+        ev_prepare_init(&g->_ready_prepare, on_ready);
+        ev_set_priority(&g->_ready_prepare, EV_MAXPRI);
+        g->_ready_prepare.data = g;
+        ev_idle_init(&g->_ready_idle, on_ready_idle);
+    }
+    struct ev_loop *loop = loop_of(t);
+    ev_prepare_start(loop, &g->_ready_prepare);
+    ev_idle_start(loop, &g->_ready_idle);
 }
 
 void mh_task_on_body(struct mh_task *t)
@@ -640,8 +685,9 @@ void mh_task_on_abort(struct mh_task *t)
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
     const struct mh_gen *g = t->gen;
-    return ((t->request && t->request->res.head_sent) || is_background(t)) &&
-           (g->retired || (g->host && g->host->shutting_down && *g->host->shutting_down));
+    if (is_background(t)) /* a retired generation's: the new code runs its own */
+        return (g->stop & (MH_GEN_RETIRED | MH_GEN_STOPPING)) != 0;
+    return t->request && t->request->res.head_sent && (t->stopped || mh_gen_stopping(g));
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)
@@ -662,11 +708,11 @@ static int resume_stopping(struct mh_task *t, lua_State *co)
  * cannot resume it twice. A body read is left alone: the client still
  * sends it.
  */
-/* The wait was answered and its resume is due next turn (mh_task_wake): that answer stands. */
+/* The wait was answered and its resume is due (mh_task_wake): that answer stands. */
 static bool wake_due(struct mh_task *t)
 {
     struct ev_loop *loop = loop_of(t);
-    return ev_is_pending(&t->timer) ||
+    return t->_ready || ev_is_pending(&t->timer) ||
            (ev_is_active(&t->timer) && ev_timer_remaining(loop, &t->timer) <= 0.);
 }
 
@@ -687,6 +733,12 @@ void mh_task_on_stopping(struct mh_task *t)
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
     mh_task_wake(t);
+}
+
+void mh_task_stop_stream(struct mh_task *t)
+{
+    t->stopped = true;
+    mh_task_on_stopping(t);
 }
 
 /* ---- http.sleep, http.now, http.clock ------------------------------------ */
@@ -754,8 +806,22 @@ static int l_guard_back(lua_State *L)
     return lua_gettop(L);
 }
 
+/*
+ * g's part of a stop (mh_gen_stop): its background tasks hear "stopping"
+ * (retired, drain or not: the new code runs its own); retired by a reload,
+ * those still running after shutdown_timeout are killed.
+ */
+static void on_gen_stop(struct mh_gen *g, unsigned added)
+{
+    if (added & (MH_GEN_STOPPING | MH_GEN_RETIRED))
+        stop_background(g);
+    if (added & MH_GEN_RETIRED)
+        mh_task_retire_background(g, g->config->shutdown_timeout);
+}
+
 void mh_sched_open(lua_State *L)
 {
+    mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
     lua_pushcfunction(L, l_sleep);
     lua_setfield(L, -2, "sleep");
     lua_pushcfunction(L, l_now);

@@ -66,6 +66,7 @@ struct mh_task {
     struct mh_req *request;           /* NULL for a `run` script */
     const struct mh_handler *handoff; /* set by calling a C handler: it finishes the request */
     bool aborted;                     /* the request's stream went away */
+    bool stopped; /* its stream was stopped alone (a drain's spread): it hears "stopping" */
     enum mh_task_wait wait;
     mh_task_resume_fn on_resume;
     ev_timer timer;    /* sleep, and deferred resumes */
@@ -83,6 +84,8 @@ struct mh_task {
     const char *label; /* route pattern (or NULL), for the guards' logs and heartbeat */
     struct mh_task *next_free;
     struct mh_task *_bg_prev, *_bg_next; /* the generation's background tasks */
+    bool _ready;                               /* on the generation's run queue (mh_task_wake) */
+    struct mh_task *_ready_prev, *_ready_next; /* its neighbours there */
 };
 
 /* What a handler's req/res userdata point to; r is NULL once the request ended. */
@@ -138,7 +141,14 @@ int mh_task_yield(lua_State *L, struct mh_task *t, enum mh_task_wait wait, mh_ta
  */
 int mh_task_wait(lua_State *L, struct mh_task *t, mh_task_resume_fn resume,
                  mh_task_cancel_fn cancel, void *data);
-/* Resumes a waiting task from a fresh loop iteration (never from inside the caller's callback). */
+/*
+ * Resumes a waiting task after the callbacks of this loop iteration, before
+ * the loop polls again (never from inside the caller's callback): it joins
+ * its generation's run queue, drained by an ev_prepare. A wake costs no
+ * system call; a task woken while the queue drains waits for the next
+ * drain, one zero-timeout poll later, so tasks that wake each other cannot
+ * keep the loop from its sockets.
+ */
 void mh_task_wake(struct mh_task *t);
 /* Resumes it after `seconds` unless woken earlier (a wait with a timeout: its resume tells which).
  */
@@ -179,11 +189,20 @@ void mh_task_on_abort(struct mh_task *t);
  * one already waiting there or in any waiting call (mh_task_wait: a socket
  * read, a fetch, a thread join) with the same nil, "stopping";
  * mh_task_stream_stopping tells a call about to wait.
- * A generation retired by a reload in place (mh_gen.retired) stops its
- * streams the same way.
+ * Both follow the generation's stop (mh_gen_stop, MH_GEN_STOPPING): a
+ * generation retired by a reload in place stops its streams the same way,
+ * and its background tasks hear "stopping" from the next loop turn, as
+ * streaming handlers do, so a subscriber loop does not hold the stop for
+ * its read timeout.
  */
 void mh_task_on_stopping(struct mh_task *t);
 bool mh_task_stream_stopping(const struct mh_task *t);
+/*
+ * This streaming handler alone stops (a drained generation closes its
+ * streams one by one): from now on its waits answer nil, "stopping", as if
+ * its generation stopped, and one waiting now is woken with it.
+ */
+void mh_task_stop_stream(struct mh_task *t);
 
 /*
  * A generation retired by a reload: its background tasks (timer callbacks,
@@ -194,14 +213,8 @@ bool mh_task_stream_stopping(const struct mh_task *t);
  */
 void mh_task_retire_background(struct mh_gen *g, double grace);
 
-/*
- * A stop began or a reload retired g: its background tasks waiting in
- * http.sleep or any waiting call (a socket read, a Redis or PostgreSQL call,
- * a thread join) hear nil, "stopping" from the next loop turn, as streaming
- * handlers do (mh_task_on_stopping), so a subscriber loop does not hold the
- * stop for its read timeout.
- */
-void mh_task_stop_background(struct mh_gen *g);
+/* "light thread", "timer", "on_start", "script": a task's kind in logs. */
+const char *mh_task_kind_name(enum mh_task_kind k);
 
 /* Frees the pooled coroutines of a generation (before lua_close). */
 void mh_task_pool_free(struct mh_gen *g);

@@ -1,5 +1,6 @@
 #include "lua_shared.h"
 
+#include "gcra.h"
 #include "lua_type.h"
 #include "lua_vm.h"
 #include "shm_dict.h"
@@ -345,6 +346,59 @@ static int l_free_space(lua_State *L)
     return 1;
 }
 
+struct gcra_args {
+    int64_t emission, tolerance, cost; /* microseconds, microseconds, units */
+    bool allowed;
+    int64_t ahead; /* the TAT after, less now (us): how long until the key's quota is whole */
+};
+
+/*
+ * mh_shm_dict_update's fn: the GCRA of gcra.h over the TAT stored at the
+ * key, in microseconds of the dict's clock (whose resolution is a
+ * millisecond), so an emission interval below a millisecond (a limit of
+ * 5,000 a second) keeps its rate.
+ */
+static bool gcra_update(void *ud, const struct mh_shm_value *cur, int64_t now_ms,
+                        struct mh_shm_value *out, int64_t *ttl_ms)
+{
+    struct gcra_args *a = ud;
+    int64_t now = now_ms * 1000;
+    int64_t tat = cur->type == MH_SHM_INT ? cur->i : now;
+    int64_t after;
+    a->allowed = mh_gcra_take(tat, now, a->emission, a->tolerance, a->cost, &after);
+    a->ahead = after - now;
+    if (!a->allowed || a->ahead <= 0)
+        return false;
+    out->type = MH_SHM_INT;
+    out->i = after;
+    /* gone once the quota is whole again: an idle key costs no memory */
+    *ttl_ms = (a->ahead + 999) / 1000;
+    return true;
+}
+
+/*
+ * core.shared_gcra(dict, key, emission_us, tolerance_us, cost) → allowed, ahead_us | nil, err:
+ * moonhttp.ratelimit's local backend, one locked step per check.
+ */
+static int l_gcra(lua_State *L)
+{
+    struct mh_shm_dict *d = check_dict(L);
+    size_t klen;
+    const char *k = check_key(L, &klen);
+    struct gcra_args a = {.emission = luaL_checkinteger(L, 3),
+                          .tolerance = luaL_checkinteger(L, 4),
+                          .cost = luaL_checkinteger(L, 5)};
+    luaL_argcheck(L, a.emission >= 1, 3, "emission must be >= 1 us");
+    luaL_argcheck(L, a.tolerance >= 0, 4, "tolerance must be >= 0 us");
+    luaL_argcheck(L, a.cost >= 0, 5, "cost must be >= 0");
+    const char *err = mh_shm_dict_update(d, k, klen, gcra_update, &a);
+    if (err)
+        return fail(L, err);
+    lua_pushboolean(L, a.allowed);
+    lua_pushinteger(L, a.ahead);
+    return 2;
+}
+
 static int l_tostring(lua_State *L)
 {
     struct handle *h = check_handle(L);
@@ -398,7 +452,8 @@ void mh_lua_shared_open(lua_State *L)
         lua_pushcclosure(L, l_tostring, 1);
         lua_setfield(L, -2, "__tostring");
     }
-    lua_pop(L, 1);
+    lua_pushcclosure(L, l_gcra, 1);
+    lua_setfield(L, -2, "shared_gcra");
     static const luaL_Reg keys_meta[] = {{"__gc", keys_box_gc}, {NULL, NULL}};
     mh_lua_register_type(L, &(struct mh_lua_type){.name = KEYS_MT, .meta = keys_meta});
     lua_newtable(L); /* core.shared */

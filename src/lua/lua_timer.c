@@ -398,8 +398,16 @@ void mh_timer_gen_retired(struct mh_gen *g)
     lua_pop(L, 1);
 }
 
+/* A stop or a reload: timers of g not yet fired never will, and new ones are refused. */
+static void on_gen_stop(struct mh_gen *g, unsigned added)
+{
+    if (added & (MH_GEN_RETIRED | MH_GEN_STOPPING))
+        mh_timer_gen_retired(g);
+}
+
 void mh_timer_open(lua_State *L)
 {
+    mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
     static const luaL_Reg methods[] = {{"cancel", l_cancel}, {NULL, NULL}};
     static const luaL_Reg state_meta[] = {{"__gc", state_gc}, {NULL, NULL}};
     mh_lua_register_type(L, &(struct mh_lua_type){.name = TIMER_MT, .methods = methods});

@@ -220,6 +220,40 @@ void mh_gen_set_host(struct mh_gen *g, const struct mh_gen_host *host)
     g->loop = host ? host->loop : NULL;
 }
 
+void mh_gen_on_stop(struct mh_gen *g, mh_gen_stop_fn fn)
+{
+    for (int i = 0; i < g->_nstop_hooks; i++)
+        if (g->_stop_hooks[i] == fn)
+            return;
+    if (g->_nstop_hooks == MH_GEN_MAX_STOP_HOOKS) {
+        /* A build-time mistake (a new binding past the array): loud, never silent. */
+        mh_log(MH_LOG_ERROR, "bug: more than %d stop hooks; raise MH_GEN_MAX_STOP_HOOKS",
+               MH_GEN_MAX_STOP_HOOKS);
+        abort();
+    }
+    g->_stop_hooks[g->_nstop_hooks++] = fn;
+}
+
+void mh_gen_stop(struct mh_gen *g, unsigned flags)
+{
+    unsigned added = flags & ~g->stop;
+    if (!added)
+        return;
+    g->stop |= added;
+    /* A hook may end tasks that hold the last other reference. */
+    mh_gen_ref(g);
+    for (int i = 0; i < g->_nstop_hooks; i++)
+        g->_stop_hooks[i](g, added);
+    mh_gen_unref(g);
+}
+
+void mh_gen_drain(struct mh_gen *g, double window, double spread)
+{
+    g->drain_window = window;
+    g->drain_spread = spread;
+    mh_gen_stop(g, MH_GEN_RETIRED | MH_GEN_DRAINING);
+}
+
 void mh_gen_reseed(struct mh_gen *g)
 {
     lua_Integer seed[2] = {0, 0};

@@ -22,6 +22,7 @@
 #include "settings.h"
 #include "dispatch.h"
 #include "handler.h"
+#include "lua_guard.h"
 #include "router.h"
 #include "shm_dict.h"
 
@@ -38,14 +39,12 @@ struct mh_metrics;
 struct mh_workpool;
 struct mh_chan_endpoint;
 struct mh_shm_once;
+struct mh_req;
 struct mh_gen_host {
     struct ev_loop *loop;
-    const bool *stopping;                        /* http.stopping() */
-    const bool *shutting_down;                   /* not serving any more: streams hear "stopping" */
     struct mh_reload_stats *const *reload_stats; /* --dev: the last reload error, for a header */
     const struct mh_handler *metrics; /* what http.metrics_handler() serves; NULL: none */
     struct mh_metrics *metrics_table; /* task error counters; NULL: none */
-    unsigned *background_tasks;       /* timers, threads, on_start running: stop waits for them */
     struct mh_workpool *workpool;     /* threads for C work off the loop (thread_pool); NULL: none */
     struct mh_chan_endpoint *channels; /* http.channel(); NULL: none */
     struct mh_shm_once *once;          /* leases of { once = true } jobs; NULL: each worker runs them */
@@ -53,7 +52,47 @@ struct mh_gen_host {
     int worker_id; /* http.worker_id(): the worker's slot, 1..workers (1 for a lone worker) */
     /* Every { once = true } on_start of g has ended here (lua_timer.c); NULL: nobody asks. */
     void (*once_started)(const struct mh_gen_host *h, struct mh_gen *g);
+    /*
+     * A timer callback, light thread, on_start function or `run` script
+     * began (+1) or ended (-1): a stop waits for them. NULL: nobody counts.
+     */
+    void (*tasks_running)(const struct mh_gen_host *h, int delta);
+    /* Calls fn for every request open in the serving process (a stop hook's walk). */
+    void (*each_request)(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud);
 };
+
+/*
+ * How far a generation has stopped (mh_gen_stop), a set of flags that are
+ * only ever added:
+ *
+ * - ASKED: a stop was asked for; it still serves (shutdown_delay), but
+ *   http.stopping() is true, so health checks fail and balancers move away.
+ * - RETIRED: a reload in place replaced it; new requests go to the newer one.
+ * - DRAINING: retired with a drain window (mh_gen_drain): its WebSockets,
+ *   streams and streaming responses go on until they end or the window
+ *   passes, and are then stopped one by one over the spread; http.draining()
+ *   is true in it and each WebSocket's on_drain callback runs.
+ * - STOPPING: it serves nothing new: streaming handlers, channel receives
+ *   and background tasks hear "stopping", WebSockets close with 1001.
+ *
+ * Background tasks (timer callbacks, light threads, on_start) of a retired
+ * generation hear "stopping" at once, drain or not: the new code runs its own.
+ */
+#define MH_GEN_ASKED    1u
+#define MH_GEN_RETIRED  2u
+#define MH_GEN_STOPPING 4u
+#define MH_GEN_DRAINING 8u
+
+/*
+ * A binding's part of a stop: called by mh_gen_stop with the flags just
+ * added (`added`; g->stop holds them all). Each binding that keeps
+ * long-lived things (timers, subscriptions, tasks, requests' streams)
+ * registers one when it opens (mh_gen_on_stop), so a stop or a reload
+ * reaches them without the worker naming them.
+ */
+typedef void (*mh_gen_stop_fn)(struct mh_gen *g, unsigned added);
+#define MH_GEN_MAX_STOP_HOOKS 8
 
 /* Free lists of small Lua blocks (16..128 bytes, 16-byte classes): see lua_vm.c. */
 #define MH_LUA_HEAP_CLASSES 8
@@ -63,15 +102,17 @@ struct mh_lua_heap {
 };
 
 /*
- * How the layers above free what they keep in a generation, called by
- * mh_gen_free: before_close before lua_close (the scheduler's pooled
- * coroutines, which the Lua state still anchors), after_close after it
- * (the route handlers, which collected Lua values pointed to). Either may
- * be NULL.
+ * What the layers above plug into a generation. How they free what they
+ * keep in it, called by mh_gen_free: before_close before lua_close (the
+ * scheduler's pooled coroutines, which the Lua state still anchors),
+ * after_close after it (the route handlers, which collected Lua values
+ * pointed to). task_failed: what a task that raised or was cut by a guard
+ * costs (lua_failure.c; the scheduler only reports it). Any may be NULL.
  */
 struct mh_gen_ops {
     void (*before_close)(struct mh_gen *g);
     void (*after_close)(struct mh_gen *g);
+    void (*task_failed)(struct mh_task *t, const char *trace, enum mh_guard_kind guard);
 };
 
 struct mh_gen {
@@ -104,14 +145,20 @@ struct mh_gen {
     struct mh_compress_conf **route_compress;
     int nroute_compress;         /* slots in route_compress */
     struct mh_task *_background; /* running timer callbacks, threads, on_start (lua_sched.c) */
-    /*
-     * A reload in place replaced this generation (one worker): its code is
-     * being stopped as a worker's would be, so http.stopping() is true in it
-     * and its streaming handlers hear "stopping"; a newer generation serves
-     * on in the same process, unaffected.
-     */
-    bool retired;
+    unsigned stop;          /* MH_GEN_ASKED | MH_GEN_RETIRED | MH_GEN_STOPPING, as reached */
+    uint64_t number;        /* 0: the start's, then the reload that loaded it (metrics) */
+    mh_gen_stop_fn _stop_hooks[MH_GEN_MAX_STOP_HOOKS]; /* in the order the bindings opened */
+    int _nstop_hooks;
     ev_timer _retire_timer; /* retired: kills what is left of _background */
+    /* MH_GEN_DRAINING: the window and spread it was given, and their clock (lua_handler.c). */
+    double drain_window, drain_spread;
+    double _drain_from, _drain_done; /* the spread began at; stopped up to (loop time) */
+    uint64_t _drain_seed;            /* each request's moment in the spread */
+    ev_timer _drain_timer;
+    /* Tasks woken (mh_task_wake) and due to resume before the loop next blocks (lua_sched.c). */
+    struct mh_task *_ready_head, *_ready_tail;
+    ev_prepare _ready_prepare; /* resumes them */
+    ev_idle _ready_idle;       /* keeps the loop from blocking while any are left */
 };
 
 /* The loop the generation serves on (the default loop until it serves, and for NULL). */
@@ -155,6 +202,45 @@ void mh_gen_reseed(struct mh_gen *g);
 
 /* Sets the serving host of g (the worker calls this for every generation it installs). */
 void mh_gen_set_host(struct mh_gen *g, const struct mh_gen_host *host);
+
+/*
+ * Registers a binding's stop hook for g (once: a second registration of the
+ * same function is ignored). Called from a binding's open function.
+ */
+void mh_gen_on_stop(struct mh_gen *g, mh_gen_stop_fn fn);
+
+/*
+ * The one stop entry of a generation: adds `flags` (MH_GEN_*) to g->stop
+ * and runs every registered hook with those newly added, in registration
+ * order. Flags g has already are not told again, so a stop after a retire
+ * is harmless.
+ */
+void mh_gen_stop(struct mh_gen *g, unsigned flags);
+
+/*
+ * A reload replaced g (RETIRED | DRAINING): its long-lived requests go on
+ * for `window` seconds, then close one by one at random moments over
+ * `spread` seconds; then it stops (STOPPING). 0 and 0: they stop at once.
+ */
+void mh_gen_drain(struct mh_gen *g, double window, double spread);
+
+/* http.draining(), ws:draining(): a reload retired this code with a drain window. */
+static inline bool mh_gen_draining(const struct mh_gen *g)
+{
+    return (g->stop & MH_GEN_DRAINING) != 0;
+}
+
+/* http.stopping(): a stop was asked for, or a reload replaced this code. */
+static inline bool mh_gen_stop_asked(const struct mh_gen *g)
+{
+    return g->stop != 0;
+}
+
+/* Streams, channel receives and background tasks of g hear "stopping". */
+static inline bool mh_gen_stopping(const struct mh_gen *g)
+{
+    return (g->stop & MH_GEN_STOPPING) != 0;
+}
 
 /* The generation a Lua state belongs to (stored in its registry). */
 struct mh_gen *mh_gen_of(lua_State *L);

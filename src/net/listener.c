@@ -218,30 +218,118 @@ int mh_listener_port(const struct mh_listener *l)
     return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 }
 
-/*
- * Out of descriptors: the pending connection stays in the backlog and the
- * listen socket stays readable, so a naive loop spins. Free the reserve fd,
- * accept and close the connection (the client sees a reset instead of a
- * hang), take the reserve back, and pause accepting until a connection of
- * ours closes.
- */
-static void shed_on_emfile(struct mh_listener *l, struct mh_acceptor *w)
+int mh_acceptor_headroom(const struct mh_acceptor *a)
 {
-    if (w->reserve_fd >= 0) {
-        close(w->reserve_fd);
-        int fd = accept(l->fd, NULL, NULL);
-        if (fd >= 0)
-            close(fd);
-        w->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int h = a->fd_limit / 32;
+    return h < 8 ? 8 : h > 128 ? 128 : h;
+}
+
+#define SHED_BODY "server out of file descriptors; try again\n"
+_Static_assert(sizeof SHED_BODY - 1 == 42, "the 503's Content-Length");
+static const char shed_response[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                                    "Content-Type: text/plain\r\n"
+                                    "Content-Length: 42\r\n"
+                                    "Retry-After: 1\r\n"
+                                    "Connection: close\r\n"
+                                    "\r\n" SHED_BODY;
+
+/*
+ * Answers a connection we cannot serve and closes it. A plain listener's
+ * client gets a 503 (HTTP/1.1: an h2c client reads a framing error, which
+ * still tells it to go); a TLS client gets a close without a handshake,
+ * as there is nothing to answer it with. What the client already sent is
+ * read first and the write side shut before close: close() with unread
+ * bytes sends a reset, which can discard the 503 before the client reads
+ * it. A request that arrives later still meets a reset, after the 503.
+ */
+static void read_what_came(int fd)
+{
+    char sink[4096];
+    for (int i = 0; i < 16; i++)
+        if (recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
+            return;
+}
+
+static void shed(struct mh_listener *l, int fd)
+{
+    read_what_came(fd);
+    if (!l->tls &&
+        send(fd, shed_response, sizeof shed_response - 1, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+        shutdown(fd, SHUT_WR);
+    read_what_came(fd);
+    close(fd);
+}
+
+/*
+ * An episode ends at a timer tick that finds no shed since the one before:
+ * then its counts go to the log, once, instead of a line per connection.
+ */
+static void on_episode_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_acceptor *a = t->data;
+    unsigned long shed_total = a->_shed_headroom + a->_shed_emfile;
+    (void)revents;
+    if (shed_total != a->_shed_seen) {
+        a->_shed_seen = shed_total;
+        return;
     }
-    mh_log(MH_LOG_WARN, "accept on %s: out of file descriptors; pausing accept", l->addr);
-    w->pause(w->ud);
+    ev_timer_stop(loop, t);
+    mh_log(MH_LOG_INFO,
+           "accept: file descriptors available again after %.1f s; %lu connection(s) answered 503 "
+           "(%lu near the limit of %d, %lu past it)",
+           ev_now(loop) - a->_episode_start - 1.0, shed_total, a->_shed_headroom, a->fd_limit,
+           a->_shed_emfile);
+    a->_in_episode = false;
+    a->_shed_headroom = a->_shed_emfile = a->_shed_seen = 0;
+}
+
+static void count_shed(struct mh_listener *l, struct mh_acceptor *a, bool emfile)
+{
+    if (emfile)
+        a->_shed_emfile++;
+    else
+        a->_shed_headroom++;
+    if (a->_in_episode)
+        return;
+    a->_in_episode = true;
+    a->_episode_start = ev_now(a->loop);
+    mh_log(MH_LOG_WARN,
+           "accept on %s: out of file descriptors (limit %d, the last %d kept for handlers); "
+           "answering new connections 503 until some close",
+           l->addr, a->fd_limit, mh_acceptor_headroom(a));
+    ev_timer_init(&a->_episode_timer, on_episode_tick, 1.0, 1.0);
+    a->_episode_timer.data = a;
+    ev_timer_start(a->loop, &a->_episode_timer);
+}
+
+/*
+ * Out of descriptors with connections waiting (libev's "special problem of
+ * accept()ing when you can't"): the listen socket stays readable, so a loop
+ * that does not take them spins. Give up the reserve descriptor, take one
+ * connection on it, answer it, take the reserve back. Returns 1 when it
+ * did, 0 when no connection was waiting (accept() fails with EMFILE before
+ * it looks at the queue), -1 when there is no reserve (someone took its
+ * number): then accepting pauses until a connection of ours closes.
+ */
+static int shed_on_emfile(struct mh_listener *l, struct mh_acceptor *a)
+{
+    if (a->reserve_fd < 0 && (a->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    close(a->reserve_fd);
+    int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) {
+        shed(l, fd);
+        count_shed(l, a, true);
+    }
+    a->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return a->reserve_fd < 0 ? -1 : fd >= 0;
 }
 
 static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
 {
     struct mh_listener *l = io->data;
     struct mh_acceptor *w = l->acceptor;
+    int last_served = w->fd_limit > 0 ? w->fd_limit - mh_acceptor_headroom(w) : -1;
     /* A bounded batch keeps one busy listener from starving the loop. */
     for (int i = 0; i < 64; i++) {
         if (!w->may_accept(w->ud)) {
@@ -257,11 +345,30 @@ static void on_accept(struct ev_loop *loop, ev_io *io, int revents)
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
             if (errno == EMFILE || errno == ENFILE) {
-                shed_on_emfile(l, w);
+                int shed_one = shed_on_emfile(l, w);
+                if (shed_one > 0)
+                    continue;
+                if (shed_one < 0) {
+                    mh_log(MH_LOG_WARN,
+                           "accept on %s: out of file descriptors and no reserve; "
+                           "pausing accept until a connection closes",
+                           l->addr);
+                    w->pause(w->ud);
+                }
                 return;
             }
             mh_log(MH_LOG_ERROR, "accept on %s: %s", l->addr, strerror(errno));
             return;
+        }
+        /*
+         * A descriptor is the lowest number free, so this one past the line
+         * means at most headroom are left: the handlers' files and upstream
+         * sockets would fail mid-request. Serve no connection that way.
+         */
+        if (last_served >= 0 && fd >= last_served) {
+            shed(l, fd);
+            count_shed(l, w, false);
+            continue;
         }
         if (w->tcp_nodelay) {
             int one = 1;
@@ -289,6 +396,13 @@ void mh_listener_pause(struct mh_listener *l)
         ev_io_stop(l->acceptor->loop, &l->io);
         l->paused = true;
     }
+}
+
+void mh_acceptor_stop(struct mh_acceptor *a)
+{
+    if (a->_in_episode)
+        ev_timer_stop(a->loop, &a->_episode_timer);
+    a->_in_episode = false;
 }
 
 void mh_listener_resume(struct mh_listener *l)

@@ -4,9 +4,11 @@
  * Listening sockets: address parsing, bind/listen (a port another process
  * listens on is an error: the first bind of a port is always made without
  * SO_REUSEPORT; only then may a set of our own sockets share it, one per
- * worker), batched non-blocking accept, and the reserve descriptor that
- * lets us shed a connection when the process runs out of file descriptors
- * instead of spinning on a readable listen socket.
+ * worker), batched non-blocking accept, and shedding at the descriptor
+ * limit: a connection that would leave the process too few descriptors to
+ * serve it, or that arrives when there are none (EMFILE, accepted on the
+ * reserve descriptor), is answered 503 and closed, never dropped unanswered
+ * and never left spinning a readable listen socket.
  */
 #include <ev.h>
 #include <stdbool.h>
@@ -23,6 +25,12 @@ struct mh_listener;
 struct mh_acceptor {
     struct ev_loop *loop;
     int reserve_fd; /* spare descriptor given up on EMFILE (-1: none) */
+    /*
+     * RLIMIT_NOFILE's soft limit (0: unknown, no headroom kept). An accepted
+     * socket numbered within mh_acceptor_headroom() of it is shed: the
+     * descriptors left are the handlers' (files, upstream sockets, logs).
+     */
+    int fd_limit;
     bool tcp_nodelay;
     /* Whether another connection may be taken now (max_connections). */
     bool (*may_accept)(void *ud);
@@ -32,7 +40,17 @@ struct mh_acceptor {
     int (*on_accept)(void *ud, struct mh_listener *l, int fd, const struct sockaddr_storage *peer,
                      socklen_t plen);
     void *ud;
+    /* A shedding episode: from the first shed to a second without one. */
+    ev_timer _episode_timer;
+    bool _in_episode;
+    unsigned long _shed_headroom; /* answered 503 in the headroom this episode */
+    unsigned long _shed_emfile;   /* answered 503 on the reserve descriptor */
+    unsigned long _shed_seen;     /* the count at the timer's last tick */
+    ev_tstamp _episode_start;
 };
+
+/* How many descriptors below fd_limit are kept for handlers: 1/32, 8 to 128. */
+int mh_acceptor_headroom(const struct mh_acceptor *a);
 
 struct mh_listener {
     int fd;
@@ -84,10 +102,12 @@ int mh_listener_tls_init(struct mh_listener *ls, size_t n, const struct mh_tls_c
 int mh_listener_tls_reload(struct mh_listener *ls, size_t n,
                            const struct mh_tls_certs *const *certs, char *err, size_t errlen);
 
-/* Starts or stops accepting on the acceptor's loop. */
+/* Starts or stops accepting on the acceptor's loop (stop ends a shedding episode's timer). */
 void mh_listener_start(struct mh_listener *l, struct mh_acceptor *a);
 void mh_listener_pause(struct mh_listener *l);
 void mh_listener_resume(struct mh_listener *l);
+/* Stops the acceptor's own watchers (its episode timer); the owner calls it before freeing. */
+void mh_acceptor_stop(struct mh_acceptor *a);
 
 /* The port actually bound (useful with port 0). */
 int mh_listener_port(const struct mh_listener *l);

@@ -5,7 +5,6 @@
 #include "access_log.h"
 #include "devwatch.h"
 #include "log.h"
-#include "lua_channel.h"
 #include "lua_guard.h"
 #include "lua_load.h"
 #include "notify.h"
@@ -18,6 +17,8 @@
 #include "workpool.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +29,9 @@
 
 static void observe(void *ud, const struct mh_req *r);
 static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g);
+static void on_tasks_running(const struct mh_gen_host *h, int delta);
+static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud);
 static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents);
 static void begin_serving(struct mh_worker *w);
 static void offer_http2(struct mh_config *c);
@@ -86,23 +90,21 @@ static void on_idle_close(struct ev_loop *loop, ev_timer *t, int revents)
     mh_http_close_idle(&w->http);
 }
 
-void mh_worker_shutdown(struct mh_worker *w)
+/*
+ * Stops accepting and closes idle connections; what is in flight finishes
+ * within `deadline` seconds, then whatever is left is closed.
+ */
+static void stop_serving(struct mh_worker *w, double deadline)
 {
-    if (w->shutting_down)
-        return;
     w->shutting_down = w->stopping = true;
     w->http.shutting_down = true;
-    mh_timer_gen_retired(w->gen);
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
-    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
-    /* Streaming handlers hear "stopping" from their next wait, so their loops end now. */
-    mh_http_each_request(&w->http, mh_lua_request_stopping, NULL);
-    mh_channel_stopping(&w->channels, NULL);
-    mh_task_stop_background(w->gen);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
+    mh_acceptor_stop(&w->acceptor);
+    ev_timer_stop(w->loop, &w->trim_timer);
     if (w->metrics_listener.fd >= 0)
         mh_listener_close(&w->metrics_listener);
     /*
@@ -116,9 +118,44 @@ void mh_worker_shutdown(struct mh_worker *w)
         w->idle_close_timer.data = w;
         ev_timer_start(w->loop, &w->idle_close_timer);
     }
-    ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, w->config->shutdown_timeout, 0.);
+    ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, deadline, 0.);
     w->shutdown_timer.data = w;
     ev_timer_start(w->loop, &w->shutdown_timer);
+}
+
+void mh_worker_shutdown(struct mh_worker *w)
+{
+    if (w->shutting_down && !w->draining)
+        return;
+    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
+    if (w->draining) {
+        /* A stop while a reload's drain runs: the drain ends now, within shutdown_timeout. */
+        w->draining = false;
+        mh_guard_stop_after(w->config->shutdown_timeout);
+        ev_timer_stop(w->loop, &w->shutdown_timer);
+        ev_timer_set(&w->shutdown_timer, w->config->shutdown_timeout, 0.);
+        ev_timer_start(w->loop, &w->shutdown_timer);
+    } else {
+        stop_serving(w, w->config->shutdown_timeout);
+    }
+    /*
+     * Streaming handlers hear "stopping" from their next wait, so their loops
+     * end now; older generations still draining stop with it.
+     */
+    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
+}
+
+void mh_worker_retire(struct mh_worker *w)
+{
+    if (w->shutting_down)
+        return;
+    const struct mh_config *c = w->config;
+    mh_log(MH_LOG_INFO, "replaced by a reload: %zu connections open, draining", w->http.nconns);
+    w->draining = true;
+    /* The loop took the signal, so it is not stuck: the guard allows the drain's time. */
+    mh_guard_stop_after(c->drain_timeout + c->drain_spread + c->shutdown_timeout);
+    stop_serving(w, c->drain_timeout + c->drain_spread + c->shutdown_timeout);
+    mh_gen_drain(w->gen, c->drain_timeout, c->drain_spread);
 }
 
 static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
@@ -139,11 +176,19 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
         return;
     }
     w->stopping = true;
+    mh_gen_stop(w->gen, MH_GEN_ASKED);
     mh_log(MH_LOG_INFO, "stopping in %g s: still serving, http.stopping() is true",
            w->config->shutdown_delay);
     ev_timer_init(&w->delay_timer, on_delay_done, w->config->shutdown_delay, 0.);
     w->delay_timer.data = w;
     ev_timer_start(loop, &w->delay_timer);
+}
+
+static void on_retire_signal(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)loop;
+    (void)revents;
+    mh_worker_retire(s->data);
 }
 
 /* systemd follows the reload from RELOADING=1 to READY=1, whatever its outcome. */
@@ -190,18 +235,19 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     }
     struct mh_gen *old = w->gen;
     w->gen = g; /* the reference mh_gen_load returned is the worker's now */
+    /* A stop under way covers the new code too. */
+    mh_gen_stop(g, (w->stopping ? MH_GEN_ASKED : 0) | (w->shutting_down ? MH_GEN_STOPPING : 0));
     /*
-     * The old code is stopped as a retiring worker's would be (several
-     * workers): its WebSockets are closed with 1001, its streams hear
-     * "stopping", http.stopping() turns true in it. Only its own requests:
-     * the new generation serves on.
+     * The old code drains as a retiring worker's does (several workers):
+     * its WebSockets and streams go on for drain_timeout, then close over
+     * drain_spread; http.stopping() and http.draining() turn true in it, its
+     * background tasks hear "stopping". Only its own requests: the new
+     * generation serves on, kept-alive connections' next requests too.
      */
-    old->retired = true;
-    mh_http_each_request(&w->http, mh_lua_request_retired, old);
-    mh_channel_stopping(&w->channels, old);
-    mh_timer_gen_retired(old);
-    mh_task_stop_background(old);
-    mh_task_retire_background(old, w->config->shutdown_timeout);
+    if (w->shutting_down)
+        mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
+    else
+        mh_gen_drain(old, w->config->drain_timeout, w->config->drain_spread);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
@@ -209,6 +255,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     mh_gen_unref(old);
     st->reloads++;
     st->last_failed = false;
+    g->number = st->reloads;
     /* Certificates are read again too; open connections keep the ones they started with. */
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
     offer_http2(w->config);
@@ -257,12 +304,37 @@ static void observe(void *ud, const struct mh_req *r)
     }
 }
 
+struct draining {
+    struct mh_metrics_draining gens[MH_METRICS_DRAIN_GENS];
+    size_t n;
+};
+
+static void count_draining(struct mh_req *r, void *ud)
+{
+    struct draining *d = ud;
+    const struct mh_gen *g = mh_lua_request_gen(r);
+    if (!g || !mh_gen_draining(g))
+        return;
+    size_t i = 0;
+    while (i < d->n && d->gens[i].generation != g->number)
+        i++;
+    if (i == d->n) {
+        if (d->n == MH_METRICS_DRAIN_GENS)
+            return; /* older reloads still draining: not shown */
+        d->gens[d->n++] = (struct mh_metrics_draining){.generation = g->number};
+    }
+    d->gens[i].conns++;
+}
+
 static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_worker *w = t->data;
     (void)loop;
     (void)revents;
     mh_metrics_publish_conns(w->metrics, getpid(), w->http.nconns, w->http.idle.n);
+    struct draining d = {.n = 0};
+    mh_http_each_request(&w->http, count_draining, &d);
+    mh_metrics_publish_draining(w->metrics, getpid(), d.gens, d.n);
 }
 
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
@@ -346,11 +418,54 @@ static int on_accept(void *ud, struct mh_listener *l, int fd, const struct socka
 {
     struct mh_worker *w = ud;
     const struct mh_handler *root = l->serves ? l->serves : &w->app.base;
-    return mh_http_accept(&w->http, root, l->tls, fd, peer, plen) ? 0 : -1;
+    if (!mh_http_accept(&w->http, root, l->tls, fd, peer, plen))
+        return -1;
+    if (w->http.nconns > w->conns_peak)
+        w->conns_peak = w->http.nconns;
+    return 0;
+}
+
+/*
+ * Memory back after a spike. What a burst of connections took (their
+ * structs, buffers, TLS contexts, the pool's cached buffers) is freed when
+ * they close, but glibc keeps freed heap pages it cannot trim from the top,
+ * so the worker would stay at its peak for good (80 MB after 20,000 idle
+ * connections left, 10 MB before: bench/spike.sh). Once the open
+ * connections fell to half their peak, by at least MH_TRIM_DROP, and a
+ * second passed (a drop is usually many closes in a row), the pools keep
+ * a few connection objects, buffers and TLS contexts, and malloc_trim()
+ * hands the free pages back. A
+ * server whose connections churn below MH_TRIM_DROP never pays for it.
+ */
+#define MH_TRIM_DROP     256
+#define MH_TRIM_KEEP     16 /* connection objects, and buffers (16 KiB each) */
+#define MH_TRIM_KEEP_TLS 4  /* idle TLS contexts (with their records' buffers, ~40 KiB) */
+
+static void on_trim_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    w->conns_peak = w->http.nconns;
+    mh_http_trim(&w->http, MH_TRIM_KEEP);
+    mh_buf_pool_trim(&w->bufs, MH_TRIM_KEEP);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i].tls)
+            mh_tls_server_trim(w->listeners[i].tls, MH_TRIM_KEEP_TLS);
+    malloc_trim(0);
+}
+
+static void after_drop(struct mh_worker *w)
+{
+    size_t n = w->http.nconns;
+    if (w->conns_peak - n >= MH_TRIM_DROP && n <= w->conns_peak / 2 && !w->shutting_down &&
+        !ev_is_active(&w->trim_timer))
+        ev_timer_start(w->loop, &w->trim_timer);
 }
 
 static void on_conn_close(void *ud)
 {
+    after_drop(ud);
     mh_worker_maybe_resume_accept(ud);
 }
 
@@ -381,14 +496,21 @@ static void offer_http2(struct mh_config *c)
             c->listen_certs[i]->http2 = c->http2;
 }
 
-/* Many idle keep-alive connections need many descriptors: take what the hard limit allows. */
-static void raise_fd_limit(void)
+/*
+ * Many idle keep-alive connections need many descriptors: take what the hard
+ * limit allows. Returns the limit now in force (0: unknown or unlimited).
+ */
+static int raise_fd_limit(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+            return 0;
     }
+    return rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > INT_MAX ? 0 : (int)rl.rlim_cur;
 }
 
 static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_config *config,
@@ -400,10 +522,9 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->gen = gen;
     mh_gen_ref(gen);
     w->host.loop = loop;
-    w->host.stopping = &w->stopping;
-    w->host.shutting_down = &w->shutting_down;
     w->host.reload_stats = &w->reload_stats;
-    w->host.background_tasks = &w->background_tasks;
+    w->host.tasks_running = on_tasks_running;
+    w->host.each_request = each_request;
     w->host.worker_id = 1; /* a lone worker; the master sets its workers' slots */
     /* Its threads start with the first job, in this process (after any fork). */
     w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
@@ -411,16 +532,18 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     /* again: http.server{} may have changed it after the first state was made */
     mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
+    ev_timer_init(&w->trim_timer, on_trim_timer, 1.0, 0.0);
+    w->trim_timer.data = w;
     set_limits(&w->limits, config);
     mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs, &mh_http_protos);
     w->http.on_close = on_conn_close;
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
-    raise_fd_limit();
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
+        .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
         .may_accept = may_accept,
         .pause = pause_accept,
@@ -459,6 +582,9 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     ev_signal_start(loop, &w->sigusr2);
     if (fds) {
         signal(SIGHUP, SIG_IGN); /* the master reloads by replacing its workers */
+        ev_signal_init(&w->sigretire, on_retire_signal, MH_SIGNAL_RETIRE);
+        w->sigretire.data = w;
+        ev_signal_start(loop, &w->sigretire);
     } else if (config->mode == MH_MODE_SERVE) {
         ev_signal_init(&w->sighup, on_sighup, SIGHUP);
         w->sighup.data = w;
@@ -540,9 +666,14 @@ int mh_worker_run(struct mh_worker *w)
         }
     }
     char err[256];
-    if (c->mode == MH_MODE_SERVE &&
-        mh_guard_start(w->loop, c->handler_cpu_limit, c->shutdown_delay + c->shutdown_timeout,
-                       w->heartbeat, err, sizeof err) < 0)
+    struct mh_guard_opts guard = {
+        .cpu_limit = c->handler_cpu_limit,
+        .stop_after = c->shutdown_delay + c->shutdown_timeout,
+        .block_warn = c->loop_block_warn,
+        .slot = w->heartbeat,
+        .metrics = w->metrics,
+    };
+    if (c->mode == MH_MODE_SERVE && mh_guard_start(w->loop, &guard, err, sizeof err) < 0)
         mh_log(MH_LOG_WARN, "%s: serving without handler_cpu_limit", err);
     run_loop(w);
     mh_guard_stop(w->loop);
@@ -570,6 +701,17 @@ static void begin_serving(struct mh_worker *w)
 static struct mh_worker *worker_of_host(const struct mh_gen_host *h)
 {
     return (struct mh_worker *)((char *)h - offsetof(struct mh_worker, host));
+}
+
+static void on_tasks_running(const struct mh_gen_host *h, int delta)
+{
+    worker_of_host(h)->background_tasks += (unsigned)delta;
+}
+
+static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
+                         void *ud)
+{
+    mh_http_each_request(&worker_of_host(h)->http, fn, ud);
 }
 
 /*
@@ -634,6 +776,8 @@ void mh_worker_destroy(struct mh_worker *w)
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
+    mh_acceptor_stop(&w->acceptor);
+    ev_timer_stop(w->loop, &w->trim_timer);
     mh_http_ctx_destroy(&w->http);
     mh_buf_pool_destroy(&w->bufs);
     if (w->acceptor.reserve_fd >= 0)

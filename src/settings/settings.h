@@ -50,6 +50,8 @@ struct mh_config {
     double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;
     double shutdown_timeout;
+    double drain_timeout; /* a reload: how long the old code's long-lived requests go on */
+    double drain_spread;  /* ...and over how long those left are then closed */
     double once_start_timeout; /* worker.c: serving waits for once on_start functions */
     long max_header_bytes;
     long max_body_bytes;
@@ -82,6 +84,7 @@ struct mh_config {
     double handler_cpu_limit;    /* seconds a task may run without yielding; 0 = off */
     long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
     double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
+    double loop_block_warn;      /* seconds one resume may hold the loop before a warning; 0 = off */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];

@@ -126,6 +126,21 @@ const struct mh_setting mh_settings[] = {
      .def = "10s",
      .max = DAY,
      .doc = "seconds in-flight requests get on graceful stop"},
+    {.name = "drain_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(drain_timeout),
+     .def = "5m",
+     .max = DAY,
+     .doc = "seconds a reload lets the replaced code's WebSockets, SSE streams and streaming "
+            "responses go on (http.draining() true, ws:on_drain runs) before they are closed; "
+            "0: closed at once"},
+    {.name = "drain_spread",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(drain_spread),
+     .def = "5s",
+     .max = 3600,
+     .doc = "seconds over which the connections still open when drain_timeout ends are closed, "
+            "each at a random moment, so their clients do not all reconnect at once"},
     {.name = "once_start_timeout",
      .type = MH_SETTING_DURATION,
      .offset = OFF(once_start_timeout),
@@ -305,6 +320,16 @@ const struct mh_setting mh_settings[] = {
             "kills and replaces it (0 = off)",
      .more = "blocked in C code or a system call, or a spin with `handler_cpu_limit = 0`; with "
              "several workers only"},
+    {.name = "loop_block_warn",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(loop_block_warn),
+     .def = "100ms",
+     .max = DAY,
+     .doc = "seconds (wall time) a handler, timer or thread may hold its worker's event loop "
+            "before a warning names its route and where it was (0 = off)",
+     .more = "every other request of the worker waits meanwhile: a blocking C call (a socket "
+             "library's sleep or read, os.execute) or a long computation; counted in "
+             "`moonhttp_guard_events_total{guard=\"loop_blocked\"}`"},
     {.name = "http2",
      .type = MH_SETTING_BOOL,
      .offset = OFF(http2),

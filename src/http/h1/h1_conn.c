@@ -1,6 +1,7 @@
 #include "h1.h"
 
 #include "h1_impl.h"
+#include "h1_response.h"
 #include "http_parse.h"
 #include "log.h"
 
@@ -19,54 +20,13 @@
  */
 #define STACK_READ 4096
 
-static void conn_process(struct mh_h1 *c);
+static void process_input(struct mh_h1 *c);
 static void next_request(struct mh_h1 *c);
 static void update_io(struct mh_h1 *c);
 static void end_request(struct mh_h1 *c);
-static const struct mh_req_ops http1_ops;
+static const struct mh_req_ops h1_req_ops;
 
 /* ---- timers -------------------------------------------------------------- */
-
-static void set_deadline(struct mh_h1 *c, ev_tstamp at)
-{
-    mh_conn_set_deadline(c->conn, at);
-}
-
-/* `seconds` from now as a deadline; 0 (off) stays 0. */
-static ev_tstamp after(struct mh_h1 *c, double seconds)
-{
-    return mh_conn_after(c->conn, seconds);
-}
-
-static ev_tstamp earliest(ev_tstamp a, ev_tstamp b)
-{
-    return mh_conn_earliest(a, b);
-}
-
-static void set_timeout(struct mh_h1 *c, double seconds)
-{
-    set_deadline(c, after(c, seconds));
-}
-
-/*
- * While a handler runs: the write deadline, and while body bytes are due the
- * read deadline and, when the handler waits for them, the body deadline.
- */
-static ev_tstamp handler_due(const struct mh_h1 *c)
-{
-    ev_tstamp at = c->write_deadline;
-    if (c->req.body_state == MH_BODY_MORE) {
-        at = earliest(at, c->read_deadline);
-        if (c->body_wanted && !c->tunnel)
-            at = earliest(at, c->body_deadline);
-    }
-    return at;
-}
-
-static void set_handler_deadline(struct mh_h1 *c)
-{
-    set_deadline(c, handler_due(c));
-}
 
 /*
  * body_timeout is a no-progress timeout on a request body still owed
@@ -81,28 +41,39 @@ static void set_handler_deadline(struct mh_h1 *c)
  * body_timeout after its last byte. A switched protocol's stream (tunnel)
  * has its own rules for silence and no body clock.
  */
-static void note_body_progress(struct mh_h1 *c)
+static bool body_clock_runs(const struct mh_h1 *c)
 {
-    c->body_deadline = after(c, c->conn->h->limits->body_timeout);
+    return c->body_wanted && !c->tunnel;
 }
 
-static struct mh_h1 *conn_of(const struct mh_req *r)
+static void note_body_progress(struct mh_h1 *c)
+{
+    c->clock.body = mh_conn_after(c->conn, c->conn->h->limits->body_timeout);
+}
+
+/* While a handler runs, the connection's deadline is the request's (mh_policy_due). */
+static void set_handler_deadline(struct mh_h1 *c)
+{
+    mh_conn_set_deadline(c->conn, mh_policy_due(&c->req, &c->clock, body_clock_runs(c)));
+}
+
+static struct mh_h1 *h1_of(const struct mh_req *r)
 {
     return (struct mh_h1 *)r; /* req is the first field */
 }
 
-static void conn_set_read_timeout(struct mh_req *r, double seconds)
+static void h1_set_read_timeout(struct mh_req *r, double seconds)
 {
-    struct mh_h1 *c = conn_of(r);
-    c->read_deadline = after(c, seconds);
+    struct mh_h1 *c = h1_of(r);
+    c->clock.read = mh_conn_after(c->conn, seconds);
     if (c->state == MH_H1_HANDLER)
         set_handler_deadline(c);
 }
 
-static void conn_set_write_timeout(struct mh_req *r, double seconds)
+static void h1_set_write_timeout(struct mh_req *r, double seconds)
 {
-    struct mh_h1 *c = conn_of(r);
-    c->write_deadline = after(c, seconds);
+    struct mh_h1 *c = h1_of(r);
+    c->clock.write = mh_conn_after(c->conn, seconds);
     if (c->state == MH_H1_HANDLER)
         set_handler_deadline(c);
 }
@@ -114,86 +85,69 @@ static void notify(struct mh_h1 *c, void (*fn)(struct mh_req *r))
         fn(&c->req);
 }
 
-static void close_conn(struct mh_h1 *c)
+/* A handler waiting for the body hears that it ended (here: in error). */
+static void wake_body(struct mh_h1 *c)
 {
-    mh_conn_close(c->conn);
+    if (c->body_wanted && c->in_handler) {
+        c->body_wanted = false;
+        notify(c, c->req.handler->ops->on_body);
+    }
 }
 
 /*
- * No body bytes for body_timeout while the handler waited (see
- * note_body_progress). The handler hears "timeout". A response not begun
- * becomes 408 with Connection: close (finish_response), whatever the
- * handler makes of it; one already under way cannot say so, and the
- * connection closes now.
+ * The handler's deadlines (req_policy.h decides which passed). A late body
+ * ends the connection after the answer, as its rest will not be read; a
+ * stalled body's answer is the 408 (h1_send), or, with the response under
+ * way, the connection closes now (on_abort: the waiting read resumes with
+ * "timeout"); a late response closes it.
  */
-static void body_stalled(struct mh_h1 *c)
-{
-    struct mh_req *r = &c->req;
-    bool under_way = r->res.head_sent;
-    /* info, as nginx logs it: the client's doing, and one line per stalled request */
-    mh_log(MH_LOG_INFO, "fd %d: body timeout: no request body bytes for %g s (%llu received); %s",
-           c->conn->fd, c->conn->h->limits->body_timeout, (unsigned long long)r->body_received,
-           under_way ? "response under way: closing" : "408");
-    r->body_state = MH_BODY_STALLED;
-    c->close_after = true;
-    c->body_wanted = false;
-    if (under_way) {
-        close_conn(c); /* on_abort: the waiting read resumes with "timeout" */
-        return;
-    }
-    set_handler_deadline(c);
-    if (c->in_handler)
-        notify(c, c->req.handler->ops->on_body);
-    update_io(c);
-}
-
-/* The handler's deadlines: the body is late, or stalled, or the response is. */
 static void handler_timeout(struct mh_h1 *c, ev_tstamp now)
 {
-    bool write_due = c->write_deadline && now >= c->write_deadline;
-    if (c->req.body_state == MH_BODY_MORE && c->read_deadline && now >= c->read_deadline &&
-        !write_due) {
-        /* The body is late: the handler hears "timeout" and may still answer. */
-        c->req.body_state = MH_BODY_TIMEOUT;
+    switch (mh_policy_late(&c->req, &c->clock, body_clock_runs(c), now)) {
+    case MH_LATE_NONE:
+        /* deadlines that moved later (body progress) are only stored: re-arm for them */
+        set_handler_deadline(c);
+        return;
+    case MH_LATE_BODY:
+        mh_policy_body_late(&c->req, &c->clock);
         c->close_after = true;
-        set_deadline(c, c->write_deadline);
-        if (c->body_wanted && c->in_handler) {
-            c->body_wanted = false;
-            notify(c, c->req.handler->ops->on_body);
-        }
+        set_handler_deadline(c);
+        wake_body(c);
         update_io(c);
         return;
-    }
-    if (!write_due) {
-        body_stalled(c);
+    case MH_LATE_BODY_STALLED:
+        c->close_after = true;
+        if (!mh_policy_body_stalled(&c->req, &c->clock, c->conn, 0, c->body_wanted)) {
+            c->body_wanted = false;
+            mh_conn_close(c->conn);
+            return;
+        }
+        set_handler_deadline(c);
+        wake_body(c);
+        update_io(c);
+        return;
+    case MH_LATE_RESPONSE:
+        mh_log(MH_LOG_WARN, "fd %d: write timeout: response not done in time; closing",
+               c->conn->fd);
+        mh_conn_close(c->conn);
         return;
     }
-    mh_log(MH_LOG_WARN, "fd %d: write timeout: response not done in time; closing", c->conn->fd);
-    close_conn(c);
 }
 
 static void h1_timeout(struct mh_conn *conn)
 {
     struct mh_h1 *c = conn->proto_state;
-    ev_tstamp now = ev_now(conn->h->loop);
     switch (c->state) {
     case MH_H1_HEAD:
         mh_log(MH_LOG_DEBUG, "fd %d: request head timed out", conn->fd);
         break;
-    case MH_H1_HANDLER: {
-        /* deadlines that moved later (body progress) are only stored: re-arm for them */
-        ev_tstamp at = handler_due(c);
-        if (at == 0 || now < at) {
-            set_deadline(c, at);
-            return;
-        }
-        handler_timeout(c, now);
+    case MH_H1_HANDLER:
+        handler_timeout(c, ev_now(conn->h->loop));
         return;
-    }
     default:
         break;
     }
-    close_conn(c);
+    mh_conn_close(conn);
 }
 
 /* ---- io ------------------------------------------------------------------ */
@@ -210,11 +164,6 @@ static void schedule_write(struct mh_h1 *c)
 {
     if (!mh_outq_empty(&c->conn->out))
         mh_conn_schedule_write(c->conn);
-}
-
-static bool out_pending(const struct mh_h1 *c)
-{
-    return mh_conn_out_pending(c->conn);
 }
 
 /*
@@ -251,9 +200,9 @@ static void h1_flushed(struct mh_conn *conn)
 
 static bool close_if_idle(struct mh_h1 *c)
 {
-    if (c->state != MH_H1_IDLE || out_pending(c))
+    if (c->state != MH_H1_IDLE || mh_conn_out_pending(c->conn))
         return false;
-    close_conn(c);
+    mh_conn_close(c->conn);
     return true;
 }
 
@@ -262,19 +211,19 @@ static void h1_stop(struct mh_conn *conn)
     close_if_idle(conn->proto_state);
 }
 
-static const char *conn_remote_addr(const struct mh_req *r, char *buf, size_t len)
+static const char *h1_remote_addr(const struct mh_req *r, char *buf, size_t len)
 {
-    return mh_conn_peer_addr(conn_of(r)->conn, buf, len);
+    return mh_conn_peer_addr(h1_of(r)->conn, buf, len);
 }
 
-static const struct mh_transport *conn_transport(const struct mh_req *r)
+static const struct mh_transport *h1_transport(const struct mh_req *r)
 {
-    return mh_conn_transport(conn_of(r)->conn);
+    return mh_conn_transport(h1_of(r)->conn);
 }
 
 /* ---- responses ----------------------------------------------------------- */
 
-static void head_ctx(struct mh_h1 *c, struct mh_head_ctx *ctx, bool complete)
+static void head_ctx(struct mh_h1 *c, struct mh_h1_head_ctx *ctx, bool complete)
 {
     struct mh_http_ctx *w = c->conn->h;
     ctx->date_line = mh_http_date(w, &ctx->date_len);
@@ -296,23 +245,23 @@ static void head_ctx(struct mh_h1 *c, struct mh_head_ctx *ctx, bool complete)
 static void out_of_memory(struct mh_h1 *c)
 {
     mh_log(MH_LOG_ERROR, "fd %d: out of memory building a response; closing", c->conn->fd);
-    close_conn(c);
+    mh_conn_close(c->conn);
 }
 
-static void conn_abort(struct mh_req *r)
+static void h1_abort(struct mh_req *r)
 {
-    close_conn(conn_of(r));
+    mh_conn_close(h1_of(r)->conn);
 }
 
-static uint64_t conn_pending(const struct mh_req *r)
+static uint64_t h1_pending(const struct mh_req *r)
 {
-    const struct mh_h1 *c = conn_of(r);
+    const struct mh_h1 *c = h1_of(r);
     return c->conn->out.bytes + (c->conn->wbuf.len - c->conn->wbuf_sent);
 }
 
-static const char *conn_head(const struct mh_req *r)
+static const char *h1_head(const struct mh_req *r)
 {
-    const struct mh_h1 *c = conn_of(r);
+    const struct mh_h1 *c = h1_of(r);
     return c->tunnel_head ? c->tunnel_head : mh_h1_head(c);
 }
 
@@ -334,36 +283,23 @@ static void flush_response(struct mh_h1 *c)
         return schedule_write(c);
     }
     if (mh_req_run_filters(&c->req, false) < 0)
-        return close_conn(c);
-    struct mh_head_ctx ctx;
+        return mh_conn_close(c->conn);
+    struct mh_h1_head_ctx ctx;
     head_ctx(c, &ctx, false);
     if (c->tunnel)
         ctx.upgrade = true; /* the 101: the connection is the tunnel's from here */
     if (!ctx.keep_alive)
         c->close_after = true;
-    if (mh_response_emit(&c->req.res, &c->conn->out, &ctx, false) < 0)
+    if (mh_h1_response_emit(&c->req.res, &c->conn->out, &ctx, false) < 0)
         return out_of_memory(c);
     schedule_write(c);
 }
 
-/* The connection closes once the output is written (conn.c lingers). */
-static void start_linger(struct mh_h1 *c)
-{
-    mh_conn_linger(c->conn);
-}
-
-/* The request is over for everyone above: observers, then the owner's on_end. */
+/* The request is over for everyone above (mh_policy_end). */
 static void end_request(struct mh_h1 *c)
 {
-    struct mh_req *r = &c->req;
-    if (c->conn->h->observe && !c->conn->closed)
-        c->conn->h->observe(c->conn->h->ud, r);
-    if (r->on_end)
-        r->on_end(r);
-    r->on_end = NULL;
-    r->handler = NULL;
+    mh_policy_end(&c->req, c->conn);
     c->in_handler = false;
-    c->conn->refs--; /* the handler's */
 }
 
 static void finish_response(struct mh_h1 *c)
@@ -371,8 +307,7 @@ static void finish_response(struct mh_h1 *c)
     if (!c->in_handler)
         return;
     if (c->conn->closed) {
-        mh_req_run_filters(&c->req, true); /* lets the filters free their state */
-        mh_outq_clear(&c->req.res.body);   /* releases referenced strings and files now */
+        mh_policy_drop_response(&c->req);
         end_request(c);
         return;
     }
@@ -386,27 +321,10 @@ static void finish_response(struct mh_h1 *c)
         }
         mh_outq_clear(&res->body);
         end_request(c);
-        start_linger(c);
+        mh_conn_linger(c->conn); /* closes once the output is written */
         return;
     }
-    /*
-     * The client's mistake decides the answer, whatever the handler made of
-     * the `nil, err` it got: what it wrote is dropped (flush_response sent
-     * none of a malformed body's).
-     */
-    enum mh_body_state bs = c->req.body_state;
-    if ((bs == MH_BODY_TOO_LARGE || bs == MH_BODY_BAD || bs == MH_BODY_STALLED) &&
-        !res->head_sent) {
-        static const char large[] = "request body too large\n";
-        static const char malformed[] = "400 Bad Request: malformed request body\n";
-        static const char stalled[] = "408 Request Timeout: the request body stopped coming\n";
-        const char *text = bs == MH_BODY_TOO_LARGE ? large
-                           : bs == MH_BODY_BAD     ? malformed
-                                                   : stalled;
-        mh_response_reset(res);
-        res->status = bs == MH_BODY_TOO_LARGE ? 413 : bs == MH_BODY_BAD ? 400 : 408;
-        mh_outq_append(&res->body, text, strlen(text));
-    }
+    mh_policy_answer(&c->req); /* flush_response sent none of a malformed body's */
     bool drainable = true;
     if (c->req.body_state == MH_BODY_MORE) {
         /* A client waiting for "100 Continue" may never send the body. */
@@ -421,21 +339,21 @@ static void finish_response(struct mh_h1 *c)
     if (!drainable)
         c->close_after = true;
     if (mh_req_run_filters(&c->req, true) < 0) {
-        close_conn(c);
+        mh_conn_close(c->conn);
         end_request(c);
         return;
     }
-    struct mh_head_ctx ctx;
+    struct mh_h1_head_ctx ctx;
     head_ctx(c, &ctx, true);
     if (mh_outq_acquire(&c->conn->out, c->conn->h->bufs) < 0 ||
-        mh_response_emit(res, &c->conn->out, &ctx, true) < 0) {
+        mh_h1_response_emit(res, &c->conn->out, &ctx, true) < 0) {
         out_of_memory(c);
         end_request(c);
         return;
     }
     end_request(c);
     if (!ctx.keep_alive || c->close_after) {
-        start_linger(c);
+        mh_conn_linger(c->conn);
         return;
     }
     schedule_write(c);
@@ -443,17 +361,18 @@ static void finish_response(struct mh_h1 *c)
         c->state = MH_H1_DRAIN;
         c->draining = true;
         c->req.body.len = 0;
-        set_timeout(c, c->conn->h->limits->read_header_timeout);
+        mh_conn_set_deadline(c->conn,
+                             mh_conn_after(c->conn, c->conn->h->limits->read_header_timeout));
     } else {
         next_request(c);
     }
     if (!c->processing)
-        conn_process(c);
+        process_input(c);
 }
 
-static void conn_send(struct mh_req *r, bool complete)
+static void h1_send(struct mh_req *r, bool complete)
 {
-    struct mh_h1 *c = conn_of(r);
+    struct mh_h1 *c = h1_of(r);
     if (complete)
         finish_response(c);
     else
@@ -465,19 +384,19 @@ static void fail(struct mh_h1 *c, int status)
 {
     if (status) {
         mh_log(MH_LOG_DEBUG, "fd %d: bad request: %d", c->conn->fd, status);
-        struct mh_head_ctx ctx;
+        struct mh_h1_head_ctx ctx;
         head_ctx(c, &ctx, true);
         ctx.keep_alive = false;
         ctx.http_minor = 1;
         ctx.head_method = false;
         char body[64];
-        snprintf(body, sizeof body, "%d %s\n", status, mh_status_text(status));
         if (mh_outq_acquire(&c->conn->out, c->conn->h->bufs) < 0 ||
-            mh_response_simple(&c->conn->out, status, NULL, body, &ctx) < 0)
+            mh_h1_response_simple(&c->conn->out, status, NULL,
+                                  mh_policy_status_body(status, body, sizeof body), &ctx) < 0)
             return out_of_memory(c);
     }
     c->close_after = true;
-    start_linger(c);
+    mh_conn_linger(c->conn);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -488,8 +407,9 @@ static void begin_head(struct mh_h1 *c)
     const struct mh_http_limits *lim = c->conn->h->limits;
     c->state = MH_H1_HEAD;
     mh_conn_set_idle(c->conn, false);
-    c->read_deadline = after(c, lim->read_timeout);
-    set_deadline(c, earliest(after(c, lim->read_header_timeout), c->read_deadline));
+    c->clock.read = mh_conn_after(c->conn, lim->read_timeout);
+    mh_conn_set_deadline(
+        c->conn, mh_conn_earliest(mh_conn_after(c->conn, lim->read_header_timeout), c->clock.read));
 }
 
 static void next_request(struct mh_h1 *c)
@@ -510,7 +430,7 @@ static void next_request(struct mh_h1 *c)
     c->in.len = c->parse_pos = c->req_start = 0;
     mh_buf_release(&c->in, w->bufs);
     mh_conn_set_idle(c->conn, true);
-    set_timeout(c, w->limits->idle_timeout);
+    mh_conn_set_deadline(c->conn, mh_conn_after(c->conn, w->limits->idle_timeout));
     if (w->shutting_down)
         close_if_idle(c);
 }
@@ -520,9 +440,8 @@ static void start_request(struct mh_h1 *c)
     struct mh_http_ctx *w = c->conn->h;
     c->state = MH_H1_HANDLER;
     c->requests++;
-    c->req.started = ev_now(w->loop);
+    mh_policy_start(&c->req, &c->clock, c->conn);
     c->req.max_body = (uint64_t)w->limits->max_body_bytes;
-    c->write_deadline = after(c, w->limits->write_timeout);
     if (c->req.head.has_body) {
         c->req.body_state = MH_BODY_MORE;
     } else {
@@ -533,7 +452,6 @@ static void start_request(struct mh_h1 *c)
     }
     set_handler_deadline(c);
     c->in_handler = true;
-    c->conn->refs++; /* the handler's, dropped in end_request */
     mh_req_start(&c->req, c->conn->root);
 }
 
@@ -569,20 +487,13 @@ static bool pump_body(struct mh_h1 *c)
     return r->body_state != MH_BODY_MORE || (!c->body_want_all && r->body.len > 0);
 }
 
-static int conn_want_body(struct mh_req *r, bool all)
+static int h1_want_body(struct mh_req *r, bool all)
 {
-    struct mh_h1 *c = conn_of(r);
+    struct mh_h1 *c = h1_of(r);
     if (c->conn->closed)
         return 1;
-    if (!c->req.body_asked) {
-        c->req.body_asked = true;
-        /* Refused before a byte is read, and before "100 Continue" invites it. */
-        if (r->body_state == MH_BODY_MORE && !(c->parser.flags & F_CHUNKED) &&
-            r->head.content_length > c->req.max_body) {
-            r->body_state = MH_BODY_TOO_LARGE;
-            return 1;
-        }
-    }
+    if (mh_policy_first_ask(r, !(c->parser.flags & F_CHUNKED)))
+        return 1;
     if (r->head.expect_continue && !c->continue_sent && r->body_state == MH_BODY_MORE &&
         r->body_received == 0 && !r->res.head_sent) {
         if (mh_outq_acquire(&c->conn->out, c->conn->h->bufs) == 0 &&
@@ -606,7 +517,7 @@ static int conn_want_body(struct mh_req *r, bool all)
  * finish at once (the common case) let the loop go on to the next pipelined
  * request; their responses collect in the output and leave in one write.
  */
-static void conn_process(struct mh_h1 *c)
+static void process_input(struct mh_h1 *c)
 {
     const struct mh_http_limits *lim = c->conn->h->limits;
     if (c->processing)
@@ -647,7 +558,7 @@ static void conn_process(struct mh_h1 *c)
             break;
         case MH_PARSE_ERROR:
             if (c->state == MH_H1_DRAIN)
-                close_conn(c);
+                mh_conn_close(c->conn);
             else
                 fail(c, status);
             goto out;
@@ -699,7 +610,7 @@ static inline __attribute__((always_inline)) void take_input(struct mh_h1 *c, co
     if (c->tunnel) {
         if (mh_buf_append(&c->req.body, small, n) < 0)
             return out_of_memory(c);
-        conn_process(c);
+        process_input(c);
         return;
     }
     if (borrowed) {
@@ -712,7 +623,7 @@ static inline __attribute__((always_inline)) void take_input(struct mh_h1 *c, co
     }
     if (c->state == MH_H1_IDLE)
         begin_head(c);
-    conn_process(c);
+    process_input(c);
 }
 
 /* The socket is readable: a connection without a read buffer (idle, tunnel) reads to the stack. */
@@ -738,9 +649,9 @@ static void h1_read(struct mh_conn *conn)
     if (n == 0) {
         c->req.peer_closed = conn->peer_closed = true;
         if (c->state == MH_H1_HANDLER)
-            conn_process(c); /* the handler finishes; a body it waits for will not come */
+            process_input(c); /* the handler finishes; a body it waits for will not come */
         else
-            close_conn(c);
+            mh_conn_close(c->conn);
         return;
     }
     take_input(c, small, (size_t)n, borrowed);
@@ -752,9 +663,9 @@ static void h1_read(struct mh_conn *conn)
  * the client sent after the head become body, and from here conn_read
  * appends what it reads to r->body through the stack buffer.
  */
-static int conn_upgrade(struct mh_req *r)
+static int h1_upgrade(struct mh_req *r)
 {
-    struct mh_h1 *c = conn_of(r);
+    struct mh_h1 *c = h1_of(r);
     if (c->conn->closed || c->tunnel || r->res.head_sent || r->head.has_body ||
         r->head.http_minor == 0 || c->state != MH_H1_HANDLER)
         return -1;
@@ -788,23 +699,23 @@ static int conn_upgrade(struct mh_req *r)
     r->body_state = MH_BODY_MORE;
     c->in.len = c->parse_pos = c->req_start = 0;
     mh_buf_release(&c->in, c->conn->h->bufs);
-    c->read_deadline = c->write_deadline = 0;
+    c->clock.read = c->clock.write = 0;
     set_handler_deadline(c);
     return 0;
 }
 
-static const struct mh_req_ops http1_ops = {
+static const struct mh_req_ops h1_req_ops = {
     .proto = "HTTP/1",
-    .head = conn_head,
-    .send = conn_send,
-    .want_body = conn_want_body,
-    .pending = conn_pending,
-    .set_read_timeout = conn_set_read_timeout,
-    .set_write_timeout = conn_set_write_timeout,
-    .abort = conn_abort,
-    .remote_addr = conn_remote_addr,
-    .transport = conn_transport,
-    .upgrade = conn_upgrade,
+    .head = h1_head,
+    .send = h1_send,
+    .want_body = h1_want_body,
+    .pending = h1_pending,
+    .set_read_timeout = h1_set_read_timeout,
+    .set_write_timeout = h1_set_write_timeout,
+    .abort = h1_abort,
+    .remote_addr = h1_remote_addr,
+    .transport = h1_transport,
+    .upgrade = h1_upgrade,
 };
 
 /* ---- the protocol table -------------------------------------------------- */
@@ -823,17 +734,12 @@ static int h1_start(struct mh_conn *conn, const char *bytes, size_t n)
     memset(c, 0, sizeof *c);
     c->req = req;
     mh_req_reset(&c->req);
-    c->req.ops = &http1_ops;
+    c->req.ops = &h1_req_ops;
     c->conn = conn;
     c->state = MH_H1_IDLE;
     mh_http_parser_init(c);
     take_input(c, bytes, n, true);
     return 0;
-}
-
-static void h1_writable(struct mh_conn *conn)
-{
-    mh_conn_flush(conn);
 }
 
 static void h1_close(struct mh_conn *conn)
@@ -878,7 +784,7 @@ const struct mh_conn_proto mh_h1_proto = {
     .name = "HTTP/1",
     .start = h1_start,
     .read = h1_read,
-    .writable = h1_writable,
+    .writable = mh_conn_flush,
     .flushed = h1_flushed,
     .timeout = h1_timeout,
     .stop = h1_stop,

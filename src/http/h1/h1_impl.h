@@ -9,6 +9,7 @@
 
 #include "conn_impl.h"
 #include "req.h"
+#include "req_policy.h"
 
 enum mh_h1_state {
     MH_H1_IDLE,    /* between requests (or new), nothing of a head yet */
@@ -21,9 +22,9 @@ struct mh_h1 {
     struct mh_req req; /* the request being answered: the ops find the state from it */
     struct mh_conn *conn;
     enum mh_h1_state state;
-    ev_tstamp read_deadline;  /* whole request incl. body (read_timeout; 0 = none) */
-    ev_tstamp body_deadline;  /* body bytes due by then while the handler waits (body_timeout) */
-    ev_tstamp write_deadline; /* end of head to end of response (write_timeout; 0 = none) */
+    /* the request's deadlines (req_policy.h); the read deadline runs from the head's first
+     * byte, the body deadline only while the handler waits for body bytes */
+    struct mh_req_clock clock;
 
     /* input */
     struct mh_buf in;

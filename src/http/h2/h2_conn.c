@@ -42,27 +42,38 @@ static int flood_cost(struct mh_h2 *h)
 /* ---- nghttp2 callbacks ----------------------------------------------------- */
 
 /*
- * HEADERS or DATA on a closed stream: a stream error STREAM_CLOSED (RFC
- * 9113 §5.1 "closed", §6.1). The session keeps no closed streams
- * (options()), and needs none to tell: client stream IDs only grow
- * (§5.1.1), so an odd ID at or below the highest one opened that nghttp2 no
- * longer holds is closed. A stream it still holds half-closed is nghttp2's
- * to judge (STREAM_CLOSED too). A higher ID is idle: DATA there is
- * nghttp2's connection error PROTOCOL_ERROR. nghttp2 alone would ignore
- * both frames: it still decodes the HEADERS block, so HPACK stays in step,
- * and still counts the DATA against the connection window (§6.9), so both
- * go on to it. A stream error rather than a connection error, since the
- * server may have closed the stream itself (RST_STREAM, a response that
- * ended it) while the client's frames were on their way; so one RST_STREAM
- * answers a run of frames on the same stream (a cut-short upload's DATA in
- * flight), while each frame costs a flood token. WINDOW_UPDATE and
- * RST_STREAM on a closed stream stay ignored: §5.1 allows them, after
- * END_STREAM or RST_STREAM went out.
+ * HEADERS or DATA on a closed stream (RFC 9113 §5.1 "closed", §6.1). The
+ * session keeps no closed streams (options()), and needs none to tell:
+ * client stream IDs only grow (§5.1.1), so an odd ID at or below the
+ * highest one opened that nghttp2 no longer holds is closed. A stream it
+ * still holds half-closed is nghttp2's to judge (STREAM_CLOSED too). A
+ * higher ID is idle: DATA there is nghttp2's connection error
+ * PROTOCOL_ERROR. nghttp2 alone would ignore both frames: it still decodes
+ * the HEADERS block, so HPACK stays in step, and still counts the DATA
+ * against the connection window (§6.9), so both go on to it.
+ *
+ * A frame after the client's own END_STREAM on that stream (h->ended) is a
+ * connection error STREAM_CLOSED: nothing of the client's can have been in
+ * flight. Any other closed stream was reset, or closed too long ago to
+ * know: a stream error STREAM_CLOSED, since the client's frames may have
+ * been on their way when the server reset it (a response that ended a
+ * stream whose body was still coming); so one RST_STREAM answers a run of
+ * frames on the same stream (a cut-short upload's DATA in flight), while
+ * each frame costs a flood token. WINDOW_UPDATE and RST_STREAM on a closed
+ * stream stay ignored: §5.1 allows them, after END_STREAM or RST_STREAM
+ * went out.
  */
 static void closed_stream(struct mh_h2 *h, int32_t id, const char *frame)
 {
     if (nghttp2_session_find_stream(h->session, id) != NULL)
         return;
+    if (mh_h2_ended_has(&h->ended, id)) {
+        mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 %s on stream %d after its END_STREAM: GOAWAY", h->c->fd,
+               frame, id);
+        h->failed = true;
+        nghttp2_session_terminate_session(h->session, NGHTTP2_STREAM_CLOSED);
+        return;
+    }
     if (id != h->closed_answered) {
         mh_log(MH_LOG_DEBUG, "fd %d: HTTP/2 %s on closed stream %d: RST_STREAM STREAM_CLOSED",
                h->c->fd, frame, id);
@@ -204,7 +215,9 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *ud)
 {
-    (void)ud;
+    struct mh_h2 *h = ud;
+    if ((id & 1) && nghttp2_session_get_stream_remote_close(session, id) == 1)
+        mh_h2_ended_add(&h->ended, id);
     struct mh_h2_stream *s = stream_get(session, id);
     if (s) {
         nghttp2_session_set_stream_user_data(session, id, NULL);

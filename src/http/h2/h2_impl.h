@@ -11,6 +11,7 @@
 #include "h2_policy.h"
 #include "outq.h"
 #include "req.h"
+#include "req_policy.h"
 
 struct mh_h2;
 
@@ -23,9 +24,10 @@ struct mh_h2_stream {
     struct mh_buf trailers; /* the response's trailer lines, taken when it completes */
     uint64_t unacked;       /* body bytes in req.body not yet given back to flow control */
     size_t header_bytes;    /* header list size so far (max_header_bytes budget) */
-    ev_tstamp header_deadline, read_deadline, write_deadline; /* 0 = none */
-    /* body_timeout: DATA due by then while the client may send (h2_stream.c, body_clock) */
-    ev_tstamp body_deadline;
+    ev_tstamp header_deadline; /* the header block complete by then (0 = none) */
+    /* the request's deadlines (req_policy.h); the body deadline: DATA due by then while the
+     * client may send (h2_stream.c, body_clock) */
+    struct mh_req_clock clock;
     int bad_status;   /* the head deserves this answer from the server (431, 400...) */
     bool head_done;   /* the header block is complete */
     bool ready;       /* head done, handler to be started after this input batch */
@@ -59,6 +61,7 @@ struct mh_h2 {
     struct mh_h2_flood flood;     /* frames doing no work the client may still send */
     struct mh_h2_ids ids;         /* the client's stream IDs: opened and skipped */
     struct mh_h2_acks acks;       /* input frame by frame; the stream limit's ACK cut */
+    struct mh_h2_ended ended;     /* the latest streams closed after the client's END_STREAM */
     int32_t closed_answered;      /* the closed stream last answered STREAM_CLOSED; 0 = none */
     ev_tstamp idle_at;            /* no streams: GOAWAY then (idle_timeout; 0 = never) */
     int depth;                    /* inside our own entry points (nghttp2, handlers) */

@@ -74,6 +74,20 @@ bool mh_h2_ids_headers(struct mh_h2_ids *ids, int32_t id)
     return true;
 }
 
+void mh_h2_ended_add(struct mh_h2_ended *e, int32_t id)
+{
+    e->id[e->next] = id;
+    e->next = (uint8_t)((e->next + 1) % MH_H2_ENDED);
+}
+
+bool mh_h2_ended_has(const struct mh_h2_ended *e, int32_t id)
+{
+    for (unsigned i = 0; i < MH_H2_ENDED; i++)
+        if (e->id[i] == id)
+            return id != 0;
+    return false;
+}
+
 void mh_h2_acks_init(struct mh_h2_acks *a)
 {
     memset(a, 0, sizeof *a);

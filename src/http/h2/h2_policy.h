@@ -90,6 +90,28 @@ struct mh_h2_ids {
  */
 bool mh_h2_ids_headers(struct mh_h2_ids *ids, int32_t id);
 
+/* ---- streams the client ended --------------------------------------------------
+ *
+ * RFC 9113 §5.1, "closed": a frame after the client's own END_STREAM is a
+ * connection error STREAM_CLOSED, while frames after a RST_STREAM (either
+ * way) may have been in flight and are a stream error. nghttp2 keeps no
+ * closed stream (h2_conn.c, options()), so this record keeps the latest
+ * MH_H2_ENDED streams that closed after the client's END_STREAM. A stream
+ * closed longer ago is answered as a reset one: a stream error, never a
+ * connection error for a frame that may have been in flight.
+ */
+#define MH_H2_ENDED 16
+
+struct mh_h2_ended {
+    int32_t id[MH_H2_ENDED]; /* 0 = empty */
+    uint8_t next;            /* the slot the next stream overwrites */
+};
+
+/* Stream `id` closed after the client's END_STREAM. */
+void mh_h2_ended_add(struct mh_h2_ended *e, int32_t id);
+/* Whether `id` is among the latest streams recorded by mh_h2_ended_add. */
+bool mh_h2_ended_has(const struct mh_h2_ended *e, int32_t id);
+
 /* ---- the kept acknowledgement, and frame headers --------------------------------
  *
  * Follows the client's byte stream frame by frame (after the 24-byte

@@ -37,7 +37,7 @@ static const struct mh_http_limits *limits(const struct mh_h2_stream *s)
  */
 static void body_clock(struct mh_h2_stream *s)
 {
-    s->body_deadline = mh_conn_after(s->h2->c, limits(s)->body_timeout);
+    s->clock.body = mh_conn_after(s->h2->c, limits(s)->body_timeout);
 }
 
 /* Whether flow control lets the client send DATA on s now. */
@@ -243,33 +243,25 @@ void mh_h2_stream_head_done(struct mh_h2_stream *s, bool end_stream)
 
 /* ---- the handler's side ---------------------------------------------------- */
 
+/* The request is over for everyone above (mh_policy_end); its unread body goes. */
 static void end_request(struct mh_h2_stream *s)
 {
-    struct mh_req *r = &s->req;
-    struct mh_http_ctx *ctx = s->h2->c->h;
-    if (ctx->observe && !r->closed)
-        ctx->observe(ctx->ud, r);
-    if (r->on_end)
-        r->on_end(r);
-    r->on_end = NULL;
+    mh_policy_end(&s->req, s->h2->c);
+    s->clock = (struct mh_req_clock){0}; /* the stream's own deadlines (header, send) go on */
     s->in_handler = false;
     s->ended = true;
     /* body bytes nobody will read: give the window back */
     if (s->h2->session && !s->closed && s->unacked)
         nghttp2_session_consume(s->h2->session, s->id, s->unacked);
     s->unacked = 0;
-    s->h2->c->refs--; /* the handler's */
 }
 
 /* Answers without a handler (a bad head). */
 static void respond_bad(struct mh_h2_stream *s)
 {
-    struct mh_req *r = &s->req;
     char body[64];
-    snprintf(body, sizeof body, "%d %s\n", s->bad_status, mh_status_text(s->bad_status));
     s->in_handler = true;
-    s->h2->c->refs++;
-    mh_req_respond(r, s->bad_status, body);
+    mh_req_respond(&s->req, s->bad_status, mh_policy_status_body(s->bad_status, body, sizeof body));
 }
 
 void mh_h2_stream_start(struct mh_h2_stream *s)
@@ -279,10 +271,9 @@ void mh_h2_stream_start(struct mh_h2_stream *s)
         s->ended = true;
         return;
     }
-    s->req.started = ev_now(c->h->loop);
-    s->write_deadline = mh_conn_after(s->h2->c, limits(s)->write_timeout);
+    mh_policy_start(&s->req, &s->clock, c);
     if (s->req.body_state == MH_BODY_MORE) {
-        s->read_deadline = mh_conn_after(s->h2->c, limits(s)->read_timeout);
+        s->clock.read = mh_conn_after(c, limits(s)->read_timeout);
         body_clock(s);
     }
     if (s->bad_status) {
@@ -290,7 +281,6 @@ void mh_h2_stream_start(struct mh_h2_stream *s)
         return;
     }
     s->in_handler = true;
-    c->refs++; /* the handler's, dropped in end_request */
     mh_req_start(&s->req, c->root);
 }
 
@@ -343,7 +333,7 @@ void mh_h2_stream_body_end(struct mh_h2_stream *s)
     struct mh_req *r = &s->req;
     if (r->body_state == MH_BODY_MORE) {
         r->body_state = MH_BODY_NONE;
-        s->read_deadline = s->body_deadline = 0;
+        s->clock.read = s->clock.body = 0;
     }
     wake_body(s);
 }
@@ -466,10 +456,10 @@ static bool skipped_header(const char *name, size_t len)
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE})
 
 /*
- * Submits the head: :status, the model's pairs (names lowercased), the
- * server's fields, chosen as HTTP/1's serializer chooses them (response.c):
- * a HEAD answer keeps the Content-Length its body would have had. staged:
- * the body bytes the handler produced so far (dropped already for HEAD).
+ * Submits the head: :status, the server's fields (mh_response_fields: the
+ * same choice as HTTP/1's; a HEAD answer keeps the Content-Length its body
+ * would have had) and the model's pairs (names lowercased). staged: the
+ * body bytes the handler produced so far (dropped already for HEAD).
  */
 static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
 {
@@ -497,16 +487,15 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
             free(nv);
         return -1;
     }
-    if (!res->has_server)
-        nv[n++] = NV("server", "moonhttp", 8);
+    if (mh_response_adds_server(res))
+        nv[n++] = NV("server", MH_SERVER_NAME, sizeof MH_SERVER_NAME - 1);
     size_t dlen;
     const char *date = mh_http_date(h->c->h, &dlen); /* "Date: ...\r\n" */
     nv[n++] =
         (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, dlen - 8, NGHTTP2_NV_FLAG_NONE};
-    bool bodyless = mh_status_bodyless(res->status);
-    /* a switched stream's 200 (RFC 8441) starts another protocol's bytes, not content */
-    if (!res->has_type && !bodyless && !s->switched && (staged > 0 || !complete))
-        nv[n++] = NV("content-type", "text/plain; charset=utf-8", 25);
+    /* not on a switched stream's 200 (RFC 8441): raw bytes follow */
+    if (mh_response_adds_type(res, staged, complete, s->switched))
+        nv[n++] = NV("content-type", MH_DEFAULT_TYPE, sizeof MH_DEFAULT_TYPE - 1);
     i = 0;
     while (mh_response_pair(res, &i, &name, &nlen, &value, &vlen)) {
         if (skipped_header(name, nlen))
@@ -518,8 +507,8 @@ static int submit_head(struct mh_h2_stream *s, bool complete, uint64_t staged)
         nv[n++] =
             (nghttp2_nv){(uint8_t *)lower, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
     }
-    if (!bodyless && (res->has_length || complete)) {
-        uint64_t len = res->has_length ? res->declared_length : staged;
+    if (mh_response_adds_length(res, complete, false)) {
+        uint64_t len = mh_response_length(res, staged);
         int l = snprintf(length, sizeof length, "%llu", (unsigned long long)len);
         nv[n++] = NV("content-length", length, (size_t)l);
     }
@@ -537,22 +526,13 @@ static void h2_send(struct mh_req *r, bool complete)
     struct mh_response *res = &r->res;
     if (r->closed || s->closed || !s->h2->session) {
         if (complete) {
-            mh_req_run_filters(r, true);
-            mh_outq_clear(&res->body);
+            mh_policy_drop_response(r);
             end_request(s);
         }
         return;
     }
-    enum mh_body_state bs = r->body_state;
-    if (complete && (bs == MH_BODY_TOO_LARGE || bs == MH_BODY_STALLED) && !res->head_sent) {
-        static const char large[] = "request body too large\n";
-        static const char stalled[] = "408 Request Timeout: the request body stopped coming\n";
-        bool too_large = bs == MH_BODY_TOO_LARGE;
-        mh_response_reset(res);
-        res->status = too_large ? 413 : 408;
-        mh_outq_append(&res->body, too_large ? large : stalled,
-                       too_large ? sizeof large - 1 : sizeof stalled - 1);
-    }
+    if (complete)
+        mh_policy_answer(r);
     if (mh_req_run_filters(r, complete) < 0)
         goto reset;
     uint64_t staged = res->body.bytes;
@@ -581,10 +561,8 @@ static void h2_send(struct mh_req *r, bool complete)
     /* output waits for the client (its windows) from now: send_timeout runs until progress */
     if (!mh_outq_empty(&s->q) && !s->send_deadline)
         s->send_deadline = mh_conn_after(s->h2->c, limits(s)->send_timeout);
-    if (complete) {
-        s->write_deadline = s->read_deadline = s->body_deadline = 0;
+    if (complete)
         end_request(s);
-    }
     mh_h2_want_write(s->h2);
     return;
 reset:
@@ -634,12 +612,7 @@ static int h2_want_body(struct mh_req *r, bool all)
         body_clock(s); /* the window may have opened: the client's clock starts again */
         mh_h2_want_write(s->h2);
     }
-    if (!s->req.body_asked) {
-        s->req.body_asked = true;
-        if (r->body_state == MH_BODY_MORE && s->has_length &&
-            r->head.content_length > s->req.max_body)
-            r->body_state = MH_BODY_TOO_LARGE;
-    }
+    mh_policy_first_ask(r, s->has_length);
     if (all && !s->body_want_all && s->unacked && s->h2->session) {
         nghttp2_session_consume(s->h2->session, s->id, s->unacked);
         s->unacked = 0;
@@ -670,7 +643,7 @@ static int h2_upgrade(struct mh_req *r)
     r->max_body = UINT64_MAX;
     r->body_asked = true;
     s->switched = true;
-    s->read_deadline = s->write_deadline = s->body_deadline = 0;
+    s->clock.read = s->clock.write = s->clock.body = 0;
     mh_h2_update_deadline(s->h2);
     return 0;
 }
@@ -690,14 +663,14 @@ static uint64_t h2_pending(const struct mh_req *r)
 static void h2_set_read_timeout(struct mh_req *r, double seconds)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    s->read_deadline = mh_conn_after(s->h2->c, seconds);
+    s->clock.read = mh_conn_after(s->h2->c, seconds);
     mh_h2_update_deadline(s->h2);
 }
 
 static void h2_set_write_timeout(struct mh_req *r, double seconds)
 {
     struct mh_h2_stream *s = mh_h2_stream_of(r);
-    s->write_deadline = mh_conn_after(s->h2->c, seconds);
+    s->clock.write = mh_conn_after(s->h2->c, seconds);
     mh_h2_update_deadline(s->h2);
 }
 
@@ -715,11 +688,8 @@ ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
 {
     if (s->closed)
         return 0;
-    ev_tstamp at =
-        mh_conn_earliest(mh_conn_earliest(s->header_deadline, s->write_deadline), s->send_deadline);
-    if (s->req.body_state == MH_BODY_MORE && s->in_handler)
-        at = mh_conn_earliest(at, mh_conn_earliest(s->read_deadline, s->body_deadline));
-    return at;
+    ev_tstamp at = mh_conn_earliest(s->header_deadline, s->send_deadline);
+    return mh_conn_earliest(at, mh_policy_due(&s->req, &s->clock, true));
 }
 
 /*
@@ -734,15 +704,7 @@ ev_tstamp mh_h2_stream_deadline(const struct mh_h2_stream *s)
  */
 static void body_stalled(struct mh_h2_stream *s)
 {
-    struct mh_req *r = &s->req;
-    bool answer = !r->res.head_sent && s->body_wanted;
-    mh_log(MH_LOG_INFO, /* as HTTP/1's (conn.c body_stalled) */
-           "fd %d: stream %d: body timeout: no request body bytes for %g s (%llu received); %s",
-           s->h2->c->fd, s->id, limits(s)->body_timeout, (unsigned long long)r->body_received,
-           answer ? "408" : "RST_STREAM");
-    r->body_state = MH_BODY_STALLED;
-    s->body_deadline = s->read_deadline = 0;
-    if (answer)
+    if (mh_policy_body_stalled(&s->req, &s->clock, s->h2->c, s->id, s->body_wanted))
         wake_body(s);
     else
         nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
@@ -750,11 +712,8 @@ static void body_stalled(struct mh_h2_stream *s)
 
 void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now)
 {
-    struct mh_req *r = &s->req;
-    nghttp2_session *session = s->h2->session;
-    bool write_due = s->write_deadline && now >= s->write_deadline;
-    if (s->body_deadline && now >= s->body_deadline && r->body_state == MH_BODY_MORE &&
-        s->in_handler && !write_due) {
+    switch (mh_policy_late(&s->req, &s->clock, true, now)) {
+    case MH_LATE_BODY_STALLED:
         if (client_may_send(s)) {
             body_stalled(s);
             return;
@@ -763,19 +722,21 @@ void mh_h2_stream_on_timer(struct mh_h2_stream *s, ev_tstamp now)
         ev_tstamp d = mh_h2_stream_deadline(s);
         if (!d || now < d)
             return;
-    }
-    if (s->read_deadline && now >= s->read_deadline && r->body_state == MH_BODY_MORE &&
-        (!s->write_deadline || now < s->write_deadline)) {
+        break; /* the head's or the output's deadline passed too */
+    case MH_LATE_BODY:
         /* the body is late: the handler hears "timeout" and may still answer */
-        r->body_state = MH_BODY_TIMEOUT;
-        s->read_deadline = 0;
+        mh_policy_body_late(&s->req, &s->clock);
         wake_body(s);
         return;
+    case MH_LATE_RESPONSE:
+    case MH_LATE_NONE: /* the head's deadline or the output's (send_timeout) */
+        break;
     }
     mh_log(MH_LOG_DEBUG, "fd %d: stream %d: %s timed out", s->h2->c->fd, s->id,
            s->head_done ? "response" : "request head");
-    s->header_deadline = s->write_deadline = s->read_deadline = s->send_deadline = 0;
-    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    s->header_deadline = s->send_deadline = 0;
+    s->clock.write = s->clock.read = 0;
+    nghttp2_submit_rst_stream(s->h2->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
 }
 
 static const struct mh_req_ops h2_ops = {

@@ -94,6 +94,21 @@ static void test_ids(void)
         CHECK(mh_h2_ids_headers(&high, id));
 }
 
+static void test_ended(void)
+{
+    struct mh_h2_ended e = {0};
+    CHECK(!mh_h2_ended_has(&e, 0)); /* an empty slot is no stream */
+    CHECK(!mh_h2_ended_has(&e, 1));
+    mh_h2_ended_add(&e, 1);
+    CHECK(mh_h2_ended_has(&e, 1));
+    CHECK(!mh_h2_ended_has(&e, 3));
+    for (int32_t id = 3; id < 3 + 2 * MH_H2_ENDED; id += 2)
+        mh_h2_ended_add(&e, id);
+    CHECK(!mh_h2_ended_has(&e, 1)); /* the oldest is forgotten */
+    CHECK(mh_h2_ended_has(&e, 3));  /* the latest MH_H2_ENDED are kept */
+    CHECK(mh_h2_ended_has(&e, 1 + 2 * MH_H2_ENDED));
+}
+
 /* A frame header: length, type, flags, stream 0. */
 static size_t frame(uint8_t *p, uint32_t len, uint8_t type, uint8_t flags, uint32_t sid)
 {
@@ -181,6 +196,7 @@ int main(void)
     test_settings();
     test_flood();
     test_ids();
+    test_ended();
     test_acks();
     return unit_report();
 }

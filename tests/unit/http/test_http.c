@@ -1,7 +1,7 @@
 /* Response heads byte for byte, header pairs and validation, request targets. */
 #include "outq.h"
 #include "request.h"
-#include "response.h"
+#include "h1_response.h"
 #include "unit.h"
 
 #include <stdio.h>
@@ -27,8 +27,8 @@ static char *emit(struct mh_response *r, uint8_t minor, bool head, bool keep, bo
 {
     static struct mh_outq out;
     mh_outq_clear(&out);
-    struct mh_head_ctx ctx = {DATE, sizeof DATE - 1, minor, head, keep, false};
-    CHECK(mh_response_emit(r, &out, &ctx, complete) == 0);
+    struct mh_h1_head_ctx ctx = {DATE, sizeof DATE - 1, minor, head, keep, false};
+    CHECK(mh_h1_response_emit(r, &out, &ctx, complete) == 0);
     return flatten(&out);
 }
 

@@ -7,6 +7,7 @@
  * filters, writes after the stream is gone, and dispatch to typed handlers.
  */
 #include "dispatch.h"
+#include "h1_response.h"
 #include "req.h"
 #include "router.h"
 #include "unit.h"
@@ -40,8 +41,9 @@ static void t_send(struct mh_req *r, bool complete)
         return;
     }
     CHECK(mh_req_run_filters(r, complete) == 0);
-    struct mh_head_ctx ctx = {DATE, sizeof DATE - 1, 1, r->head.method == HTTP_HEAD, true, false};
-    CHECK(mh_response_emit(&r->res, &t->wire, &ctx, complete) == 0);
+    struct mh_h1_head_ctx ctx = {DATE, sizeof DATE - 1, 1, r->head.method == HTTP_HEAD, true,
+                                 false};
+    CHECK(mh_h1_response_emit(&r->res, &t->wire, &ctx, complete) == 0);
     t->finished += complete;
 }
 
