@@ -63,21 +63,7 @@ STAMP=$(date +%Y%m%d-%H%M%S)
 OUT=$ROOT/bench/results/conns-$STAMP
 mkdir -p "$OUT"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moonhttp-conns.XXXXXX")
-CLIENT_PID=""
-stop_client() {
-    [ -n "$CLIENT_PID" ] || return 0
-    kill -TERM "$CLIENT_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$CLIENT_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$CLIENT_PID" 2>/dev/null || true
-    wait "$CLIENT_PID" 2>/dev/null || true
-    CLIENT_PID=""
-}
-cleanup() {
-    stop_client
-    stop_server
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+trap cleanup_bench EXIT
 trap 'exit 130' INT TERM
 
 cc -O2 -Wall -o "$WORK/clients" bench/conns/clients.c
@@ -101,19 +87,19 @@ idle_one() {
     sleep 1
     before=$(tree_rss_kb "$SERVER_PID")
     taskset -c $CLIENT_CPU "$WORK/clients" idle "$port" "$IDLE_N" 60 >"$OUT/$s-idle-client.txt" 2>&1 &
-    CLIENT_PID=$!
+    CLIENT_PIDS=$!
     ready=""
     for _ in $(seq 1200); do
         ready=$(grep '^READY' "$OUT/$s-idle-client.txt" || true)
         [ -n "$ready" ] && break
-        kill -0 "$CLIENT_PID" 2>/dev/null || break
+        kill -0 "$CLIENT_PIDS" 2>/dev/null || break
         sleep 0.1
     done
     sleep 2 # let the server settle (deferred frees, GC steps)
     with=$(tree_rss_kb "$SERVER_PID")
     hwm_with=$(tree_rss_kb "$SERVER_PID" VmHWM)
     estab=$(established "$port")
-    stop_client
+    stop_clients
     done_line=$(grep '^DONE' "$OUT/$s-idle-client.txt" || true)
     sleep 3
     after=$(tree_rss_kb "$SERVER_PID")
@@ -134,7 +120,7 @@ slow_one() {
     if [ "$mode" = slow ]; then
         taskset -c $CLIENT_CPU "$WORK/clients" slowloris "$port" "$SLOW_N" $((DURATION + 20)) \
             >"$OUT/slowloris-r$round.txt" 2>&1 &
-        CLIENT_PID=$!
+        CLIENT_PIDS=$!
         # Past the first read_header_timeout (5 s): the cut/reconnect cycle is
         # in its steady state before wrk starts.
         sleep 7
@@ -145,7 +131,7 @@ slow_one() {
     estab_before=$(established "$port")
     row=$(wrk_measure "$OUT/wrk-r$round-$mode.txt" -t1 -c100 -d"${DURATION}s" --latency "http://127.0.0.1:$port/api/users")
     if [ "$mode" = slow ]; then
-        stop_client
+        stop_clients
         slowline=$(grep '^final' "$OUT/slowloris-r$round.txt" || true)
     fi
     stop_server

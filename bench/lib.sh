@@ -271,6 +271,26 @@ wrk_measure() {
         }'
 }
 
+# Client processes a bench started (pids, space-separated): stop_clients
+# ends them (TERM, up to 5 s, then KILL). cleanup_bench is the EXIT trap of
+# a bench with clients: them, the server, then $WORK.
+CLIENT_PIDS=""
+stop_clients() {
+    local p
+    for p in $CLIENT_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in $CLIENT_PIDS; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    CLIENT_PIDS=""
+}
+cleanup_bench() {
+    stop_clients
+    stop_server
+    rm -rf "$WORK"
+}
+
 # VmRSS (or the field given second, e.g. VmHWM: peak RSS) in KiB summed over
 # a process tree.
 tree_rss_kb() {

@@ -129,6 +129,12 @@ local cases = {
   { "obs-fold in a trailer (HTAB)", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\n\tz\r\n\r\n", 400 },
   { "a trailer section starting with whitespace", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n X: y\r\n\r\n", 400 },
   { "two trailers, CRLF each", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\nZ: w\r\n\r\n", 200, keep = true, body = "abc" },
+  -- issue 43: fields a trailer may not carry (RFC 9110 §6.5.1, RFC 9112 §7.1.2). Transfer-Encoding
+  -- there is refused for that request with the server's 400 (the handler's req:body() had
+  -- "connection closed"); Connection is ignored (the next request was llhttp's 400 after an
+  -- answer that did not say close)
+  { "Transfer-Encoding in a trailer", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, body = "400 Bad Request: malformed request body\n" },
+  { "Connection: close in a trailer, then a pipelined GET", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nConnection: close\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", { 200, 200 }, keep = true },
   { "chunked, then a pipelined GET", "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\n\r\nGET /hello HTTP/1.1\r\nHost: a\r\n\r\n", { 200, 200 }, keep = true },
   -- RFC 9112 §6.1: Transfer-Encoding on HTTP/1.0 means faulty framing: answered, then closed
   { "HTTP/1.0 chunked with keep-alive is closed after the answer", "POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", 200, body = "abc", conn = "close" },

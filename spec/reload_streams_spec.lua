@@ -1,12 +1,15 @@
--- SIGHUP and the long-lived requests of the old code: WebSockets are closed
--- with 1001 and streams hear "stopping", with one worker (the generation is
--- swapped in place) as with several (old workers stop); the new code serves on.
+-- SIGHUP and the long-lived requests of the old code without a drain
+-- window (drain_timeout 0, drain_spread 0; spec/drain_spec.lua has the
+-- window): WebSockets are closed with 1001 and streams hear "stopping" at
+-- once, with one worker (the generation is swapped in place) as with several
+-- (old workers stop); the new code serves on.
 local H = require "helper"
 local W = require "helpers.ws"
 local O = require "ops_helper"
 local socket = require "socket"
 
 local KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+local NO_DRAIN = { "--drain-timeout", "0", "--drain-spread", "0" }
 
 -- VERSION is rewritten on disk before each SIGHUP.
 local APP = [[
@@ -106,7 +109,7 @@ describe("SIGHUP with one worker", function()
   before_each(function()
     path = H.tmpname("-app.lua")
     write_app(path, "v1")
-    srv = H.start(path)
+    srv = H.start(path, { flags = NO_DRAIN })
   end)
   after_each(function()
     assert.equal(0, srv:stop())
@@ -221,7 +224,7 @@ describe("SIGHUP with two workers", function()
   it("still closes the old workers' WebSockets with 1001 and ends their streams", function()
     local path = H.tmpname("-app.lua")
     write_app(path, "v1")
-    local srv = H.start(path, { flags = { "--workers", "2" } })
+    local srv = H.start(path, { flags = { "--workers", "2", table.unpack(NO_DRAIN) } })
     assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
     local c, first = open_ws(srv)
     assert.equal("v1", first)

@@ -162,6 +162,9 @@ function M.log(level, ...) core.log(level, ...) end
 -- True once the server was asked to stop (SIGTERM): during shutdown_delay it
 -- still serves, so a health check answering 503 lets a balancer drain it.
 function M.stopping() return core.stopping() end
+-- True in code a reload replaced while its WebSockets and streams drain (drain_timeout):
+-- tell clients to reconnect; the new code serves them.
+function M.draining() return core.draining() end
 
 -- This worker's slot, 1..workers: a worker restarted or replaced by a reload
 -- gets its predecessor's number. nil while the script loads (in the master).

@@ -18,6 +18,12 @@ void mh_buf_pool_destroy(struct mh_buf_pool *p)
     p->n = p->cap = 0;
 }
 
+void mh_buf_pool_trim(struct mh_buf_pool *p, size_t keep)
+{
+    while (p->n > keep)
+        free(p->items[--p->n]);
+}
+
 int mh_buf_acquire(struct mh_buf *b, struct mh_buf_pool *p)
 {
     if (b->data)

@@ -25,6 +25,8 @@ struct mh_buf_pool {
 
 void mh_buf_pool_init(struct mh_buf_pool *p, size_t max_cached);
 void mh_buf_pool_destroy(struct mh_buf_pool *p);
+/* Frees cached allocations past the first `keep` (memory back after a spike). */
+void mh_buf_pool_trim(struct mh_buf_pool *p, size_t keep);
 
 /* Gives b a pooled MH_BUF_CHUNK allocation if it has none. -1 on OOM. */
 int mh_buf_acquire(struct mh_buf *b, struct mh_buf_pool *p);

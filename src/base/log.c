@@ -11,11 +11,6 @@ bool mh_log_json = false;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-const char *mh_log_level_name(enum mh_log_level level)
-{
-    return level_names[level];
-}
-
 int mh_log_level_parse(const char *s)
 {
     for (int i = 0; i <= MH_LOG_DEBUG; i++)

@@ -15,7 +15,6 @@ void mh_log(enum mh_log_level level, const char *fmt, ...) __attribute__((format
 void mh_logv(enum mh_log_level level, const char *fmt, va_list ap);
 /* Parses "error", "warn", "info", "debug"; returns -1 for anything else. */
 int mh_log_level_parse(const char *s);
-const char *mh_log_level_name(enum mh_log_level level);
 
 #define mh_log_enabled(level) ((level) <= mh_log_threshold)
 

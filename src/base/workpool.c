@@ -18,7 +18,7 @@ struct mh_workpool {
     struct mh_work *queue, *queue_tail; /* waiting for a thread */
     struct mh_work *finished;           /* run, waiting for done() on the loop */
     pthread_t *threads;
-    unsigned nthreads, max_threads, idle, pending;
+    unsigned nthreads, max_threads, idle;
     bool stopping;
 };
 
@@ -80,7 +80,6 @@ static void on_async(struct ev_loop *loop, ev_async *a, int revents)
     }
     while (ordered) {
         struct mh_work *next = ordered->_next;
-        p->pending--;
         ordered->done(ordered);
         ordered = next;
     }
@@ -137,15 +136,9 @@ int mh_workpool_submit(struct mh_workpool *p, struct mh_work *w)
     else
         p->queue = w;
     p->queue_tail = w;
-    p->pending++;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     return 0;
-}
-
-unsigned mh_workpool_pending(struct mh_workpool *p)
-{
-    return p->pending;
 }
 
 void mh_workpool_free(struct mh_workpool *p)

@@ -32,9 +32,6 @@ struct mh_workpool *mh_workpool_new(struct ev_loop *loop, unsigned nthreads);
  */
 int mh_workpool_submit(struct mh_workpool *p, struct mh_work *w);
 
-/* Jobs queued or running now (for logs and tests). */
-unsigned mh_workpool_pending(struct mh_workpool *p);
-
 /*
  * Stops the threads after the jobs they are running (queued ones never
  * run), calls done() for every job still held, run or not, and frees the

@@ -40,6 +40,8 @@ struct route_slot {
 struct worker_slot {
     int32_t pid;
     uint64_t open, idle;
+    uint32_t ndraining;
+    struct mh_metrics_draining draining[MH_METRICS_DRAIN_GENS];
 };
 
 struct mh_metrics {
@@ -163,31 +165,45 @@ void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what)
     ADD(&m->guards[what], 1);
 }
 
+/* pid's slot, claimed if it has none yet; NULL when all are taken. */
+static struct worker_slot *slot_of(struct mh_metrics *m, pid_t pid)
+{
+    for (size_t i = 0; i < NWORKER_SLOTS; i++)
+        if (LOAD(&m->workers[i].pid) == pid)
+            return &m->workers[i];
+    for (size_t i = 0; i < NWORKER_SLOTS; i++) {
+        int32_t expect = 0;
+        if (__atomic_compare_exchange_n(&m->workers[i].pid, &expect, (int32_t)pid, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return &m->workers[i];
+    }
+    return NULL;
+}
+
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle)
 {
-    struct worker_slot *free_slot = NULL;
-    for (size_t i = 0; i < NWORKER_SLOTS; i++) {
-        struct worker_slot *w = &m->workers[i];
-        int32_t p = LOAD(&w->pid);
-        if (p == pid) {
-            __atomic_store_n(&w->open, open, __ATOMIC_RELAXED);
-            __atomic_store_n(&w->idle, idle, __ATOMIC_RELAXED);
-            return;
-        }
-        if (p == 0 && !free_slot)
-            free_slot = w;
+    struct worker_slot *w = slot_of(m, pid);
+    if (!w)
+        return;
+    __atomic_store_n(&w->open, open, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->idle, idle, __ATOMIC_RELAXED);
+}
+
+void mh_metrics_publish_draining(struct mh_metrics *m, pid_t pid,
+                                 const struct mh_metrics_draining *d, size_t n)
+{
+    struct worker_slot *w = slot_of(m, pid);
+    if (!w)
+        return;
+    if (n > MH_METRICS_DRAIN_GENS)
+        n = MH_METRICS_DRAIN_GENS;
+    /* A scrape meanwhile may see a mix of two publications: a gauge, fine. */
+    __atomic_store_n(&w->ndraining, 0, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < n; i++) {
+        __atomic_store_n(&w->draining[i].generation, d[i].generation, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->draining[i].conns, d[i].conns, __ATOMIC_RELAXED);
     }
-    for (size_t i = 0; i < NWORKER_SLOTS; i++) {
-        struct worker_slot *w = &m->workers[i];
-        int32_t expect = 0;
-        if (__atomic_compare_exchange_n(&w->pid, &expect, (int32_t)pid, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE)) {
-            __atomic_store_n(&w->open, open, __ATOMIC_RELAXED);
-            __atomic_store_n(&w->idle, idle, __ATOMIC_RELAXED);
-            return;
-        }
-    }
-    (void)free_slot;
+    __atomic_store_n(&w->ndraining, (uint32_t)n, __ATOMIC_RELEASE);
 }
 
 void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid)
@@ -199,6 +215,7 @@ void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid)
         if (LOAD(&w->pid) == pid) {
             __atomic_store_n(&w->open, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&w->idle, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&w->ndraining, 0, __ATOMIC_RELAXED);
             __atomic_store_n(&w->pid, 0, __ATOMIC_RELEASE);
         }
     }
@@ -290,6 +307,37 @@ static void render_routes(struct mh_metrics *m, struct mh_buf *out, int part)
     render_route(&m->other, out, part);
 }
 
+/* moonhttp_connections_draining: the workers' counts summed by generation. */
+static void render_draining(struct mh_metrics *m, struct mh_buf *out)
+{
+    struct mh_metrics_draining sum[64];
+    size_t nsum = 0;
+    for (size_t i = 0; i < NWORKER_SLOTS; i++) {
+        struct worker_slot *w = &m->workers[i];
+        if (!LOAD(&w->pid))
+            continue;
+        uint32_t n = __atomic_load_n(&w->ndraining, __ATOMIC_ACQUIRE);
+        for (uint32_t k = 0; k < n && k < MH_METRICS_DRAIN_GENS; k++) {
+            uint64_t gen = LOAD(&w->draining[k].generation), conns = LOAD(&w->draining[k].conns);
+            size_t j = 0;
+            while (j < nsum && sum[j].generation != gen)
+                j++;
+            if (j == nsum) {
+                if (nsum == sizeof sum / sizeof sum[0])
+                    continue;
+                sum[nsum++] = (struct mh_metrics_draining){.generation = gen};
+            }
+            sum[j].conns += conns;
+        }
+    }
+    mh_buf_append_str(out, "# HELP moonhttp_connections_draining Connections still open on code a "
+                           "reload replaced (drain_timeout), by its generation (0: the start, "
+                           "then one per reload).\n# TYPE moonhttp_connections_draining gauge\n");
+    for (size_t j = 0; j < nsum; j++)
+        appendf(out, "moonhttp_connections_draining{generation=\"%llu\"} %llu\n",
+                (unsigned long long)sum[j].generation, (unsigned long long)sum[j].conns);
+}
+
 int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, struct mh_buf *out)
 {
     size_t start = out->len;
@@ -315,6 +363,7 @@ int mh_metrics_render(struct mh_metrics *m, size_t own_open, size_t own_idle, st
             "moonhttp_connections{state=\"open\"} %llu\n"
             "moonhttp_connections{state=\"idle\"} %llu\n",
             (unsigned long long)open, (unsigned long long)idle);
+    render_draining(m, out);
     appendf(out,
             "# HELP moonhttp_workers Worker processes serving.\n"
             "# TYPE moonhttp_workers gauge\nmoonhttp_workers %llu\n",

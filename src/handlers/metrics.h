@@ -17,6 +17,7 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "buf.h"
@@ -82,6 +83,20 @@ void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what);
 /* A worker's connection gauges; a worker that exited is forgotten by its master. */
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle);
 void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid);
+
+/*
+ * Connections a worker keeps open for code a reload replaced (drain_timeout),
+ * by that code's generation (0: the start, then one per reload): at most
+ * MH_METRICS_DRAIN_GENS generations per worker, the gauge
+ * moonhttp_connections_draining{generation}.
+ */
+#define MH_METRICS_DRAIN_GENS 4
+struct mh_metrics_draining {
+    uint64_t generation;
+    uint64_t conns;
+};
+void mh_metrics_publish_draining(struct mh_metrics *m, pid_t pid,
+                                 const struct mh_metrics_draining *d, size_t n);
 
 /*
  * Appends the exposition text to out, publishing the calling worker's own

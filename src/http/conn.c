@@ -587,6 +587,18 @@ void mh_http_prepare(struct mh_http_ctx *h)
     }
 }
 
+void mh_http_trim(struct mh_http_ctx *h, size_t keep)
+{
+    struct mh_conn **pp = &h->_free;
+    for (size_t i = 0; *pp && i < keep; i++)
+        pp = &(*pp)->next;
+    while (*pp) {
+        struct mh_conn *c = *pp;
+        *pp = c->next;
+        conn_free(c);
+    }
+}
+
 bool mh_http_drained(const struct mh_http_ctx *h)
 {
     return h->nconns == 0 && !h->_closed;

@@ -113,6 +113,11 @@ struct mh_conn *mh_http_accept_transport(struct mh_http_ctx *h, const struct mh_
 
 /* From the loop's prepare watcher: writes pending output, frees closed connections. */
 void mh_http_prepare(struct mh_http_ctx *h);
+/*
+ * Frees the pooled connection objects (with their buffers and protocol
+ * state) past the first `keep`: the pool keeps what a spike left otherwise.
+ */
+void mh_http_trim(struct mh_http_ctx *h, size_t keep);
 /* Whether nothing is open or waiting to be freed (a graceful stop may end). */
 bool mh_http_drained(const struct mh_http_ctx *h);
 /* Connection counts, for metrics and logs. */

@@ -282,11 +282,6 @@ const struct mh_handler *mh_relay_inner(const struct mh_req *r)
     return relay_of(r)->inner;
 }
 
-const char *mh_relay_why(const struct mh_relay *x)
-{
-    return x->why;
-}
-
 void mh_relay_counts(const struct mh_relay *x, size_t *up, size_t *down)
 {
     *up = x->up_bytes;

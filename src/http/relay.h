@@ -51,8 +51,8 @@ extern const char MH_RELAY_IDLE[];            /* "idle" */
  * Starts relaying between r (switched, head flushed) and s (connected; its
  * input may already hold bytes the upstream sent after its 101: they go to
  * the client first). idle_timeout 0: never. on_done(ud, why) is called
- * once when the relay ends, from a loop callback or from inside this call
- * (check mh_relay_why after it returns). NULL when out of memory.
+ * once when the relay ends, from a loop callback or even from inside this
+ * call (before it returns x). NULL when out of memory.
  */
 struct mh_relay *mh_relay_start(struct mh_req *r, struct mh_socket *s, struct ev_loop *loop,
                                 double idle_timeout, size_t max_buffer, mh_relay_done_fn on_done,
@@ -64,9 +64,6 @@ struct mh_relay *mh_relay_start(struct mh_req *r, struct mh_socket *s, struct ev
  * handler's task, which then frees the relay.
  */
 const struct mh_handler *mh_relay_inner(const struct mh_req *r);
-
-/* Why the relay ended (one of the MH_RELAY_* strings), or NULL while it runs. */
-const char *mh_relay_why(const struct mh_relay *x);
 
 /* Bytes moved so far: client -> upstream, upstream -> client. */
 void mh_relay_counts(const struct mh_relay *x, size_t *up, size_t *down);

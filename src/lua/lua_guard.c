@@ -33,8 +33,8 @@ static struct {
 } wd;
 
 /* Signals whose arrival starts the forced-stop clock, and libev's handlers for them. */
-static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2};
-static struct sigaction chained[3];
+static int stop_signals[] = {SIGTERM, SIGINT, SIGUSR2, 0 /* MH_SIGNAL_RETIRE: not a constant */};
+static struct sigaction chained[4];
 
 static double clock_now(clockid_t clock)
 {
@@ -283,6 +283,7 @@ int mh_guard_start(struct ev_loop *loop, const struct mh_guard_opts *o, char *er
     struct itimerspec its = {{ns / 1000000000, ns % 1000000000},
                              {ns / 1000000000, ns % 1000000000}};
     timer_settime(wd.timer, 0, &its, NULL);
+    stop_signals[3] = MH_SIGNAL_RETIRE;
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
         struct sigaction stop;
         memset(&stop, 0, sizeof stop);
@@ -312,4 +313,10 @@ void mh_guard_stop(struct ev_loop *loop)
     for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
         sigaction(stop_signals[i], &chained[i], NULL);
     g->started = false;
+}
+
+void mh_guard_stop_after(double seconds)
+{
+    mh_guard.stop_after = seconds;
+    wd.stop_deadline = 0; /* the next tick starts the clock again, from its own now */
 }

@@ -52,6 +52,7 @@
  * find it, so it is the one process-wide object here.
  */
 #include <lua.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -225,5 +226,20 @@ struct mh_guard_opts {
 int mh_guard_start(struct ev_loop *loop, const struct mh_guard_opts *o, char *err, size_t errlen);
 /* Stops the watchdog (before the process exits normally). */
 void mh_guard_stop(struct ev_loop *loop);
+
+/*
+ * The master's word to a worker a reload replaced: drain, then stop. Its
+ * arrival starts the forced-stop clock like SIGTERM's, so a worker whose
+ * loop is stuck still ends within stop_after; a loop that takes it and
+ * drains moves the deadline (mh_guard_stop_after).
+ */
+#define MH_SIGNAL_RETIRE (SIGRTMIN + 4)
+
+/*
+ * The stop under way may take `seconds` from now (a drain's window, or
+ * shutdown_timeout when a stop cuts a drain short): the forced-stop clock
+ * starts again with it.
+ */
+void mh_guard_stop_after(double seconds);
 
 #endif

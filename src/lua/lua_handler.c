@@ -1,6 +1,7 @@
 #include "lua_handler.h"
 
 #include "dispatch.h"
+#include "log.h"
 #include "lua_errors.h"
 #include "lua_sched.h"
 #include "lua_type.h"
@@ -11,6 +12,7 @@
 #include "ws.h"
 
 #include <lauxlib.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define HANDLER_MT "moonhttp.Handler"
@@ -41,6 +43,11 @@ void mh_lua_app_init(struct mh_lua_app *a, struct mh_gen *const *current)
 {
     a->base.ops = &app_ops;
     a->current = current;
+}
+
+struct mh_gen *mh_lua_request_gen(const struct mh_req *r)
+{
+    return r->on_end == app_end ? r->owner : NULL;
 }
 
 /* ---- Lua functions as route handlers ------------------------------------- */
@@ -110,7 +117,7 @@ static void request_stopping(struct mh_req *r)
     }
     /* A handler waiting elsewhere (a channel, a Redis read, a sleep) hears "stopping". */
     if (h && h->ops == &route_ops && t)
-        mh_task_on_stopping(t);
+        mh_task_stop_stream(t);
 }
 
 /* r->owner is the generation the app dispatched r on (app_end drops it). */
@@ -120,11 +127,121 @@ static void request_of_gen_stopping(struct mh_req *r, void *gen)
         request_stopping(r);
 }
 
-/* g stops serving: its WebSockets close with 1001, its streams hear "stopping". */
+/* The process stops: generations a reload left draining stop with the current one. */
+static void older_gen_stopping(struct mh_req *r, void *gen)
+{
+    struct mh_gen *owner = r->owner;
+    if (owner && owner != gen && !mh_gen_stopping(owner))
+        mh_gen_stop(owner, MH_GEN_ASKED | MH_GEN_STOPPING);
+}
+
+/*
+ * ---- draining: a retired generation's long-lived requests ----------------
+ *
+ * For drain_window seconds they go on (a reload is no reconnect storm);
+ * then each one is stopped at its own moment of the next drain_spread
+ * seconds, a hash of the request and a per-generation seed: a few closes
+ * per tick instead of all in one, and clients reconnecting at the moments
+ * they were closed. The timer does not keep the generation: its last
+ * request's end frees it (mh_lua_handlers_free stops the timer).
+ */
+#define DRAIN_TICK 0.01 /* a close lands within 10 ms of its moment */
+
+static double drain_moment(const struct mh_gen *g, const struct mh_req *r)
+{
+    uint64_t x = (uint64_t)(uintptr_t)r ^ g->_drain_seed; /* splitmix64's finalizer */
+    x += 0x9e3779b97f4a7c15u;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    x ^= x >> 31;
+    return g->_drain_from + g->drain_spread * ((double)(x >> 11) / 9007199254740992.0);
+}
+
+struct drain_step {
+    struct mh_gen *g;
+    double upto; /* stop those whose moment is in (g->_drain_done, upto] */
+    size_t n;
+};
+
+static void drain_request(struct mh_req *r, void *ud)
+{
+    struct drain_step *s = ud;
+    if (r->owner != s->g)
+        return;
+    s->n++;
+    double at = drain_moment(s->g, r);
+    if (at > s->g->_drain_done && at <= s->upto)
+        request_stopping(r);
+}
+
+static void count_request(struct mh_req *r, void *ud)
+{
+    struct drain_step *s = ud;
+    if (r->owner == s->g)
+        s->n++;
+}
+
+static size_t gen_requests(struct mh_gen *g)
+{
+    struct drain_step s = {.g = g};
+    g->host->each_request(g->host, count_request, &s);
+    return s.n;
+}
+
+static void on_drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct mh_gen *g = w->data;
+    (void)revents;
+    double now = ev_now(loop);
+    mh_gen_ref(g); /* a stopped request may end the last other reference */
+    if (g->_drain_from == 0) {
+        g->_drain_from = now;
+        g->_drain_done = -1;
+        mh_log(MH_LOG_INFO,
+               "drain: the window of the code a reload replaced ended; closing its %zu requests "
+               "still open over %g s (drain_spread)",
+               gen_requests(g), g->drain_spread);
+    }
+    if (now >= g->_drain_from + g->drain_spread) {
+        mh_gen_stop(g, MH_GEN_STOPPING); /* what is left, and its subscriptions (stops w) */
+    } else {
+        struct drain_step s = {.g = g, .upto = now};
+        g->host->each_request(g->host, drain_request, &s);
+        g->_drain_done = now;
+    }
+    mh_gen_unref(g);
+}
+
+/*
+ * g's requests' part of a stop: retired with a drain, its long-lived
+ * requests go on and the drain's clock starts; stopping, its WebSockets
+ * close with 1001 and its streams hear "stopping" (and the process's stop
+ * ends the drains of older generations too).
+ */
 static void on_gen_stop(struct mh_gen *g, unsigned added)
 {
-    if ((added & MH_GEN_STOPPING) && g->host && g->host->each_request)
+    if (!g->host || !g->host->each_request)
+        return;
+    struct ev_loop *loop = mh_gen_loop(g);
+    if ((added & MH_GEN_DRAINING) && !(g->stop & MH_GEN_STOPPING)) {
+        g->_drain_seed = (uint64_t)(ev_time() * 1e6) ^ (uint64_t)(uintptr_t)g;
+        g->_drain_from = 0;
+        ev_timer_init(&g->_drain_timer, on_drain_tick, g->drain_window, DRAIN_TICK);
+        g->_drain_timer.data = g;
+        ev_timer_start(loop, &g->_drain_timer);
+        size_t n = gen_requests(g);
+        if (n)
+            mh_log(MH_LOG_INFO,
+                   "drain: the replaced code keeps its %zu requests open for up to %g s "
+                   "(drain_timeout)",
+                   n, g->drain_window);
+    }
+    if (added & MH_GEN_STOPPING) {
+        ev_timer_stop(loop, &g->_drain_timer);
         g->host->each_request(g->host, request_of_gen_stopping, g);
+        if (!(g->stop & MH_GEN_RETIRED))
+            g->host->each_request(g->host, older_gen_stopping, g);
+    }
 }
 
 /* ---- C handlers as Lua values -------------------------------------------- */
@@ -215,6 +332,7 @@ int mh_lua_handler_register(lua_State *L, struct mh_gen *g, int idx, bool pass_a
 
 void mh_lua_handlers_free(struct mh_gen *g)
 {
+    ev_timer_stop(mh_gen_loop(g), &g->_drain_timer);
     while (g->_lua_routes) {
         struct mh_lua_route *lr = g->_lua_routes;
         g->_lua_routes = lr->next;

@@ -52,6 +52,9 @@ int mh_lua_handler_register(lua_State *L, struct mh_gen *g, int idx, bool pass_a
 /* Frees the route handlers of a generation (before lua_close). */
 void mh_lua_handlers_free(struct mh_gen *g);
 
+/* The generation the app dispatched r on, or NULL (a request the app did not serve). */
+struct mh_gen *mh_lua_request_gen(const struct mh_req *r);
+
 /*
  * Registers core.is_handler into the table on top of L, the Handler
  * metatable, and the requests' part of the generation's stop (mh_gen_stop):

@@ -225,6 +225,17 @@ static int l_stopping(lua_State *L)
 }
 
 /*
+ * core.draining(): a reload replaced this code and its long-lived requests
+ * are draining (drain_timeout): a WebSocket or stream may ask its client to
+ * reconnect, to the new code.
+ */
+static int l_draining(lua_State *L)
+{
+    lua_pushboolean(L, mh_gen_draining(mh_gen_of(L)));
+    return 1;
+}
+
+/*
  * core.worker_id(): the serving worker's slot, 1..workers, or nil while the
  * script loads. A load runs in the master before the fork (and a reload
  * there again), so a number at load time would be one value copied into
@@ -294,6 +305,7 @@ static int open_core(lua_State *L)
         {"dev", l_dev},
         {"log", l_log},
         {"stopping", l_stopping},
+        {"draining", l_draining},
         {"worker_id", l_worker_id},
         {"metrics_handler", l_metrics_handler},
         {NULL, NULL},

@@ -84,6 +84,7 @@ static void task_put(struct mh_task *t)
     t->request = NULL;
     t->handoff = NULL;
     t->aborted = false;
+    t->stopped = false;
     t->req = NULL;
     t->res = NULL;
     t->wait = MH_WAIT_NONE;
@@ -684,7 +685,9 @@ void mh_task_on_abort(struct mh_task *t)
 bool mh_task_stream_stopping(const struct mh_task *t)
 {
     const struct mh_gen *g = t->gen;
-    return ((t->request && t->request->res.head_sent) || is_background(t)) && mh_gen_stopping(g);
+    if (is_background(t)) /* a retired generation's: the new code runs its own */
+        return (g->stop & (MH_GEN_RETIRED | MH_GEN_STOPPING)) != 0;
+    return t->request && t->request->res.head_sent && (t->stopped || mh_gen_stopping(g));
 }
 
 static int resume_stopping(struct mh_task *t, lua_State *co)
@@ -730,6 +733,12 @@ void mh_task_on_stopping(struct mh_task *t)
     t->wait = MH_WAIT_SLEEP;
     t->on_resume = resume_stopping;
     mh_task_wake(t);
+}
+
+void mh_task_stop_stream(struct mh_task *t)
+{
+    t->stopped = true;
+    mh_task_on_stopping(t);
 }
 
 /* ---- http.sleep, http.now, http.clock ------------------------------------ */
@@ -798,12 +807,13 @@ static int l_guard_back(lua_State *L)
 }
 
 /*
- * g's part of a stop (mh_gen_stop): its background tasks hear "stopping";
- * retired by a reload, those still running after shutdown_timeout are killed.
+ * g's part of a stop (mh_gen_stop): its background tasks hear "stopping"
+ * (retired, drain or not: the new code runs its own); retired by a reload,
+ * those still running after shutdown_timeout are killed.
  */
 static void on_gen_stop(struct mh_gen *g, unsigned added)
 {
-    if (added & MH_GEN_STOPPING)
+    if (added & (MH_GEN_STOPPING | MH_GEN_RETIRED))
         stop_background(g);
     if (added & MH_GEN_RETIRED)
         mh_task_retire_background(g, g->config->shutdown_timeout);

@@ -66,6 +66,7 @@ struct mh_task {
     struct mh_req *request;           /* NULL for a `run` script */
     const struct mh_handler *handoff; /* set by calling a C handler: it finishes the request */
     bool aborted;                     /* the request's stream went away */
+    bool stopped; /* its stream was stopped alone (a drain's spread): it hears "stopping" */
     enum mh_task_wait wait;
     mh_task_resume_fn on_resume;
     ev_timer timer;    /* sleep, and deferred resumes */
@@ -196,6 +197,12 @@ void mh_task_on_abort(struct mh_task *t);
  */
 void mh_task_on_stopping(struct mh_task *t);
 bool mh_task_stream_stopping(const struct mh_task *t);
+/*
+ * This streaming handler alone stops (a drained generation closes its
+ * streams one by one): from now on its waits answer nil, "stopping", as if
+ * its generation stopped, and one waiting now is woken with it.
+ */
+void mh_task_stop_stream(struct mh_task *t);
 
 /*
  * A generation retired by a reload: its background tasks (timer callbacks,

@@ -69,12 +69,20 @@ struct mh_gen_host {
  * - ASKED: a stop was asked for; it still serves (shutdown_delay), but
  *   http.stopping() is true, so health checks fail and balancers move away.
  * - RETIRED: a reload in place replaced it; new requests go to the newer one.
+ * - DRAINING: retired with a drain window (mh_gen_drain): its WebSockets,
+ *   streams and streaming responses go on until they end or the window
+ *   passes, and are then stopped one by one over the spread; http.draining()
+ *   is true in it and each WebSocket's on_drain callback runs.
  * - STOPPING: it serves nothing new: streaming handlers, channel receives
  *   and background tasks hear "stopping", WebSockets close with 1001.
+ *
+ * Background tasks (timer callbacks, light threads, on_start) of a retired
+ * generation hear "stopping" at once, drain or not: the new code runs its own.
  */
 #define MH_GEN_ASKED    1u
 #define MH_GEN_RETIRED  2u
 #define MH_GEN_STOPPING 4u
+#define MH_GEN_DRAINING 8u
 
 /*
  * A binding's part of a stop: called by mh_gen_stop with the flags just
@@ -138,9 +146,15 @@ struct mh_gen {
     int nroute_compress;         /* slots in route_compress */
     struct mh_task *_background; /* running timer callbacks, threads, on_start (lua_sched.c) */
     unsigned stop;          /* MH_GEN_ASKED | MH_GEN_RETIRED | MH_GEN_STOPPING, as reached */
+    uint64_t number;        /* 0: the start's, then the reload that loaded it (metrics) */
     mh_gen_stop_fn _stop_hooks[MH_GEN_MAX_STOP_HOOKS]; /* in the order the bindings opened */
     int _nstop_hooks;
     ev_timer _retire_timer; /* retired: kills what is left of _background */
+    /* MH_GEN_DRAINING: the window and spread it was given, and their clock (lua_handler.c). */
+    double drain_window, drain_spread;
+    double _drain_from, _drain_done; /* the spread began at; stopped up to (loop time) */
+    uint64_t _drain_seed;            /* each request's moment in the spread */
+    ev_timer _drain_timer;
     /* Tasks woken (mh_task_wake) and due to resume before the loop next blocks (lua_sched.c). */
     struct mh_task *_ready_head, *_ready_tail;
     ev_prepare _ready_prepare; /* resumes them */
@@ -202,6 +216,19 @@ void mh_gen_on_stop(struct mh_gen *g, mh_gen_stop_fn fn);
  * is harmless.
  */
 void mh_gen_stop(struct mh_gen *g, unsigned flags);
+
+/*
+ * A reload replaced g (RETIRED | DRAINING): its long-lived requests go on
+ * for `window` seconds, then close one by one at random moments over
+ * `spread` seconds; then it stops (STOPPING). 0 and 0: they stop at once.
+ */
+void mh_gen_drain(struct mh_gen *g, double window, double spread);
+
+/* http.draining(), ws:draining(): a reload retired this code with a drain window. */
+static inline bool mh_gen_draining(const struct mh_gen *g)
+{
+    return (g->stop & MH_GEN_DRAINING) != 0;
+}
 
 /* http.stopping(): a stop was asked for, or a reload replaced this code. */
 static inline bool mh_gen_stop_asked(const struct mh_gen *g)

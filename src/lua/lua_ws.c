@@ -1,6 +1,7 @@
 #include "lua_ws.h"
 
 #include "codec.h"
+#include "log.h"
 #include "lua_sched.h"
 #include "lua_opts.h"
 #include "lua_type.h"
@@ -228,6 +229,22 @@ static int l_ping(lua_State *L)
     return send_frame(L, u, MH_WS_PING, p, len);
 }
 
+/*
+ * ws:on_drain(fn): fn(ws) runs in a light thread of its own when a reload
+ * retires this WebSocket's code with a drain window (drain_timeout), so the
+ * app can ask its client to reconnect; nil removes it. Set after the
+ * drain began, it runs at once.
+ */
+static int l_on_drain(lua_State *L);
+
+/* ws:draining() -> whether a reload retired the code serving this WebSocket (it drains). */
+static int l_draining(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    lua_pushboolean(L, u->gen && mh_gen_draining(u->gen));
+    return 1;
+}
+
 /* ws:close([code [, reason]]) -> true: starts the closing handshake (receive then ends). */
 static int l_close(lua_State *L)
 {
@@ -358,7 +375,7 @@ int mh_lua_ws_start(lua_State *L, struct mh_req *r)
                                            : "this protocol cannot switch to WebSocket");
         return 2;
     }
-    struct lws *u = lua_newuserdatauv(L, sizeof *u, 1);
+    struct lws *u = lua_newuserdatauv(L, sizeof *u, 2); /* 1: protocol, 2: on_drain */
     memset(u, 0, sizeof *u);
     u->anchor = LUA_NOREF;
     luaL_setmetatable(L, WS_MT);
@@ -381,6 +398,54 @@ int mh_lua_ws_start(lua_State *L, struct mh_req *r)
     return 1;
 }
 
+/* Runs u's on_drain function (its user value 2), if any, in a light thread: fn(ws). */
+static void run_on_drain(struct lws *u)
+{
+    lua_State *L = u->gen->L;
+    if (u->anchor == LUA_NOREF || !lua_checkstack(L, 3))
+        return;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, u->anchor);
+    if (lua_getiuservalue(L, -1, 2) != LUA_TFUNCTION) {
+        lua_pop(L, 2);
+        return;
+    }
+    lua_insert(L, -2); /* fn, ws */
+    if (!mh_task_new(u->gen, L, 1, MH_TASK_THREAD)) {
+        lua_pop(L, 2);
+        mh_log(MH_LOG_ERROR, "ws:on_drain: out of memory starting the callback");
+    }
+}
+
+static int l_on_drain(lua_State *L)
+{
+    struct lws *u = check_ws(L);
+    if (!lua_isnil(L, 2))
+        luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_settop(L, 2);
+    lua_setiuservalue(L, 1, 2);
+    if (u->ws && u->gen && mh_gen_draining(u->gen) && !lua_isnil(L, 2))
+        run_on_drain(u);
+    return 0;
+}
+
+static void drain_ws(struct mh_req *r, void *gen)
+{
+    struct mh_ws *ws = mh_ws_of(r);
+    if (ws && r->owner == gen && ws->ud) {
+        struct lws *u = ws->ud;
+        if (u->ws == ws && u->gen == gen)
+            run_on_drain(u);
+    }
+}
+
+/* A reload retired g with a drain window: each of its WebSockets' on_drain runs. */
+static void on_gen_stop(struct mh_gen *g, unsigned added)
+{
+    if ((added & MH_GEN_DRAINING) && !(g->stop & MH_GEN_STOPPING) && g->host &&
+        g->host->each_request)
+        g->host->each_request(g->host, drain_ws, g);
+}
+
 static int l_gc(lua_State *L)
 {
     struct lws *u = lua_touserdata(L, 1);
@@ -395,10 +460,13 @@ void mh_lua_ws_open(lua_State *L)
                                        {"send", l_send},
                                        {"ping", l_ping},
                                        {"close", l_close},
+                                       {"on_drain", l_on_drain},
+                                       {"draining", l_draining},
                                        {NULL, NULL}};
     static const luaL_Reg meta[] = {{"__tostring", l_tostring}, {"__gc", l_gc}, {NULL, NULL}};
     mh_lua_register_type(L, &(struct mh_lua_type){
                                 .name = WS_MT, .methods = methods, .index = l_index, .meta = meta});
+    mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
 }
 
 /* ---- for the client (lua/moonhttp/websocket.lua) ------------------------------------ */

@@ -112,11 +112,6 @@ void mh_socket_cancel(struct mh_socket *s)
     mh_socket_cancel_write(s);
 }
 
-bool mh_socket_writing(const struct mh_socket *s)
-{
-    return s->_wcb != NULL;
-}
-
 void mh_socket_free(struct mh_socket *s)
 {
     if (!s)
@@ -514,10 +509,4 @@ struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key)
     mh_socket_cancel(s);
     s->reused++;
     return s;
-}
-
-size_t mh_socket_pool_count(const struct mh_socket_pool *p, const char *key)
-{
-    const struct mh_socket_group *g = find_group(p, key);
-    return g ? g->n : 0;
 }

@@ -119,8 +119,6 @@ void mh_socket_cancel(struct mh_socket *s);
 void mh_socket_cancel_read(struct mh_socket *s);
 /* Stops the pending write; a fill goes on. */
 void mh_socket_cancel_write(struct mh_socket *s);
-/* Whether a write is pending (its callback has not run yet). */
-bool mh_socket_writing(const struct mh_socket *s);
 
 /* Idle connections of one loop, by key (host:port or a caller's pool name). */
 struct mh_socket_pool *mh_socket_pool_new(struct ev_loop *loop);
@@ -137,7 +135,5 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
                                double idle_timeout, size_t max);
 /* An idle socket for key (its `reused` counted), or NULL. */
 struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key);
-/* Idle sockets for key now. */
-size_t mh_socket_pool_count(const struct mh_socket_pool *p, const char *key);
 
 #endif

@@ -121,15 +121,20 @@ static void conf_unref(struct tls_conf *c)
         conf_free(c);
 }
 
+static void pool_trim(struct tls_conf *c, size_t keep)
+{
+    while (c->npool > keep) {
+        struct tls_session *s = c->pool;
+        c->pool = s->next_free;
+        c->npool--;
+        session_free(s);
+    }
+}
+
 static void conf_retire(struct tls_conf *c)
 {
     c->retired = true;
-    while (c->pool) { /* idle contexts are of no use any more */
-        struct tls_session *s = c->pool;
-        c->pool = s->next_free;
-        session_free(s);
-    }
-    c->npool = 0;
+    pool_trim(c, 0); /* idle contexts are of no use any more */
     conf_unref(c);
 }
 
@@ -312,6 +317,11 @@ void mh_tls_server_unref(struct mh_tls_server *s)
         return;
     conf_retire(s->conf);
     free(s);
+}
+
+void mh_tls_server_trim(struct mh_tls_server *s, size_t keep)
+{
+    pool_trim(s->conf, keep);
 }
 
 int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, char *err,

@@ -31,6 +31,8 @@ struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *
 void mh_tls_server_ref(struct mh_tls_server *s);
 /* Drops a reference; connections still open keep their configuration alive. */
 void mh_tls_server_unref(struct mh_tls_server *s);
+/* Frees the pooled idle TLS contexts past the first `keep` (memory back after a spike). */
+void mh_tls_server_trim(struct mh_tls_server *s, size_t keep);
 
 /*
  * Builds a configuration from `certs` and makes it the one new connections

@@ -252,9 +252,10 @@ static void retire_old_if_ready(struct master *m)
     for (size_t i = 0; i < m->nchildren; i++) {
         struct child *c = &m->children[i];
         if (c->retiring && !c->signaled) {
-            kill(c->pid, SIGUSR2); /* graceful stop without shutdown_delay */
+            kill(c->pid, MH_SIGNAL_RETIRE); /* stops accepting; its long-lived requests drain */
             c->signaled = true;
-            c->kill_at = ev_time() + m->config->shutdown_timeout + KILL_GRACE;
+            c->kill_at = ev_time() + m->config->drain_timeout + m->config->drain_spread +
+                         m->config->shutdown_timeout + KILL_GRACE;
         }
     }
 }
@@ -510,6 +511,7 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     m->gen = g;
     st->reloads++;
     st->last_failed = false;
+    g->number = st->reloads;
     for (size_t i = 0; i < m->nchildren; i++)
         m->children[i].retiring = true;
     m->owes_ready = m->reloading = true;

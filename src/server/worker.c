@@ -18,6 +18,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
@@ -89,24 +90,21 @@ static void on_idle_close(struct ev_loop *loop, ev_timer *t, int revents)
     mh_http_close_idle(&w->http);
 }
 
-void mh_worker_shutdown(struct mh_worker *w)
+/*
+ * Stops accepting and closes idle connections; what is in flight finishes
+ * within `deadline` seconds, then whatever is left is closed.
+ */
+static void stop_serving(struct mh_worker *w, double deadline)
 {
-    if (w->shutting_down)
-        return;
     w->shutting_down = w->stopping = true;
     w->http.shutting_down = true;
     if (ev_is_active(&w->delay_timer))
         ev_timer_stop(w->loop, &w->delay_timer);
-    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
-    /*
-     * Streaming handlers hear "stopping" from their next wait, so their loops
-     * end now. Older generations were stopped when a reload retired them.
-     */
-    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     w->nlisteners = 0;
     mh_acceptor_stop(&w->acceptor);
+    ev_timer_stop(w->loop, &w->trim_timer);
     if (w->metrics_listener.fd >= 0)
         mh_listener_close(&w->metrics_listener);
     /*
@@ -120,9 +118,44 @@ void mh_worker_shutdown(struct mh_worker *w)
         w->idle_close_timer.data = w;
         ev_timer_start(w->loop, &w->idle_close_timer);
     }
-    ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, w->config->shutdown_timeout, 0.);
+    ev_timer_init(&w->shutdown_timer, on_shutdown_timeout, deadline, 0.);
     w->shutdown_timer.data = w;
     ev_timer_start(w->loop, &w->shutdown_timer);
+}
+
+void mh_worker_shutdown(struct mh_worker *w)
+{
+    if (w->shutting_down && !w->draining)
+        return;
+    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
+    if (w->draining) {
+        /* A stop while a reload's drain runs: the drain ends now, within shutdown_timeout. */
+        w->draining = false;
+        mh_guard_stop_after(w->config->shutdown_timeout);
+        ev_timer_stop(w->loop, &w->shutdown_timer);
+        ev_timer_set(&w->shutdown_timer, w->config->shutdown_timeout, 0.);
+        ev_timer_start(w->loop, &w->shutdown_timer);
+    } else {
+        stop_serving(w, w->config->shutdown_timeout);
+    }
+    /*
+     * Streaming handlers hear "stopping" from their next wait, so their loops
+     * end now; older generations still draining stop with it.
+     */
+    mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
+}
+
+void mh_worker_retire(struct mh_worker *w)
+{
+    if (w->shutting_down)
+        return;
+    const struct mh_config *c = w->config;
+    mh_log(MH_LOG_INFO, "replaced by a reload: %zu connections open, draining", w->http.nconns);
+    w->draining = true;
+    /* The loop took the signal, so it is not stuck: the guard allows the drain's time. */
+    mh_guard_stop_after(c->drain_timeout + c->drain_spread + c->shutdown_timeout);
+    stop_serving(w, c->drain_timeout + c->drain_spread + c->shutdown_timeout);
+    mh_gen_drain(w->gen, c->drain_timeout, c->drain_spread);
 }
 
 static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
@@ -149,6 +182,13 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     ev_timer_init(&w->delay_timer, on_delay_done, w->config->shutdown_delay, 0.);
     w->delay_timer.data = w;
     ev_timer_start(loop, &w->delay_timer);
+}
+
+static void on_retire_signal(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)loop;
+    (void)revents;
+    mh_worker_retire(s->data);
 }
 
 /* systemd follows the reload from RELOADING=1 to READY=1, whatever its outcome. */
@@ -198,12 +238,16 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     /* A stop under way covers the new code too. */
     mh_gen_stop(g, (w->stopping ? MH_GEN_ASKED : 0) | (w->shutting_down ? MH_GEN_STOPPING : 0));
     /*
-     * The old code is stopped as a retiring worker's would be (several
-     * workers): its WebSockets are closed with 1001, its streams hear
-     * "stopping", http.stopping() turns true in it. Only its own requests:
-     * the new generation serves on.
+     * The old code drains as a retiring worker's does (several workers):
+     * its WebSockets and streams go on for drain_timeout, then close over
+     * drain_spread; http.stopping() and http.draining() turn true in it, its
+     * background tasks hear "stopping". Only its own requests: the new
+     * generation serves on, kept-alive connections' next requests too.
      */
-    mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
+    if (w->shutting_down)
+        mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
+    else
+        mh_gen_drain(old, w->config->drain_timeout, w->config->drain_spread);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
@@ -211,6 +255,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     mh_gen_unref(old);
     st->reloads++;
     st->last_failed = false;
+    g->number = st->reloads;
     /* Certificates are read again too; open connections keep the ones they started with. */
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
     offer_http2(w->config);
@@ -259,12 +304,37 @@ static void observe(void *ud, const struct mh_req *r)
     }
 }
 
+struct draining {
+    struct mh_metrics_draining gens[MH_METRICS_DRAIN_GENS];
+    size_t n;
+};
+
+static void count_draining(struct mh_req *r, void *ud)
+{
+    struct draining *d = ud;
+    const struct mh_gen *g = mh_lua_request_gen(r);
+    if (!g || !mh_gen_draining(g))
+        return;
+    size_t i = 0;
+    while (i < d->n && d->gens[i].generation != g->number)
+        i++;
+    if (i == d->n) {
+        if (d->n == MH_METRICS_DRAIN_GENS)
+            return; /* older reloads still draining: not shown */
+        d->gens[d->n++] = (struct mh_metrics_draining){.generation = g->number};
+    }
+    d->gens[i].conns++;
+}
+
 static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct mh_worker *w = t->data;
     (void)loop;
     (void)revents;
     mh_metrics_publish_conns(w->metrics, getpid(), w->http.nconns, w->http.idle.n);
+    struct draining d = {.n = 0};
+    mh_http_each_request(&w->http, count_draining, &d);
+    mh_metrics_publish_draining(w->metrics, getpid(), d.gens, d.n);
 }
 
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
@@ -348,11 +418,54 @@ static int on_accept(void *ud, struct mh_listener *l, int fd, const struct socka
 {
     struct mh_worker *w = ud;
     const struct mh_handler *root = l->serves ? l->serves : &w->app.base;
-    return mh_http_accept(&w->http, root, l->tls, fd, peer, plen) ? 0 : -1;
+    if (!mh_http_accept(&w->http, root, l->tls, fd, peer, plen))
+        return -1;
+    if (w->http.nconns > w->conns_peak)
+        w->conns_peak = w->http.nconns;
+    return 0;
+}
+
+/*
+ * Memory back after a spike. What a burst of connections took (their
+ * structs, buffers, TLS contexts, the pool's cached buffers) is freed when
+ * they close, but glibc keeps freed heap pages it cannot trim from the top,
+ * so the worker would stay at its peak for good (80 MB after 20,000 idle
+ * connections left, 10 MB before: bench/spike.sh). Once the open
+ * connections fell to half their peak, by at least MH_TRIM_DROP, and a
+ * second passed (a drop is usually many closes in a row), the pools keep
+ * a few connection objects, buffers and TLS contexts, and malloc_trim()
+ * hands the free pages back. A
+ * server whose connections churn below MH_TRIM_DROP never pays for it.
+ */
+#define MH_TRIM_DROP     256
+#define MH_TRIM_KEEP     16 /* connection objects, and buffers (16 KiB each) */
+#define MH_TRIM_KEEP_TLS 4  /* idle TLS contexts (with their records' buffers, ~40 KiB) */
+
+static void on_trim_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct mh_worker *w = t->data;
+    (void)loop;
+    (void)revents;
+    w->conns_peak = w->http.nconns;
+    mh_http_trim(&w->http, MH_TRIM_KEEP);
+    mh_buf_pool_trim(&w->bufs, MH_TRIM_KEEP);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (w->listeners[i].tls)
+            mh_tls_server_trim(w->listeners[i].tls, MH_TRIM_KEEP_TLS);
+    malloc_trim(0);
+}
+
+static void after_drop(struct mh_worker *w)
+{
+    size_t n = w->http.nconns;
+    if (w->conns_peak - n >= MH_TRIM_DROP && n <= w->conns_peak / 2 && !w->shutting_down &&
+        !ev_is_active(&w->trim_timer))
+        ev_timer_start(w->loop, &w->trim_timer);
 }
 
 static void on_conn_close(void *ud)
 {
+    after_drop(ud);
     mh_worker_maybe_resume_accept(ud);
 }
 
@@ -419,6 +532,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     /* again: http.server{} may have changed it after the first state was made */
     mh_guard_set_memory_limit((size_t)config->lua_memory_limit);
     mh_buf_pool_init(&w->bufs, 1024);
+    ev_timer_init(&w->trim_timer, on_trim_timer, 1.0, 0.0);
+    w->trim_timer.data = w;
     set_limits(&w->limits, config);
     mh_http_ctx_init(&w->http, loop, &w->limits, &w->bufs, &mh_http_protos);
     w->http.on_close = on_conn_close;
@@ -467,6 +582,9 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     ev_signal_start(loop, &w->sigusr2);
     if (fds) {
         signal(SIGHUP, SIG_IGN); /* the master reloads by replacing its workers */
+        ev_signal_init(&w->sigretire, on_retire_signal, MH_SIGNAL_RETIRE);
+        w->sigretire.data = w;
+        ev_signal_start(loop, &w->sigretire);
     } else if (config->mode == MH_MODE_SERVE) {
         ev_signal_init(&w->sighup, on_sighup, SIGHUP);
         w->sighup.data = w;
@@ -659,6 +777,7 @@ void mh_worker_destroy(struct mh_worker *w)
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
     mh_acceptor_stop(&w->acceptor);
+    ev_timer_stop(w->loop, &w->trim_timer);
     mh_http_ctx_destroy(&w->http);
     mh_buf_pool_destroy(&w->bufs);
     if (w->acceptor.reserve_fd >= 0)

@@ -50,18 +50,21 @@ struct mh_worker {
     struct mh_http_limits limits; /* from config, for the connections */
     struct mh_http_ctx http;      /* the connections */
     struct mh_buf_pool bufs;
+    size_t conns_peak;       /* the most connections open since memory was last given back */
+    ev_timer trim_timer;     /* gives memory back after a drop (worker.c, after_drop) */
     struct mh_lua_app app;   /* root handler of the listeners: newest generation */
     struct mh_gen_host host; /* what the generations see of the worker */
     struct mh_metrics_handler metrics_handler;
 
     ev_prepare prepare; /* flushes pending writes, frees closed connections */
-    ev_signal sigterm, sigint, sighup, sigusr2;
+    ev_signal sigterm, sigint, sighup, sigusr2, sigretire;
     ev_timer shutdown_timer;
     ev_timer delay_timer; /* shutdown_delay */
     ev_timer idle_close_timer;
     bool stopping;             /* a stop was asked for: http.stopping() is true */
     unsigned background_tasks; /* light threads, timer callbacks, on_start: a stop waits for them */
     bool shutting_down;        /* not accepting; finishing what is in flight */
+    bool draining;             /* ...replaced by a reload: its long-lived requests drain */
     bool script_done;          /* `run`: the script's task ended; leave once nothing else runs */
     bool leaving;              /* the worker ended its loop itself (see run_loop in worker.c) */
     int exit_code;
@@ -149,6 +152,14 @@ void mh_worker_destroy(struct mh_worker *w);
  * (what the master sends to workers it replaces), stops at once.
  */
 void mh_worker_shutdown(struct mh_worker *w);
+
+/*
+ * A reload replaced this worker (the master's MH_SIGNAL_RETIRE): it stops
+ * accepting, and its code drains (mh_gen_drain: WebSockets and streams go
+ * on for drain_timeout, then close over drain_spread); it leaves when its
+ * last connection has ended. A stop meanwhile ends the drain.
+ */
+void mh_worker_retire(struct mh_worker *w);
 
 void mh_worker_pause_accept(struct mh_worker *w);
 /* Resumes accepting if it was paused and there is room again. */

@@ -50,6 +50,8 @@ struct mh_config {
     double send_timeout;  /* no progress: between two successful writes */
     double idle_timeout;
     double shutdown_timeout;
+    double drain_timeout; /* a reload: how long the old code's long-lived requests go on */
+    double drain_spread;  /* ...and over how long those left are then closed */
     double once_start_timeout; /* worker.c: serving waits for once on_start functions */
     long max_header_bytes;
     long max_body_bytes;

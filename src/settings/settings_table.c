@@ -126,6 +126,21 @@ const struct mh_setting mh_settings[] = {
      .def = "10s",
      .max = DAY,
      .doc = "seconds in-flight requests get on graceful stop"},
+    {.name = "drain_timeout",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(drain_timeout),
+     .def = "5m",
+     .max = DAY,
+     .doc = "seconds a reload lets the replaced code's WebSockets, SSE streams and streaming "
+            "responses go on (http.draining() true, ws:on_drain runs) before they are closed; "
+            "0: closed at once"},
+    {.name = "drain_spread",
+     .type = MH_SETTING_DURATION,
+     .offset = OFF(drain_spread),
+     .def = "5s",
+     .max = 3600,
+     .doc = "seconds over which the connections still open when drain_timeout ends are closed, "
+            "each at a random moment, so their clients do not all reconnect at once"},
     {.name = "once_start_timeout",
      .type = MH_SETTING_DURATION,
      .offset = OFF(once_start_timeout),

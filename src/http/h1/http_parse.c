@@ -283,9 +283,21 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     return mh_buf_append(&c->req.body, at, len);
 }
 
+/*
+ * The end of a message. llhttp reads the trailer section's fields as it
+ * reads the head's, so a `Connection: close` there would end the
+ * connection after this message: the next pipelined request would be
+ * llhttp's error, a 400, after an answer that never said it would close.
+ * Connection is not a field a trailer may carry (RFC 9110 §6.5.1, RFC 9112
+ * §7.1.2): it is ignored, and the head alone says whether the connection
+ * stays. (A Transfer-Encoding there is llhttp's framing error: a 400 for
+ * this request, status_for_error.)
+ */
 static int on_message_complete(llhttp_t *p)
 {
     struct mh_h1 *c = conn_of(p);
+    if (c->trailer_prev >= 0 && c->req.head.keep_alive)
+        p->flags &= ~F_CONNECTION_CLOSE;
     c->pause = c->pause == MH_PAUSE_HEAD ? MH_PAUSE_BODILESS : MH_PAUSE_MESSAGE;
     return HPE_PAUSED;
 }
@@ -372,7 +384,8 @@ static int status_for_error(struct mh_h1 *c, llhttp_errno_t e)
     case HPE_INVALID_VERSION:
         return version_status(c);
     case HPE_INVALID_TRANSFER_ENCODING:
-        return 501;
+        /* in the trailer section: a field a trailer may not carry, not an unknown coding */
+        return c->trailer_prev >= 0 ? 400 : 501;
     default:
         return 400;
     }
