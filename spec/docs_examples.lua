@@ -358,6 +358,58 @@ E["docs/guide/websocket.md echo.lua"] = {
   end,
 }
 
+E["docs/guide/websocket.md ws_auth.lua"] = {
+  start = { flags = { "--workers", "2" } },
+  check = function(app)
+    local form = { ["Content-Type"] = "application/x-www-form-urlencoded" }
+    expect(app:request("POST", "/ws-ticket", {}, ""), 401, { error = "log in first" })
+    local res = expect(app:request("POST", "/login", form, "user=ann"), 204)
+    local cookie = res.headers["set-cookie"]:match("^([^;]+)")
+    -- the cookie: from the site's own page, or a client that sends no Origin
+    for _, origin in ipairs { "http://localhost:8080", false } do
+      local c, r = ws_open(app.port, "/live", { Cookie = cookie, Origin = origin or nil })
+      assert.equal(101, r.status)
+      assert.equal("hello ann", ws_text(c))
+      c:close()
+    end
+    -- another site's page with the user's cookie: refused
+    local _, r = ws_open(app.port, "/live", { Cookie = cookie, Origin = "https://evil.example" })
+    assert.equal(401, r.status)
+    -- a ticket: once
+    local ticket = cjson.decode(expect(app:request("POST", "/ws-ticket", { Cookie = cookie }, ""), 200).body).ticket
+    local c
+    c, r = ws_open(app.port, "/live?ticket=" .. ticket)
+    assert.equal(101, r.status)
+    assert.equal("hello ann", ws_text(c))
+    c:close()
+    _, r = ws_open(app.port, "/live?ticket=" .. ticket)
+    assert.equal(401, r.status)
+    _, r = ws_open(app.port, "/live?ticket=forged")
+    assert.equal(401, r.status)
+  end,
+}
+
+E["docs/guide/websocket.md rooms.lua"] = {
+  start = { flags = { "--workers", "2" } },
+  check = function(app)
+    local a = ws_open(app.port, "/rooms/lobby")
+    local b = ws_open(app.port, "/rooms/lobby")
+    local h = ws_open(app.port, "/rooms/help")
+    H.sleep(0.3) -- all subscribed
+    assert(a:send(W.frame(1, "hi lobby")))
+    assert.equal("hi lobby", ws_text(a))
+    assert.equal("hi lobby", ws_text(b))
+    assert(h:send(W.frame(1, "help me")))
+    assert.equal("help me", ws_text(h))
+    -- the help room's message never reached the lobby: the next one there is the lobby's own
+    assert(b:send(W.frame(1, "still lobby")))
+    assert.equal("still lobby", ws_text(a))
+    for _, c in ipairs { a, b, h } do c:close() end
+    local _, r = ws_open(app.port, "/rooms/anything")
+    assert.equal(404, r.status)
+  end,
+}
+
 E["docs/guide/websocket.md ticks.lua"] = {
   check = function(app)
     local res = expect(app:get("/ticks"), 200)
@@ -412,6 +464,18 @@ E["docs/guide/cluster.md limits.lua"] = {
     end
     expect(app:get("/", { ["X-Api-Key"] = "k1" }), 429, "Too Many Requests\n", { ["Retry-After"] = "1" })
     expect(app:get("/", { ["X-Api-Key"] = "k2" }), 200, "hello\n")
+  end,
+}
+
+E["docs/guide/cluster.md lobby.lua"] = {
+  redis = true,
+  replace = { ["redis://127.0.0.1:6379/0"] = "redis://127.0.0.1:{redis}/0" },
+  start = { flags = { "--workers", "2" } },
+  check = function(app)
+    local deadline = H.now() + 5
+    while app:get("/matchmaker").body ~= "token 1\n" and H.now() < deadline do H.sleep(0.05) end
+    expect(app:get("/matchmaker"), 200, "token 1\n")
+    expect(app:get("/instances"), 200, "1 instance(s), this one listed\n")
   end,
 }
 

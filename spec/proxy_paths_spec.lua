@@ -1,11 +1,12 @@
--- http.proxy's two paths agree (issue 37): without hooks, the heads are built
--- in C (src/lua/lua_proxy.c: core.proxy_request, core.proxy_response); with a
--- request or response hook, in Lua as tables (lua/moonhttp/proxy.lua). The
--- same requests go through both, over HTTP/1.1 and HTTP/2, and what the
--- upstream receives and the client gets back must match: the same fields
--- with the same values in the same order per name, the same spellings. The
--- C path also keeps the client's order of fields going up (the Lua path's
--- table has none).
+-- http.proxy's two paths agree (issue 37): without hooks, the heads go as
+-- text and straight into res; with a request or response hook, as tables
+-- through http.fetch (lua/moonhttp/proxy.lua). Both take their fields from
+-- the one copy of the rules, src/lua/lua_proxy.c (core.proxy_request,
+-- core.proxy_response). The same requests go through both, over HTTP/1.1 and
+-- HTTP/2, and what the upstream receives and the client gets back must
+-- match: the same fields with the same values in the same order per name,
+-- the same spellings. The plain path also keeps the client's order of fields
+-- going up (a hook's table has none).
 local H = require "helper"
 local socket = require "socket"
 local cjson = require "cjson"
@@ -43,6 +44,14 @@ local function route(set, hooked, target)
   end
   return function(req, res) return http.proxy(req, res, target, opts) end
 end
+-- a stand-in req (as moonhttp.cache hands one) whose field would split in two going up
+http.handle("/standin-bad", function(req, res)
+  local fake = { method = "GET", raw_path = "/s", query = "", host = "h", remote_addr = "127.0.0.1:9",
+    proto = "HTTP/1.1" }
+  function fake.header_list() return { "X-A", "a\r\nX-Injected: 1" } end
+  function fake.tls() return false end
+  return http.proxy(fake, res, ECHO)
+end)
 for set in pairs(SETS) do
   http.handle("/c/" .. set .. "/", route(set, false, ECHO), { max_body = "10m" })
   http.handle("/l/" .. set .. "/", route(set, true, ECHO), { max_body = "10m" })
@@ -104,6 +113,9 @@ local REQUESTS = {
     head = "POST %s/e HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" },
   { name = "a POST without a body",
     head = "POST %s/e HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" },
+  { name = "nine Connection fields (more than struct mh_hop keeps: joined)",
+    head = "GET %s/n HTTP/1.1\r\nHost: h\r\n" .. string.rep("Connection: x-a\r\n", 8)
+      .. "Connection: x-b, close\r\nX-A: 1\r\nX-B: 2\r\nX-C: 3\r\n\r\n" },
 }
 
 describe("http.proxy without hooks (C) and with them (Lua)", function()
@@ -155,6 +167,28 @@ describe("http.proxy without hooks (C) and with them (Lua)", function()
       if i % 2 == 1 and n:match("^X%-") and not n:match("^X%-Forwarded") then got[#got + 1] = n end
     end
     assert.equal(table.concat(names, " "), table.concat(got, " "))
+  end)
+
+  -- trusted: the client's X-Forwarded-For fields joined and extended where the first stood
+  it("extends a trusted X-Forwarded-For in place", function()
+    local text = raw(front.port, "GET /c/trust/x HTTP/1.1\r\nHost: h\r\nX-A: a\r\nX-Forwarded-For: 1.1.1.1\r\n"
+      .. "X-B: b\r\nx-forwarded-for: 2.2.2.2\r\nX-C: c\r\nConnection: close\r\n\r\n")
+    local _, _, body = response_list(text)
+    local got = {}
+    local list = cjson.decode(body).headers
+    for i = 1, #list, 2 do
+      if list[i]:match("^X%-[ABC]$") or list[i]:lower() == "x-forwarded-for" then
+        got[#got + 1] = list[i] .. ": " .. list[i + 1]
+      end
+    end
+    assert.equal("X-A: a|X-Forwarded-For: 1.1.1.1, 2.2.2.2, 127.0.0.1|X-B: b|X-C: c", table.concat(got, "|"))
+  end)
+
+  it("answers 400 for a stand-in req's field with CR, LF or NUL", function()
+    local text = raw(front.port, "GET /standin-bad HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    local status, _, body = response_list(text)
+    assert.truthy(status:match(" 400 "), text)
+    assert.equal("bad request\n", body)
   end)
 
   for _, set in ipairs({ "plain", "fwd" }) do

@@ -15,9 +15,6 @@ local M = {
   tcp = core.tcp,
   spawn = core.spawn,
   timer = core.timer,
-  every = core.every,
-  on_start = core.on_start,
-  server = core.server,
   files = core.files,
   shared = core.shared,
   channel = core.channel,
@@ -42,6 +39,68 @@ local M = {
   base64 = crypto.base64,
   hex = crypto.hex,
   html = { escape = require("moonhttp.webcore").html_escape },
+}
+
+-- The cluster setting and { once = "cluster" } (lua/moonhttp/cluster.lua, docs/guide/cluster.md).
+local cluster = require "moonhttp.cluster"
+
+-- http.server{ ..., cluster = { redis =, name = } }: the cluster is read here, the rest by the core.
+function M.server(t)
+  if type(t) == "table" and t.cluster ~= nil then
+    cluster.configure(t.cluster, 3)
+    local rest = {}
+    for k, v in pairs(t) do if k ~= "cluster" then rest[k] = v end end
+    t = rest
+  end
+  return core.server(t)
+end
+
+-- A job's key, the same in every process that loads the script: where its function was
+-- written and how many jobs were made there before (as lua_timer.c's for { once = true }).
+local job_counts = {}
+local function job_key(kind, fn)
+  local info = debug.getinfo(fn, "S")
+  -- the file name without its folder: instances may run the app from different folders
+  local place = string.format("%s:%s:%d", kind, info.short_src:match("[^/]*$"), info.linedefined)
+  local n = (job_counts[place] or 0) + 1
+  job_counts[place] = n
+  return place .. "#" .. n
+end
+
+local function once_cluster(opts)
+  return type(opts) == "table" and opts.once == "cluster"
+end
+
+-- on_start jobs of { once = "cluster" }, decided at _finalize: the cluster setting may come
+-- after them in the script. Without a cluster, they are { once = true } jobs.
+local cluster_starts = {}
+
+function M.on_start(fn, opts)
+  if once_cluster(opts) then
+    if type(fn) ~= "function" then error("http.on_start: expected a function", 2) end
+    core.check_opts(opts, "http.on_start", { "once" }, 2)
+    cluster_starts[#cluster_starts + 1] = fn
+    return
+  end
+  return core.on_start(fn, opts)
+end
+
+-- http.every(interval, fn [, opts], ...)
+function M.every(...)
+  local interval, fn, opts = ...
+  if once_cluster(opts) and cluster.configured() then
+    if type(fn) ~= "function" then error("http.every: expected a function", 2) end
+    core.check_opts(opts, "http.every", { "once" }, 2)
+    return cluster.every(job_key("every", fn), interval, fn, select(4, ...))
+  elseif once_cluster(opts) then
+    return core.every(interval, fn, { once = true }, select(4, ...))
+  end
+  return core.every(...)
+end
+
+M.cluster = {
+  -- http.cluster.instances() → the live instances of the cluster, or nil, err
+  instances = function() return cluster.instances() end,
 }
 
 local routes = {}
@@ -396,6 +455,15 @@ end
 
 -- Called by the C core once the script has run.
 function M._finalize()
+  for _, fn in ipairs(cluster_starts) do
+    if cluster.configured() then
+      local key = job_key("start", fn)
+      core.on_start(function() cluster.run_start(key, fn) end)
+    else
+      core.on_start(fn, { once = true })
+    end
+  end
+  cluster_starts = {}
   local on_error = special.on_error
   for _, r in ipairs(routes) do
     local h = with_max_body(compose(r.handler, r.scope, r.pattern), r.max_body)

@@ -1,8 +1,9 @@
 -- http.proxy(req, res, target [, opts]): a reverse proxy for one request
--- (docs/guide/proxy.md). The upstream exchange is http.fetch with the request body
--- streamed from `req`; the response is streamed back piece by piece. What is
--- HTTP policy (hop-by-hop headers, forwarding headers, Via, error mapping) is
--- here; the bytes move through the client and res:write.
+-- (docs/guide/proxy.md). The policy is here: targets and groups, hooks, error
+-- mapping, the body relay. Which fields go up and down (hop-by-hop ones,
+-- forwarding headers, Via, framing) is decided in C, src/lua/lua_proxy.c, for
+-- both paths: the plain one sends its head as built there, the hook path gets
+-- the same fields as tables.
 local core = require "moonhttp.core"
 local hop = require "moonhttp.hop"
 local upstream = require "moonhttp.upstream"
@@ -16,50 +17,30 @@ local KNOWN = { "client", "timeout", "connect_timeout", "send_timeout", "read_ti
 
 local HOP = hop.NAMES
 
--- The front server's own on the way down (as nginx does): its Date and Server. Content-Length
--- passes (a HEAD answer keeps the GET's length; a download its progress); if the body then
--- falls short, relay() raises and the client's connection is cut.
-local OWN_DOWN = { date = true, server = true }
-
--- Set by the proxy itself on the way up, whatever the client sent.
-local OWN_UP = { host = true, ["content-length"] = true, expect = true }
-local FORWARDING = { ["x-forwarded-for"] = true, ["x-forwarded-proto"] = true,
-  ["x-forwarded-host"] = true, forwarded = true }
-
 local PIECE = 64 * 1024
 
-local dropped = hop.dropped
-
--- Adds value under name (l: its lowercase), keeping the first spelling of a name seen in any case.
-local function add(headers, spelling, name, value, l)
-  l = l or name:lower()
-  local key = spelling[l]
-  if not key then
-    key = name
-    spelling[l] = name
-    headers[key] = {}
+-- A header list { name, value, ... } whose names are already in their first spelling
+-- (core.proxy_request / core.proxy_response) as the hooks' table: name -> { values }.
+local function by_name(list)
+  local headers = {}
+  for i = 1, #list, 2 do
+    local t = headers[list[i]]
+    if not t then
+      t = {}
+      headers[list[i]] = t
+    end
+    t[#t + 1] = list[i + 1]
   end
-  local t = headers[key]
-  t[#t + 1] = value
+  return headers
 end
 
-local function client_ip(req)
-  local a = req.remote_addr or ""
-  return a:match("^%[(.*)%]:%d+$") or a:match("^(.*):%d+$") or a
-end
-
-local function via_proto(req)
-  local v = req.proto:match("HTTP/(.*)")
-  return v == "2.0" and "2" or v
-end
-
--- URL targets already split, as { base, prefix, authority }: a route proxies to the same few
--- strings on every request. Bounded, for a handler that builds a URL per request.
+-- A URL target resolved to its base, path prefix and authority; a group (http.upstream)
+-- has no prefix and picks its server per attempt (exchange below). A route proxies to the
+-- same few strings on every request: kept, bounded, for a handler that builds a URL per
+-- request.
 local resolved, nresolved = {}, 0
 local MAX_RESOLVED = 256
 
--- A URL target resolved to its base and path prefix; a group (http.upstream)
--- has no prefix and picks its server per attempt (exchange below).
 local function resolve_target(target)
   local r = resolved[target]
   if r then return r[1], r[2], r[3] end
@@ -76,63 +57,25 @@ local function resolve_target(target)
   return base, prefix, authority
 end
 
--- The upstream request: method, path, headers (name → list), per RFC 9110 §7.6.
--- Also returns what the same walk over the fields saw of the request's framing
--- and upgrade (req:header would walk them again for each): the first
--- Content-Length, whether Transfer-Encoding and Upgrade came.
+-- The upstream request for the hook path: method, path, headers (name -> list), built by
+-- core.proxy_request's rules (src/lua/lua_proxy.c, RFC 9110 §7.6); also the first
+-- Content-Length and whether Transfer-Encoding and Upgrade came. nil, "invalid", why for
+-- a field that cannot go up.
 local function upstream_request(req, opts, prefix)
-  local list = req:header_list()
-  local drop = dropped(list)
-  local headers, spelling = {}, {}
-  local trust = opts.trust_forwarded
-  local cl, te, upgrade
-  for i = 1, #list, 2 do
-    local name, value = list[i], list[i + 1]
-    local l = name:lower()
-    if not drop[l] and not OWN_UP[l] and (trust or not FORWARDING[l]) then
-      add(headers, spelling, name, value, l)
-    elseif l == "content-length" then
-      cl = cl or value
-    elseif l == "transfer-encoding" then
-      te = true
-    elseif l == "upgrade" then
-      upgrade = true
-    end
-  end
-  local ip = client_ip(req)
-  local proto = req:tls() and "https" or "http"
-  if opts.x_forwarded ~= false then
-    local xff = spelling["x-forwarded-for"]
-    if xff then
-      local t = headers[xff]
-      headers[xff] = { table.concat(t, ", ") .. ", " .. ip }
-    else
-      add(headers, spelling, "X-Forwarded-For", ip, "x-forwarded-for")
-    end
-    if not spelling["x-forwarded-proto"] then add(headers, spelling, "X-Forwarded-Proto", proto, "x-forwarded-proto") end
-    local host = req.host
-    if not spelling["x-forwarded-host"] and host ~= "" then
-      add(headers, spelling, "X-Forwarded-Host", host, "x-forwarded-host")
-    end
-  end
-  if opts.forwarded then
-    local node = ip:find(":", 1, true) and ('"[' .. ip .. ']"') or ip
-    local host = req.host ~= "" and (';host="' .. req.host:gsub('[\\"]', "") .. '"') or ""
-    add(headers, spelling, "Forwarded", "for=" .. node .. ";proto=" .. proto .. host)
-  end
-  if opts.via then add(headers, spelling, "Via", via_proto(req) .. " " .. opts.via) end
-  if opts.preserve_host and req.host ~= "" then add(headers, spelling, "Host", req.host) end
+  local list, path, cl, te, upgrade = core.proxy_request(req, nil, prefix, opts, true)
+  if not list then return nil, path, cl end
+  local headers = by_name(list)
   -- no User-Agent from the client: none to the upstream either (an empty list stops fetch's own)
-  if not spelling["user-agent"] then headers["User-Agent"] = {} end
-  local q = req.query
-  return {
-    method = req.method,
-    path = prefix .. req.raw_path .. ((q and q ~= "") and ("?" .. q) or ""),
-    headers = headers,
-  }, cl, te, upgrade
+  local ua
+  for i = 1, #list, 2 do
+    if #list[i] == 10 and list[i]:lower() == "user-agent" then ua = true break end
+  end
+  if not ua then headers["User-Agent"] = {} end
+  return { method = req.method, path = path, headers = headers }, cl, te, upgrade
 end
 
-local ERROR_TEXT = { [502] = "bad gateway\n", [503] = "no healthy upstream\n", [504] = "gateway timeout\n" }
+local ERROR_TEXT = { [400] = "bad request\n", [502] = "bad gateway\n", [503] = "no healthy upstream\n",
+  [504] = "gateway timeout\n" }
 
 local function default_error(res, status)
   res:header("Content-Type", "text/plain; charset=utf-8")
@@ -142,8 +85,9 @@ local function default_error(res, status)
 end
 
 local function fail(res, opts, kind, detail)
-  -- "unavailable": every server of a group is marked down (upstream.lua)
-  local status = kind == "timeout" and 504 or kind == "unavailable" and 503 or 502
+  -- "unavailable": every server of a group is marked down (upstream.lua); "invalid": a
+  -- request field with CR, LF or NUL (core.proxy_request)
+  local status = kind == "timeout" and 504 or kind == "unavailable" and 503 or kind == "invalid" and 400 or 502
   if opts.on_error then
     opts.on_error(res, status, kind, detail)
   else
@@ -152,58 +96,33 @@ local function fail(res, opts, kind, detail)
   return nil, kind, detail
 end
 
--- Trailer is end-to-end in RFC 9110 (hop.NAMES keeps RFC 2616's list): its fields are passed
--- on after the body (pass_trailers), so their announcement goes down too, unless the
--- upstream's Connection names it or an HTTP/1.0 client can get no trailers. Asked only
--- when the upstream sent one (req.proto is a call into C).
-local function keeps_trailer(req, drop)
-  return (drop == HOP or not rawget(drop, "trailer")) and req.proto ~= "HTTP/1.0"
-end
-
--- Sends the response head: status and headers, hop-by-hop ones and the framing dropped.
--- Without a response hook, core.proxy_response does it in C (src/lua/lua_proxy.c, the same
--- rules), and the loop below only runs for what it leaves to Lua (many Connection fields, a
--- status res:status refuses); they go to res as they come, in the upstream's order.
+-- Sends the response head: status and fields as core.proxy_response chooses them
+-- (src/lua/lua_proxy.c: hop-by-hop ones and the upstream's Date and Server dropped, Via).
+-- Straight into res without a response hook; as a header list for the hook (its head
+-- table) or a stand-in res, in the upstream's order.
 local function send_head(req, res, resp, opts)
   if not opts.response and core.proxy_response(res, resp, req, opts.via) then return end
-  local list = resp:header_list()
-  local drop = dropped(list)
-  if not opts.response then
-    res:status(resp.status)
-    local spelling = {}
-    for i = 1, #list, 2 do
-      local name = list[i]
-      local l = name:lower()
-      if (not drop[l] or (l == "trailer" and keeps_trailer(req, drop))) and not OWN_DOWN[l] then
-        local first = spelling[l]
-        if first then
-          res:add_header(first, list[i + 1])
-        else
-          spelling[l] = name
-          res:header(name, list[i + 1])
-        end
+  local status, list = core.proxy_response(res, resp, req, opts.via, true)
+  if opts.response then
+    local head = { status = status, headers = by_name(list) }
+    opts.response(head, req)
+    res:status(head.status)
+    for name, values in pairs(head.headers) do
+      for i, v in ipairs(values) do
+        if i == 1 then res:header(name, v) else res:add_header(name, v) end
       end
-    end
-    if opts.via then
-      local value = resp.proto:match("HTTP/(.*)") .. " " .. opts.via
-      if spelling.via then res:add_header(spelling.via, value) else res:header("Via", value) end
     end
     return
   end
-  local head = { status = resp.status, headers = {} }
-  local spelling = {}
+  res:status(status)
+  local seen = {}
   for i = 1, #list, 2 do
-    local l = list[i]:lower()
-    if (not drop[l] or (l == "trailer" and keeps_trailer(req, drop))) and not OWN_DOWN[l] then
-      add(head.headers, spelling, list[i], list[i + 1])
-    end
-  end
-  if opts.via then add(head.headers, spelling, "Via", resp.proto:match("HTTP/(.*)") .. " " .. opts.via) end
-  if opts.response then opts.response(head, req) end
-  res:status(head.status)
-  for name, values in pairs(head.headers) do
-    for i, v in ipairs(values) do
-      if i == 1 then res:header(name, v) else res:add_header(name, v) end
+    local name = list[i]
+    if seen[name] then
+      res:add_header(name, list[i + 1])
+    else
+      seen[name] = true
+      res:header(name, list[i + 1])
     end
   end
 end
@@ -240,13 +159,16 @@ end
 local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
 -- The plain path: a URL target and no request hook. The upstream head is built in C from
--- the request's fields (core.proxy_request: upstream_request's rules) and sent as is, so no
--- Lua table is made for the request. Returns false when the request needs the Lua path
--- (an upgrade, more Connection fields than C keeps).
+-- the request's fields (core.proxy_request) and sent as is, so no Lua table is made for
+-- the request. Returns false when the request needs the hook path (an upgrade, a stand-in
+-- req).
 local function plain(req, res, base, prefix, authority, opts)
   local o = opts ~= NO_OPTS and opts or nil -- no options: C reads none
   local head, method, stream = core.proxy_request(req, authority, prefix, o)
-  if not head then return false end
+  if not head then
+    if method == "invalid" then return fail(res, opts, method, stream) end
+    return false
+  end
   local client = opts.client
   local resp, kind, detail = core.proxy_fetch(client and client._c, base, head, method, stream, o)
   if resp and stream then
@@ -274,6 +196,7 @@ function M.proxy(http, req, res, target, opts)
     if ok ~= false then return ok, kind, detail end
   end
   local up, cl, te, upgrade = upstream_request(req, opts, prefix)
+  if not up then return fail(res, opts, cl, te) end
   if opts.request then opts.request(up, req) end
   if upgrade or core.extended_connect(req) then
     -- a WebSocket (or any 101 upgrade): two byte pipes after the upstream's 101 (relay.lua);

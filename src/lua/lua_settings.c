@@ -345,6 +345,31 @@ static int apply_lua_value(struct mh_config *c, const struct mh_setting *s, lua_
     }
     if (t == LUA_TNUMBER && s->type != MH_SETTING_STRING)
         return mh_setting_set_number(c, s, lua_tonumber(L, vidx), err, errlen);
+    if (t == LUA_TBOOLEAN && s->list && !lua_toboolean(L, vidx))
+        return mh_setting_parse(c, s, "off", err, errlen); /* false: none */
+    if (t == LUA_TTABLE && s->list) {
+        /* { "a", "b" } is "a,b"; the check then sees each name (a comma inside one fails it) */
+        vidx = lua_absindex(L, vidx);
+        lua_Integer n = luaL_len(L, vidx);
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, vidx, i) != LUA_TSTRING) {
+                snprintf(err, errlen, "%s: entry %lld is not a string", s->name, (long long)i);
+                return -1;
+            }
+            luaL_addvalue(&b);
+            if (i < n)
+                luaL_addchar(&b, ',');
+        }
+        luaL_pushresult(&b);
+        const char *v = lua_rawlen(L, -1) ? lua_tostring(L, -1) : "off"; /* {}: none */
+        int rc = mh_setting_parse(c, s, v, err, errlen) < 0
+                     ? -1
+                     : mh_setting_check(c, s, err, errlen);
+        lua_pop(L, 1);
+        return rc;
+    }
     /* A choice is checked now, not at the merge, so the error names the script's line. */
     if (t == LUA_TSTRING || (t == LUA_TNUMBER && s->type == MH_SETTING_STRING))
         return mh_setting_parse(c, s, lua_tostring(L, vidx), err, errlen) < 0

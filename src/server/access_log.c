@@ -3,6 +3,7 @@
 #include "req.h"
 #include "lua_vm.h"
 #include "router.h"
+#include "settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,12 @@ struct mh_access_log {
     int fd;
     enum mh_access_format fmt;
     const char *request_id_header; /* the config's string, or NULL */
+    /* access_log_redact's names, as slices of redact_names */
+    size_t nredact;
+    struct {
+        size_t off, len;
+    } redact[MH_ACCESS_REDACT_MAX];
+    char redact_names[256];
     ev_timer timer;
     time_t time_sec; /* second the cached time text is for */
     char time_text[64];
@@ -75,12 +82,72 @@ static void on_flush_timer(struct ev_loop *loop, ev_timer *t, int revents)
     mh_access_log_flush(t->data);
 }
 
+/* Splits access_log_redact ("off" or "a,b") into a's names; what does not fit is dropped. */
+static void set_redact(struct mh_access_log *a, const char *names)
+{
+    a->nredact = 0;
+    if (!names || !strcmp(names, "off"))
+        return;
+    snprintf(a->redact_names, sizeof a->redact_names, "%s", names);
+    for (size_t off = 0; a->redact_names[off] && a->nredact < MH_ACCESS_REDACT_MAX;) {
+        size_t len = strcspn(a->redact_names + off, ",");
+        a->redact[a->nredact].off = off;
+        a->redact[a->nredact++].len = len;
+        off += len + (a->redact_names[off + len] == ',');
+    }
+}
+
+static bool redacted_name(const struct mh_access_log *a, const char *name, size_t len)
+{
+    for (size_t i = 0; i < a->nredact; i++)
+        if (a->redact[i].len == len && !memcmp(a->redact_names + a->redact[i].off, name, len))
+            return true;
+    return false;
+}
+
+/*
+ * The request target (or a query) with the values of access_log_redact's
+ * parameters written as REDACTED, into out; returns its length. Only what
+ * follows the first '?' is looked at when `query_only` is false.
+ */
+static size_t redact_target(const struct mh_access_log *a, const char *s, size_t n, bool query_only,
+                            char *out, size_t outlen)
+{
+    size_t i = 0, o = 0;
+    if (!query_only) {
+        const char *q = memchr(s, '?', n);
+        i = q ? (size_t)(q - s) + 1 : n;
+        o = i < outlen ? i : outlen;
+        memcpy(out, s, o);
+    }
+    while (i < n && o < outlen) {
+        size_t end = i;
+        while (end < n && s[end] != '&')
+            end++;
+        const char *eq = memchr(s + i, '=', end - i);
+        bool hide = eq && redacted_name(a, s + i, (size_t)(eq - (s + i)));
+        size_t keep = hide ? (size_t)(eq - s) + 1 - i : end - i;
+        size_t take = keep < outlen - o ? keep : outlen - o;
+        memcpy(out + o, s + i, take);
+        o += take;
+        if (hide && outlen - o >= 8) {
+            memcpy(out + o, "REDACTED", 8);
+            o += 8;
+        }
+        if (end < n && o < outlen)
+            out[o++] = '&';
+        i = end + 1;
+    }
+    return o;
+}
+
 struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt,
-                                        const char *request_id_header)
+                                        const char *request_id_header, const char *redact)
 {
     struct mh_access_log *a = malloc(sizeof *a);
     if (!a)
         return NULL;
+    set_redact(a, redact);
     a->loop = loop;
     a->fd = fd;
     a->fmt = fmt;
@@ -203,6 +270,18 @@ void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, doub
         colon[-1] = 0;
     const char *method = mh_req_method(c);
     const char *target = mh_req_head(c) + c->head.target.off;
+    size_t target_len = c->head.target.len;
+    struct mh_slice query = c->head.query;
+    const char *query_base = mh_req_head(c);
+    char clean_target[LINE_MAX_BYTES], clean_query[LINE_MAX_BYTES];
+    if (a->nredact && query.len) {
+        target_len = redact_target(a, target, target_len, false, clean_target, sizeof clean_target);
+        target = clean_target;
+        query.len = redact_target(a, query_base + query.off, query.len, true, clean_query,
+                                  sizeof clean_query);
+        query.off = 0;
+        query_base = clean_query;
+    }
     unsigned long long bytes = (unsigned long long)c->res.body_sent;
     bool json = a->fmt == MH_ACCESS_JSON;
     if (json) {
@@ -216,9 +295,9 @@ void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, doub
              "{\"time\":\"%s.%03ldZ\",\"pid\":%ld,\"remote_addr\":\"%s\",\"method\":\"%s\","
              "\"target\":\"",
              when, ts.tv_nsec / 1000000, (long)getpid(), host, method);
-        put_escaped(&l, target, c->head.target.len, true);
+        put_escaped(&l, target, target_len, true);
         put_json_field(&l, "path", mh_req_head(c), c->head.path);
-        put_json_field(&l, "query", mh_req_head(c), c->head.query);
+        put_json_field(&l, "query", query_base, query);
         put_json_field(&l, "host", mh_req_head(c), c->head.host);
         putf(&l,
              "\",\"proto\":\"HTTP/%d.%d\",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,"
@@ -243,7 +322,7 @@ void mh_access_log_request(struct mh_access_log *a, const struct mh_req *c, doub
         puts_(&l, "\"}");
     } else {
         putf(&l, "%s - - [%s] \"%s ", host, clf_time(a, false), method);
-        put_escaped(&l, target, c->head.target.len, false);
+        put_escaped(&l, target, target_len, false);
         putf(&l, " HTTP/%d.%d\" %d ", c->head.http_major, c->head.http_minor, c->res.status);
         if (bytes)
             putf(&l, "%llu", bytes);

@@ -23,9 +23,11 @@ int mh_access_log_open(const char *path);
 /*
  * request_id_header: the header the json format's request_id trusts (as
  * req:id(); NULL: none). It must outlive the log (it is the config's).
+ * redact: access_log_redact ("off" or names separated by commas; NULL:
+ * none): those query parameters' values are written as REDACTED.
  */
 struct mh_access_log *mh_access_log_new(struct ev_loop *loop, int fd, enum mh_access_format fmt,
-                                        const char *request_id_header);
+                                        const char *request_id_header, const char *redact);
 /* Logs request r, answered in `seconds`. */
 void mh_access_log_request(struct mh_access_log *a, const struct mh_req *r, double seconds);
 void mh_access_log_flush(struct mh_access_log *a);

@@ -343,7 +343,8 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
         const char *id_header = w->gen->config->request_id_header;
         w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
                                           (enum mh_access_format)ops->access_log_format,
-                                          strcmp(id_header, "off") ? id_header : NULL);
+                                          strcmp(id_header, "off") ? id_header : NULL,
+                                          w->gen->config->access_log_redact);
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;

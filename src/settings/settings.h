@@ -21,6 +21,7 @@
 #include "tls_certs.h"
 
 #define MH_MAX_LISTEN 8
+#define MH_ACCESS_REDACT_MAX 16 /* names access_log_redact may list */
 
 /* How a listen entry asked for TLS (see mh_config_listen_tls). */
 enum mh_listen_tls {
@@ -85,6 +86,7 @@ struct mh_config {
     long lua_memory_limit;       /* bytes of Lua heap per worker (all generations); 0 = off */
     double worker_stall_timeout; /* seconds without a loop turn before the master kills; 0 = off */
     double loop_block_warn;      /* seconds one resume may hold the loop before a warning; 0 = off */
+    char *access_log_redact;     /* "off" or query parameter names separated by commas */
     size_t nlisten;
     char *listen[MH_MAX_LISTEN];
     enum mh_listen_tls listen_tls[MH_MAX_LISTEN];
@@ -146,6 +148,7 @@ struct mh_setting {
     /* NULL when v is fine, else a reason ("" for none beyond `expect`). */
     const char *(*check)(const char *v);
     const char *expect; /* with check: what is allowed, for errors and docs */
+    bool list;          /* a string setting that Lua may give as a list: kept joined with ',' */
     const char *doc;    /* one line: --help and docs/reference/settings.md */
     const char *more;   /* docs/reference/settings.md only: what the line leaves out, or NULL */
 };

@@ -37,6 +37,25 @@ static const char *check_header_name(const char *v)
     return v[0] && strspn(v, token) == strlen(v) ? NULL : "";
 }
 
+/* access_log_redact: off, or names of query parameters separated by commas, at most 16. */
+static const char *check_param_names(const char *v)
+{
+    static const char name[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.[]";
+    if (!strcmp(v, "off"))
+        return NULL;
+    int n = 0;
+    for (const char *p = v;; p++) {
+        size_t len = strspn(p, name);
+        if (len == 0 || ++n > MH_ACCESS_REDACT_MAX)
+            return "";
+        p += len;
+        if (*p == 0)
+            return NULL;
+        if (*p != ',')
+            return "";
+    }
+}
+
 static const char *check_address(const char *v)
 {
     if (!strcmp(v, "off"))
@@ -247,6 +266,18 @@ const struct mh_setting mh_settings[] = {
      .choices = access_log_format_choices,
      .doc = "access log format: common, combined or json",
      .more = "`json` adds `request_id`: `common` and `combined` stay the formats log tools parse"},
+    {.name = "access_log_redact",
+     .type = MH_SETTING_STRING,
+     .offset = OFF(access_log_redact),
+     .def = "off",
+     .list = true,
+     .check = check_param_names,
+     .expect = "off, or query parameter names separated by commas (in Lua a list, or false), at "
+               "most 16",
+     .doc = "query parameters whose values the access log writes as REDACTED",
+     .more = "`{ \"token\", \"password\" }`: `/ws?token=eyJ...&room=1` is logged as "
+             "`/ws?token=REDACTED&room=1` in every format (the json `query` too). Names are "
+             "compared as sent, case and all"},
     {.name = "request_id_header",
      .type = MH_SETTING_STRING,
      .offset = OFF(request_id_header),

@@ -1,0 +1,216 @@
+-- One app across several servers (http.server{ cluster = ... }) through the
+-- real binary and one real redis-server: three instances of two workers each
+-- list one another (http.cluster.instances()); an http.every and an
+-- http.on_start of { once = "cluster" } run on one worker of one instance,
+-- with a fencing token; kill -9 of the holding instance: the jobs run on
+-- another within the lease time, with a larger token, and the dead instance
+-- leaves the list within its TTL; a stopped instance gives its leases back
+-- and leaves the list at once. And the setting's refusals.
+local H = require "helper"
+local O = require "ops_helper"
+
+local LEASE, TTL = 2, 2
+
+local function app(port)
+  return string.format([[
+local http = require "moonhttp"
+http.server{ cluster = { redis = "redis://127.0.0.1:%d/0", name = "lobby", lease = %d, heartbeat = 0.25, ttl = %d } }
+local function pid() return math.tointeger(io.open("/proc/self/stat"):read("n")) end
+local function note(file, ...)
+  local f = io.open(os.getenv("NOTES") .. file, "a")
+  f:write(table.concat({ ... }, " "), "\n")
+  f:close()
+end
+http.on_start(function()
+  http.every(0.1, function(token, what)
+    note(".ticks", pid(), token, string.format("%%.3f", http.now()), what)
+  end, { once = "cluster" }, "tick")
+end)
+http.on_start(function(token)
+  note(".starts", pid(), token, string.format("%%.3f", http.now()))
+  while http.sleep(0.1) do end
+end, { once = "cluster" })
+http.handle("GET /instances", function(req, res)
+  local list, err = assert(http.cluster.instances())
+  local ids = {}
+  for _, i in ipairs(list) do ids[#ids + 1] = i.id .. "=" .. i.pid end
+  res:write(table.concat(ids, " "))
+end)
+]], port, LEASE, TTL)
+end
+
+-- The lines of a notes file as lists of fields (numbers converted).
+local function lines(path)
+  local out = {}
+  for line in (H.read_file(path) or ""):gmatch("[^\n]+") do
+    local t = {}
+    for f in line:gmatch("%S+") do t[#t + 1] = tonumber(f) or f end
+    out[#out + 1] = t
+  end
+  return out
+end
+
+local function redis_cli(port, cmd)
+  local out = H.sh(string.format("redis-cli -p %d %s", port, cmd))
+  return (out:gsub("%s+$", ""))
+end
+
+describe("a cluster of three instances", function()
+  local redis, servers, notes
+  setup(function() redis = H.redis() end)
+  teardown(function() redis:stop() end)
+  before_each(function()
+    servers = {}
+    notes = H.tmpname("")
+    redis_cli(redis.port, "FLUSHALL")
+  end)
+  after_each(function()
+    for _, s in ipairs(servers) do
+      if s:alive() then s:stop() end
+    end
+    os.execute("rm -f " .. notes .. ".*")
+  end)
+
+  -- One script file for the three, as a deploy has: a job's key is its file's name and line.
+  local function start_three()
+    local script = H.script(app(redis.port))
+    for i = 1, 3 do
+      servers[i] = H.start(script, { flags = { "--workers", "2" }, env = "NOTES=" .. notes })
+    end
+    for i = 1, 3 do
+      assert.truthy(O.wait_for(function() return #O.children(servers[i].pid) == 2 end, 5))
+    end
+  end
+
+  -- The instance whose worker is pid.
+  local function instance_of(pid)
+    for i, s in ipairs(servers) do
+      for _, w in ipairs(O.children(s.pid)) do if w == pid then return i end end
+    end
+  end
+
+  local function instances(srv)
+    local res = srv:get("/instances")
+    assert.equal(200, res.status, res.body)
+    local pids = {}
+    for pid in res.body:gmatch("=(%d+)") do pids[#pids + 1] = tonumber(pid) end
+    table.sort(pids)
+    return table.concat(pids, " ")
+  end
+
+  local function pids_of(list)
+    local t = {}
+    for _, s in ipairs(list) do t[#t + 1] = s.pid end
+    table.sort(t)
+    return table.concat(t, " ")
+  end
+
+  it("run once-jobs on one worker, and on another within the lease after kill -9 of its instance", function()
+    start_three()
+    assert.truthy(O.wait_for(function() return instances(servers[1]) == pids_of(servers) end, 5),
+      instances(servers[1]))
+    assert.equal(pids_of(servers), instances(servers[3]))
+    H.sleep(1)
+    -- one holder: every tick of the last half second from one worker, with one token
+    local ticks = lines(notes .. ".ticks")
+    assert.is_true(#ticks >= 5, #ticks .. " ticks")
+    local holder, token = ticks[#ticks][1], ticks[#ticks][2]
+    for i = #ticks, 1, -1 do
+      if ticks[i][3] < ticks[#ticks][3] - 0.5 then break end
+      assert.same({ holder, token, "tick" }, { ticks[i][1], ticks[i][2], ticks[i][4] })
+    end
+    local starts = lines(notes .. ".starts")
+    assert.equal(1, #starts, "the on_start job started " .. #starts .. " times")
+    local victim = assert(instance_of(holder), "the holder is no worker of the three")
+    local start_victim = assert(instance_of(starts[1][1]))
+
+    -- kill -9 of the holding instance, master and workers
+    local dead = servers[victim]
+    local pids = O.children(dead.pid)
+    local killed_at = H.now()
+    os.execute("kill -9 " .. dead.pid .. " " .. table.concat(pids, " "))
+    assert.truthy(O.wait_for(function()
+      local t = lines(notes .. ".ticks")
+      return t[#t][1] ~= holder
+    end, LEASE + 3), "nobody took the every job over")
+    local took = H.now() - killed_at
+    ticks = lines(notes .. ".ticks")
+    local new = ticks[#ticks]
+    assert.is_true(new[2] > token, "the new holder's token " .. new[2] .. " is not past " .. token)
+    assert.are_not.equal(victim, instance_of(new[1]))
+    assert.is_true(took < LEASE + 1.5, string.format("taken over after %.2f s (lease %d s)", took, LEASE))
+    -- the dead ones' ticks ended before the new holder's began: never two at once
+    local last_old, first_new
+    for _, t in ipairs(ticks) do
+      if t[1] == holder then last_old = t[3] end
+      if t[1] == new[1] and t[2] == new[2] and not first_new then first_new = t[3] end
+    end
+    assert.is_true(first_new > last_old)
+
+    if start_victim == victim then -- the on_start job died with it: it starts again elsewhere
+      assert.truthy(O.wait_for(function() return #lines(notes .. ".starts") == 2 end, LEASE + 3))
+      starts = lines(notes .. ".starts")
+      assert.is_true(starts[2][2] > starts[1][2])
+      assert.are_not.equal(victim, instance_of(starts[2][1]))
+    end
+
+    -- the dead instance leaves the list within its TTL
+    local alive = {}
+    for i, s in ipairs(servers) do if i ~= victim then alive[#alive + 1] = s end end
+    assert.truthy(O.wait_for(function() return instances(alive[1]) == pids_of(alive) end, TTL + 2),
+      instances(alive[1]))
+    dead.stopped = true
+  end)
+
+  it("give leases back and leave the list when an instance stops", function()
+    start_three()
+    assert.truthy(O.wait_for(function()
+      return #lines(notes .. ".ticks") > 3 and #lines(notes .. ".starts") == 1
+    end, 5))
+    local ticks = lines(notes .. ".ticks")
+    local victim = assert(instance_of(ticks[#ticks][1]))
+    local srv = servers[victim]
+    local owner_prefix = "[^ ]*:" .. srv.pid .. "/"
+    assert.equal(0, srv:stop())
+    -- at once, not after the lease's or the TTL's time
+    local leases = redis_cli(redis.port, "--scan --pattern 'moonhttp:cluster:lobby:lease:*'")
+    assert.truthy(leases:find("every:", 1, true) or leases == "", leases)
+    for key in leases:gmatch("%S+") do
+      local holder = redis_cli(redis.port, "GET '" .. key .. "'")
+      assert.falsy(holder:find(owner_prefix), "the stopped instance still holds " .. key .. ": " .. holder)
+    end
+    local listed = redis_cli(redis.port, "ZRANGE moonhttp:cluster:lobby:instances 0 -1")
+    assert.falsy(listed:find(":" .. srv.pid, 1, true), listed)
+  end)
+end)
+
+describe("the cluster setting", function()
+  local rows = {
+    { '{ redis = "redis://h", name = "x", leese = 5 }', 'unknown option "leese" (did you mean "lease"?)' },
+    { '{ redis = "redis://h" }', "cluster.name must be" },
+    { '{ redis = "http://h", name = "x" }', "cluster.redis: expected redis://" },
+    { '{ name = "x" }', "cluster.redis must be a redis:// URL" },
+    { '{ redis = "redis://h", name = "x", heartbeat = 2, ttl = 1 }', "ttl must be longer" },
+    { '"redis://h"', "cluster must be a table" },
+  }
+  for _, row in ipairs(rows) do
+    it("refuses cluster = " .. row[1], function()
+      local path = H.script("local http = require 'moonhttp'\nhttp.server{ cluster = " .. row[1] .. " }\n")
+      local code, out = H.run({ "--check", path })
+      assert.are_not.equal(0, code)
+      assert.truthy(out:find(path .. ":2:", 1, true), out)
+      assert.truthy(out:find(row[2], 1, true), out)
+    end)
+  end
+
+  it("leaves { once = \"cluster\" } jobs local without a cluster", function()
+    local srv = H.start([[
+local http = require "moonhttp"
+local n = 0
+http.on_start(function() n = n + 1 end, { once = "cluster" })
+http.handle("GET /", function(req, res) res:write(tostring(n)) end)
+]])
+    finally(function() srv:stop() end)
+    assert.equal("1", srv:get("/").body)
+  end)
+end)
