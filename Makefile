@@ -8,7 +8,7 @@ ifdef CI
 CMAKE_FLAGS += -DMH_WERROR=ON
 endif
 
-.PHONY: all deps build run test unit spec soak asan fuzz bench format clean install deb deb-check
+.PHONY: all deps build run test unit spec soak asan fuzz bench format clean install uninstall deb deb-check
 # `make install` (DESTDIR for a staging root): bin/moonhttp, share/lua/5.4/moonhttp,
 # the man page, examples, the systemd unit and etc/moonhttp/app.lua under PREFIX.
 PREFIX      ?= /usr/local
@@ -29,6 +29,12 @@ build: deps
 
 install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD_DIR)
+
+# Removes what the last `make install` from $(BUILD_DIR) installed (CMake's
+# install_manifest.txt lists the paths; give the install's DESTDIR again); an
+# edited starter app stays.
+uninstall:
+	DESTDIR=$(DESTDIR) sh scripts/uninstall.sh $(BUILD_DIR)
 
 # The Debian package (debian/), built from a copy of the tree in $(DEB_DIR) so
 # dpkg-buildpackage's output (it writes to ..) stays there; then lintian and

@@ -362,7 +362,7 @@ local function walk(t, prefix, depth)
   end
 end
 walk(http, "http", 0)
-for _, m in ipairs { "pg", "redis", "session", "csrf", "template", "test", "ratelimit" } do
+for _, m in ipairs { "pg", "redis", "session", "csrf", "template", "test", "ratelimit", "cache" } do
   walk(require("moonhttp." .. m), m, 1)
 end
 table.sort(out)
@@ -380,7 +380,7 @@ end
 describe("docs/reference/", function()
   it("lists every Lua function of the modules", function()
     local text = assert(H.read_file("docs/reference/http.md"))
-    for _, m in ipairs { "pg", "redis", "session", "csrf", "template", "test", "ratelimit" } do
+    for _, m in ipairs { "pg", "redis", "session", "csrf", "template", "test", "ratelimit", "cache" } do
       text = text .. assert(H.read_file("docs/reference/" .. m .. ".md"), "docs/reference/" .. m .. ".md")
     end
     local missing = {}

@@ -89,3 +89,21 @@ end)
     assert.matches("ok 1 - the installed example answers", out, 1, true)
   end)
 end)
+
+describe("make uninstall", function()
+  local root2 = H.tmpname(".root")
+  teardown(function() os.execute("rm -rf " .. H.shell_quote(root2)) end)
+
+  it("removes what make install put there, and keeps an edited starter app", function()
+    H.must("DESTDIR=" .. H.shell_quote(root2) .. " cmake --install " .. H.shell_quote(build_dir))
+    local app = root2 .. etc .. "/moonhttp/app.lua"
+    assert(H.read_file(app), "not installed: " .. app)
+    H.write_file(app, H.read_file(app) .. "-- edited\n")
+    local out = H.sh("make -s uninstall DESTDIR=" .. H.shell_quote(root2) .. " BUILD_DIR=" .. H.shell_quote(build_dir))
+    assert.matches("kept .*app%.lua", out)
+    local left = H.sh("cd " .. H.shell_quote(root2) .. " && find . -type f | sort")
+    assert.equal("." .. etc .. "/moonhttp/app.lua\n", left)
+    local dirs = H.sh("cd " .. H.shell_quote(root2) .. " && find . -type d -name 'moonhttp*' | sort")
+    assert.equal("." .. etc .. "/moonhttp\n", dirs) -- share/doc/moonhttp, share/lua/5.4/moonhttp gone
+  end)
+end)
