@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for base/pg_wire.c, what moonhttp.pg's C fast path
+ * libFuzzer target for wire/pg_wire.c, what moonhttp.pg's C fast path
  * (src/lua/lua_pgrows.c) reads a server's answer with. The first byte
  * gives the column count a DataRow must have (0..7), the rest is a stream
  * of messages. Besides not crashing: a message and every field must lie

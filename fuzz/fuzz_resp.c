@@ -1,18 +1,18 @@
 /*
- * libFuzzer target for base/resp.c, what moonhttp.redis reads its replies
- * with (src/lua/lua_resp.c). Besides not crashing: a whole reply lies
+ * libFuzzer target for wire/redis_resp.c, what moonhttp.redis reads its replies
+ * with (src/lua/lua_redis_resp.c). Besides not crashing: a whole reply lies
  * inside the input and is whole in any longer input too; every prefix of
  * it asks for more with a need past the prefix and within the reply; and
  * walking it item by item, as the binding does, ends exactly at its size.
  */
-#include "resp.h"
+#include "redis_resp.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Walks the value at *p as lua_resp.c's push_value does; aborts on anything mh_resp_reply should
- * have refused. */
+/* Walks the value at *p as lua_redis_resp.c's push_value does; aborts on anything mh_resp_reply
+ * should have refused. */
 static void walk(const char **p, const char *end)
 {
     struct mh_resp_item it;

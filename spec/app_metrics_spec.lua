@@ -232,6 +232,8 @@ describe("http.metrics declarations", function()
     { 'http.metrics.counter("x", "h", nil, { max_serie = 3 })', 'unknown option "max_serie" (did you mean "max_series"?)' },
     { 'http.metrics.counter("x", "h", nil, { max_series = 0 })', "max_series must be an integer" },
     { 'http.metrics.counter("x", "h", nil, { buckets = { 1 } })', "buckets are for histograms" },
+    { 'http.metrics.counter("x", "h", nil, { per_worker = true })', "per_worker is true or false, and only for a gauge" },
+    { 'http.metrics.gauge("x", "h", nil, { per_worker = "yes" })', "per_worker is true or false, and only for a gauge" },
     { 'http.metrics.histogram("x", "h", nil, { buckets = { 1, 0.5 } })', "increasing order" },
     { 'http.metrics.counter("x", "h"); http.metrics.gauge("x", "h")', '"x" is declared twice' },
     { 'http.metrics.counter("x")', "bad argument #2" },
@@ -291,5 +293,46 @@ describe("http.metrics across a reload", function()
     assert.equal("nil,declared differently before", body)
     assert.truthy(srv:logtext():find("app_kept_total: declared differently before (another type, labels or buckets: a restart applies the change)", 1, true))
     assert.equal(2, value(scrape(srv), "app_kept_total", "app_kept_total"))
+  end)
+end)
+
+describe("a per_worker gauge", function()
+  local O = require "ops_helper"
+
+  it("sums the workers' shares, and a worker killed with -9 takes its share with it within 1 s", function()
+    local srv = H.start([[
+local http = require "moonhttp"
+local players = http.metrics.gauge("app_players", "Players connected here.", { "room" }, { per_worker = true })
+http.handle("GET /metrics", http.metrics_handler())
+http.handle("GET /join", function(req, res)
+  assert(players:inc(1, { room = "lobby" }))
+  local f = io.open("/proc/self/stat")
+  res:write(tostring(f:read("n")))
+  f:close()
+end)
+]], { flags = { "--workers", "2" } })
+    finally(function() srv:stop() end)
+    assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
+    local by_pid, n = {}, 0
+    while n < 400 do
+      local pid = assert(srv:get("/join")).body
+      by_pid[pid] = (by_pid[pid] or 0) + 1
+      n = n + 1
+      if n >= 20 and next(by_pid, next(by_pid)) then break end
+    end
+    local victim, share = next(by_pid)
+    assert.truthy(next(by_pid, victim), "both workers answered")
+    assert.equal(n, value(scrape(srv), "app_players", "app_players", { room = "lobby" }))
+    os.execute("kill -9 " .. victim)
+    local t0 = H.now()
+    assert.truthy(O.wait_for(function()
+      local ok, f = pcall(scrape, srv)
+      return ok and value(f, "app_players", "app_players", { room = "lobby" }) == n - share
+    end, 1), "the killed worker's share is still counted")
+    print(("per_worker gauge: %d -> %d %.2f s after kill -9"):format(n, n - share, H.now() - t0))
+    -- its replacement counts from its own zero, in the slot the dead one left
+    assert.truthy(O.wait_for(function() return #O.children(srv.pid) == 2 end, 5))
+    for _ = 1, 40 do assert(srv:get("/join")) end
+    assert.equal(n - share + 40, value(scrape(srv), "app_players", "app_players", { room = "lobby" }))
   end)
 end)

@@ -1,5 +1,5 @@
 -- The Bind of moonhttp.pg's queries, built in C (moonhttp.pgbind over
--- src/base/pg_wire.c), against a real PostgreSQL 15 (spec/pg_helper.lua):
+-- src/wire/pg_wire.c), against a real PostgreSQL 15 (spec/pg_helper.lua):
 -- every Lua value it takes as it arrives at the server (nil and pg.null as
 -- NULL, booleans, integers at int64's bounds, floats as %.17g text,
 -- strings with NUL bytes for text and bytea parameters, binary and text in

@@ -1,5 +1,5 @@
 -- moonhttp.pgrows.scan, the C reader of moonhttp.pg's answers (src/lua/lua_pgrows.c
--- over src/base/pg_wire.c), on answers built byte by byte: rows decoded by
+-- over src/wire/pg_wire.c), on answers built byte by byte: rows decoded by
 -- column kind, where it stops (a message it leaves to the Lua client, one
 -- not wholly received, a DataRow that does not fit the statement), and the
 -- integer text it does not take going through the column's decoder.

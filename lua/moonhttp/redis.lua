@@ -83,7 +83,7 @@ end
 M.read_reply = function(sock, line) return read_exact(sock, 0, line) end
 
 -- Replies are read ahead into the client's input (self.buf from byte self.pos
--- on) and cut there in C (moonhttp.resp, src/base/resp.c): one socket read and
+-- on) and cut there in C (moonhttp.resp, src/wire/redis_resp.c): one socket read and
 -- one call for a reply that arrives whole, where a line and a bulk read and
 -- their string work in Lua cost several times more per command.
 local CHUNK = 64 * 1024

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 const char MH_APP_METRICS_ERR_SERIES[] = "too many series";
 const char MH_APP_METRICS_ERR_FULL[] = "metrics table full";
@@ -18,9 +19,12 @@ struct family {
     struct mh_app_family_spec spec;
 };
 
+#define OWNER_GONE (-1) /* a per_worker share whose worker exited: its slot may be taken over */
+
 struct series {
     uint32_t state;
     int32_t family;
+    int32_t owner; /* per_worker gauges: the worker's pid, or OWNER_GONE; else 0 */
     uint32_t hash;
     uint32_t len;
     char values[MH_APP_METRICS_VALUES_MAX];
@@ -95,7 +99,8 @@ const char *mh_app_metrics_check_label(const char *name, size_t len, enum mh_app
 /* Same type, labels and buckets: help and max_series may differ (the first's stay). */
 static bool same_shape(const struct mh_app_family_spec *x, const struct mh_app_family_spec *y)
 {
-    if (x->type != y->type || x->nlabels != y->nlabels || x->nbuckets != y->nbuckets)
+    if (x->type != y->type || x->nlabels != y->nlabels || x->nbuckets != y->nbuckets ||
+        x->per_worker != y->per_worker)
         return false;
     for (int i = 0; i < x->nlabels; i++)
         if (strcmp(x->labels[i], y->labels[i]) != 0)
@@ -154,7 +159,7 @@ static uint32_t hash_series(int fam, const char *values, size_t len)
 /* Claims the empty slot s for a new series of f, within f's bound. 1: claimed; 0: another
  * worker took the slot first (look at it again); -1: the family is at its bound. */
 static int claim_series(struct family *f, struct series *s, int fam, uint32_t h, const char *values,
-                        size_t len)
+                        size_t len, int32_t owner)
 {
     if (ADD(&f->nseries, 1) >= f->spec.max_series) {
         __atomic_fetch_sub(&f->nseries, 1, __ATOMIC_RELAXED);
@@ -167,6 +172,7 @@ static int claim_series(struct family *f, struct series *s, int fam, uint32_t h,
         return 0;
     }
     s->family = fam;
+    s->owner = owner;
     s->hash = h;
     s->len = (uint32_t)len;
     memcpy(s->values, values, len);
@@ -179,11 +185,13 @@ int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values,
 {
     struct family *f = &a->families[fam];
     uint32_t h = hash_series(fam, values, len);
+    /* A per_worker gauge's shares have the same values: they sit together from h on. */
+    int32_t owner = f->spec.per_worker ? (int32_t)getpid() : 0;
     for (uint32_t i = 0; i < MH_APP_METRICS_SERIES; i++) {
         uint32_t at = (h + i) % MH_APP_METRICS_SERIES;
         struct series *s = &a->series[at];
         if (LOAD(&s->state) == SLOT_EMPTY) {
-            int rc = claim_series(f, s, fam, h, values, len);
+            int rc = claim_series(f, s, fam, h, values, len, owner);
             if (rc > 0)
                 return (int)at;
             if (rc < 0) {
@@ -193,9 +201,15 @@ int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values,
         }
         if (settle(&s->state) != SLOT_READY)
             continue;
-        if (s->family == fam && s->hash == h && s->len == len &&
-            memcmp(s->values, values, len) == 0)
+        if (s->family != fam || s->hash != h || s->len != len ||
+            memcmp(s->values, values, len) != 0)
+            continue;
+        int32_t was = LOAD(&s->owner);
+        if (was == owner)
             return (int)at;
+        if (was == OWNER_GONE && __atomic_compare_exchange_n(&s->owner, &was, owner, false,
+                                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return (int)at; /* a dead worker's share, zeroed: ours now */
     }
     *err = MH_APP_METRICS_ERR_FULL;
     return -1;
@@ -334,6 +348,38 @@ static void render_histogram(struct mh_buf *out, const struct mh_app_family_spec
     sample(out, spec->name, "_count", spec, s, NULL, num);
 }
 
+/* The first share of s's label values (s itself or an earlier slot): it stands for them all. */
+static bool first_share(const struct mh_app_metrics *a, const struct series *s)
+{
+    for (const struct series *o = a->series; o < s; o++)
+        if (LOAD(&o->state) == SLOT_READY && o->family == s->family && o->hash == s->hash &&
+            o->len == s->len && memcmp(o->values, s->values, s->len) == 0)
+            return false;
+    return true;
+}
+
+/* The sum of the shares of s's label values, from s (the first) on. */
+static double sum_shares(const struct mh_app_metrics *a, const struct series *s)
+{
+    double sum = 0;
+    for (const struct series *o = s; o < a->series + MH_APP_METRICS_SERIES; o++)
+        if (LOAD(&o->state) == SLOT_READY && o->family == s->family && o->hash == s->hash &&
+            o->len == s->len && memcmp(o->values, s->values, s->len) == 0)
+            sum += load_double(&o->value);
+    return sum;
+}
+
+void mh_app_metrics_forget_worker(struct mh_app_metrics *a, int pid)
+{
+    for (int i = 0; i < MH_APP_METRICS_SERIES; i++) {
+        struct series *s = &a->series[i];
+        if (LOAD(&s->state) != SLOT_READY || LOAD(&s->owner) != pid)
+            continue;
+        __atomic_store_n(&s->value, 0, __ATOMIC_RELAXED); /* 0.0's bits */
+        __atomic_store_n(&s->owner, OWNER_GONE, __ATOMIC_RELEASE);
+    }
+}
+
 static void render_family(struct mh_app_metrics *a, int fam, struct mh_buf *out)
 {
     static const char *const types[] = {"counter", "gauge", "histogram"};
@@ -353,6 +399,12 @@ static void render_family(struct mh_app_metrics *a, int fam, struct mh_buf *out)
             continue;
         if (spec->type == MH_APP_HISTOGRAM) {
             render_histogram(out, spec, s);
+        } else if (spec->per_worker) {
+            if (!first_share(a, s))
+                continue;
+            char num[64];
+            format_value(num, sizeof num, sum_shares(a, s));
+            sample(out, spec->name, "", spec, s, NULL, num);
         } else {
             char num[64];
             format_value(num, sizeof num, load_double(&s->value));

@@ -46,6 +46,13 @@ struct mh_app_family_spec {
     int nbuckets; /* histograms: upper bounds, strictly increasing, finite */
     double buckets[MH_APP_METRICS_BUCKETS];
     uint32_t max_series; /* 1..MH_APP_METRICS_SERIES */
+    /*
+     * Gauges: each worker keeps its own share of each series (a series per
+     * worker and label values, counted against max_series); the exported
+     * value is their sum, and a worker that exits, however, takes its share
+     * with it (mh_app_metrics_forget_worker).
+     */
+    bool per_worker;
 };
 
 /* Errors (static strings, compared by identity). */
@@ -93,6 +100,13 @@ int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values,
 void mh_app_metrics_add(struct mh_app_metrics *a, int series, double v);     /* counter, gauge */
 void mh_app_metrics_set(struct mh_app_metrics *a, int series, double v);     /* gauge */
 void mh_app_metrics_observe(struct mh_app_metrics *a, int series, double v); /* histogram */
+
+/*
+ * A worker exited (the master calls this for each, however it ended): its
+ * shares of per_worker gauges go to zero, and their slots are taken over by
+ * the next worker that updates the same label values.
+ */
+void mh_app_metrics_forget_worker(struct mh_app_metrics *a, int pid);
 
 /* Appends every family with its series in the Prometheus text format (cut short on OOM, as
  * mh_metrics_render's own text). */

@@ -210,6 +210,7 @@ void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid)
 {
     if (!m)
         return;
+    mh_app_metrics_forget_worker(m->app, (int)pid); /* its shares of per_worker gauges */
     for (size_t i = 0; i < NWORKER_SLOTS; i++) {
         struct worker_slot *w = &m->workers[i];
         if (LOAD(&w->pid) == pid) {

@@ -80,7 +80,10 @@ enum mh_metrics_guard {
 };
 void mh_metrics_count_guard(struct mh_metrics *m, enum mh_metrics_guard what);
 
-/* A worker's connection gauges; a worker that exited is forgotten by its master. */
+/*
+ * A worker's connection gauges; a worker that exited is forgotten by its
+ * master (its gauges and its shares of the app's per_worker gauges go).
+ */
 void mh_metrics_publish_conns(struct mh_metrics *m, pid_t pid, size_t open, size_t idle);
 void mh_metrics_forget_worker(struct mh_metrics *m, pid_t pid);
 

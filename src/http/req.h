@@ -48,7 +48,7 @@
 #include "handler.h"
 #include "transport.h"
 #include "outq.h"
-#include "request.h"
+#include "request_head.h"
 #include "response.h"
 #include "router.h"
 
@@ -147,8 +147,8 @@ struct mh_req {
     const struct mh_req_ops *ops;
     struct mh_request head;     /* parsed head: slices into ops->head(r) */
     struct mh_req_route routed; /* set by mh_dispatch */
-    struct mh_response res; /* the response being built */
-    ev_tstamp started;      /* loop time the head was complete */
+    struct mh_response res;     /* the response being built */
+    ev_tstamp started;          /* loop time the head was complete */
 
     /* request body, decoded by the protocol */
     enum mh_body_state body_state;

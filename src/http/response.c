@@ -1,6 +1,6 @@
 #include "response.h"
 
-#include "request.h"
+#include "request_head.h"
 
 #include <inttypes.h>
 #include <stdio.h>

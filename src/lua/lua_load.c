@@ -8,7 +8,7 @@
 #include "lua_pgauth.h"
 #include "lua_pgbind.h"
 #include "lua_pgrows.h"
-#include "lua_resp.h"
+#include "lua_redis_resp.h"
 #include "lua_waiter.h"
 #include "lua_channel.h"
 #include "lua_socket.h"

@@ -111,7 +111,7 @@ static void read_opts(lua_State *L, int idx, struct mh_app_family_spec *spec, co
     if (lua_isnoneornil(L, idx))
         return;
     luaL_checktype(L, idx, LUA_TTABLE);
-    static const char *const known[] = {"max_series", "buckets", NULL};
+    static const char *const known[] = {"max_series", "buckets", "per_worker", NULL};
     mh_lua_check_opts(L, idx, what, known, 1);
     if (lua_getfield(L, idx, "max_series") != LUA_TNIL) {
         int isint;
@@ -121,6 +121,11 @@ static void read_opts(lua_State *L, int idx, struct mh_app_family_spec *spec, co
                        MH_APP_METRICS_SERIES);
         spec->max_series = (uint32_t)m;
     }
+    lua_pop(L, 1);
+    int pw = lua_getfield(L, idx, "per_worker");
+    if (pw != LUA_TNIL && (pw != LUA_TBOOLEAN || spec->type != MH_APP_GAUGE))
+        luaL_error(L, "%s: per_worker is true or false, and only for a gauge", what);
+    spec->per_worker = lua_toboolean(L, -1);
     lua_pop(L, 1);
     read_buckets(L, idx, spec, what);
 }

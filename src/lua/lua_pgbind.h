@@ -3,7 +3,7 @@
 /*
  * "moonhttp.pgbind" (used by lua/moonhttp/pg.lua): the batch a query on a
  * prepared statement sends (Bind, Execute, Sync) built in C from the
- * query's Lua values, as one string. The bytes come from base/pg_wire.c;
+ * query's Lua values, as one string. The bytes come from wire/pg_wire.c;
  * this file turns Lua values into parameters. Nothing here waits or
  * touches a socket.
  */

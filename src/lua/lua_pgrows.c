@@ -1,5 +1,5 @@
 /*
- * moonhttp.pgrows: see lua_pgrows.h. The bytes are cut by base/pg_wire.c;
+ * moonhttp.pgrows: see lua_pgrows.h. The bytes are cut by wire/pg_wire.c;
  * this file only builds Lua values. One call per answer (or per piece of
  * one) replaces, for each message, a Lua string for its body, a dozen
  * string.unpack calls and a decode call per column, which is where the

@@ -73,7 +73,7 @@ end
 
 -- Execute of the unnamed portal with no row limit, then Sync: the tail of
 -- every one-shot query's batch. pg.lua's queries are built in C
--- (src/lua/lua_pgbind.c over src/base/pg_wire.c), to the same bytes as
+-- (src/lua/lua_pgbind.c over src/wire/pg_wire.c), to the same bytes as
 -- bind(...) .. EXECUTE_SYNC; these two are the reference its specs compare with.
 M.EXECUTE_SYNC = msg("E", "\0\0\0\0\0") .. msg("S", "")
 

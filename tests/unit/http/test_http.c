@@ -1,6 +1,6 @@
 /* Response heads byte for byte, header pairs and validation, request targets. */
 #include "outq.h"
-#include "request.h"
+#include "request_head.h"
 #include "h1_response.h"
 #include "unit.h"
 

@@ -1,11 +1,11 @@
-#ifndef MH_RESP_H
-#define MH_RESP_H
+#ifndef MH_REDIS_RESP_H
+#define MH_REDIS_RESP_H
 /*
  * Redis replies (RESP2) cut from a buffer of received bytes: simple strings
  * (+), errors (-), integers (:), bulk strings ($) and arrays (*). Pure
  * functions over caller-owned bytes: nothing is copied or allocated, every
  * slice points into the input. moonhttp.redis reads its replies with them
- * (src/lua/lua_resp.c); they accept exactly what the client's Lua reader
+ * (src/lua/lua_redis_resp.c); they accept exactly what the client's Lua reader
  * accepted before them: a line ends at '\n' with an optional '\r' before
  * it, a number is an optional '-' and digits within int64's range, a bulk
  * is followed by "\r\n", lengths are -1 (null) or 0..MH_RESP_MAX_BULK, and

@@ -1,9 +1,9 @@
 /*
- * base/resp.c: replies as data (whole, refused), every prefix of a whole
+ * wire/redis_resp.c: replies as data (whole, refused), every prefix of a whole
  * reply asking for more with a bound it keeps, the items' fields, numbers
  * at int64's edges and arrays at the nesting limit.
  */
-#include "resp.h"
+#include "redis_resp.h"
 #include "unit.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-#ifndef MH_REQUEST_H
-#define MH_REQUEST_H
+#ifndef MH_REQUEST_HEAD_H
+#define MH_REQUEST_HEAD_H
 /*
  * A parsed request head. Every string is a slice (offset, length) into the
  * connection's read buffer, relative to the first byte of this request, so

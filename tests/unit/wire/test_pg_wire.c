@@ -1,5 +1,5 @@
 /*
- * base/pg_wire.c: message heads at every split of a buffer, DataRows whole,
+ * wire/pg_wire.c: message heads at every split of a buffer, DataRows whole,
  * short, long and with NULLs, integer text at int64's edges, and Bind +
  * Execute + Sync batches byte for byte against messages written out by hand.
  */

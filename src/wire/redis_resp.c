@@ -1,7 +1,7 @@
 /*
  * RESP2 replies: see resp.h.
  */
-#include "resp.h"
+#include "redis_resp.h"
 
 #include <stdbool.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "request.h"
+#include "request_head.h"
 
 #include <stddef.h>
 

@@ -1,11 +1,11 @@
 /*
- * moonhttp.resp: see lua_resp.h. One call per reply replaces the Lua
+ * moonhttp.resp: see lua_redis_resp.h. One call per reply replaces the Lua
  * reader's two socket reads (the line, then the bulk), its string.sub and
  * string.match calls and a tonumber per reply (bench/notes/2026-12-06-redis-json.md).
  */
-#include "lua_resp.h"
+#include "lua_redis_resp.h"
 
-#include "resp.h"
+#include "redis_resp.h"
 
 #include <lauxlib.h>
 #include <stdio.h>
