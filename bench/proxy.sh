@@ -8,7 +8,7 @@
 # machine is requests per CPU-second.
 #   bench/proxy.sh [duration_s=10] [connections=32]      ROUNDS=3 by default
 #   bench/proxy.sh --callgrind [N1=2000 N2=10000]
-# GROUP=1: two upstreams, balanced round robin by an http.upstream group and
+# GROUP=1: two upstreams (also with --callgrind), balanced round robin by an http.upstream group and
 # by nginx's upstream block (Go is left out: ReverseProxy has no balancer).
 # --callgrind: the moonhttp proxy worker under valgrind, N1 then N2
 # keep-alive GETs on one curl connection: instructions per proxied request
@@ -46,6 +46,15 @@ ms() { awk -v v="$1" 'BEGIN { u = v; sub(/^[0-9.]+/, "", u); n = v + 0
 PIDS+=($!)
 wait_port $UPPORT
 
+SERVERS="server 127.0.0.1:$UPPORT;"
+if [ "${GROUP:-0}" = 1 ]; then
+    "$BIN" --listen 127.0.0.1:$UPPORT2 --workers 1 examples/api.lua >"$WORK/up2.log" 2>&1 &
+    PIDS+=($!)
+    wait_port $UPPORT2
+    export PROXY_UPSTREAMS="127.0.0.1:$UPPORT,127.0.0.1:$UPPORT2"
+    SERVERS="server 127.0.0.1:$UPPORT; server 127.0.0.1:$UPPORT2;"
+fi
+
 # callgrind_run N: the proxy's instructions (all its processes) for N requests, start to exit
 callgrind_run() {
     local n=$1 pid
@@ -75,14 +84,6 @@ if [ -n "$CALLGRIND" ]; then
     exit 0
 fi
 
-SERVERS="server 127.0.0.1:$UPPORT;"
-if [ "${GROUP:-0}" = 1 ]; then
-    "$BIN" --listen 127.0.0.1:$UPPORT2 --workers 1 examples/api.lua >"$WORK/up2.log" 2>&1 &
-    PIDS+=($!)
-    wait_port $UPPORT2
-    export PROXY_UPSTREAMS="127.0.0.1:$UPPORT,127.0.0.1:$UPPORT2"
-    SERVERS="server 127.0.0.1:$UPPORT; server 127.0.0.1:$UPPORT2;"
-fi
 PROXY_UPSTREAM="http://127.0.0.1:$UPPORT" "$BIN" --listen 127.0.0.1:$MHPORT --workers 1 bench/proxy/proxy.lua >"$WORK/mh.log" 2>&1 &
 MH=$!
 PIDS+=($MH)

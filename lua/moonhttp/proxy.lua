@@ -158,23 +158,45 @@ end
 
 local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
--- The plain path: a URL target and no request hook. The upstream head is built in C from
--- the request's fields (core.proxy_request) and sent as is, so no Lua table is made for
--- the request. Returns false when the request needs the hook path (an upgrade, a stand-in
--- req).
-local function plain(req, res, base, prefix, authority, opts)
-  local o = opts ~= NO_OPTS and opts or nil -- no options: C reads none
+-- One exchange of the plain path: the head core.proxy_request builds for authority,
+-- sent to base over client (a core client, or nil: the default one), the body streamed
+-- from req. Returns resp, or nil, kind, detail.
+local function plain_send(req, client, base, authority, prefix, o)
   local head, method, stream = core.proxy_request(req, authority, prefix, o)
-  if not head then
-    if method == "invalid" then return fail(res, opts, method, stream) end
-    return false
-  end
-  local client = opts.client
-  local resp, kind, detail = core.proxy_fetch(client and client._c, base, head, method, stream, o)
+  if not head then return nil, method, stream end
+  local resp, kind, detail = core.proxy_fetch(client, base, head, method, stream, o)
   if resp and stream then
     resp, kind, detail = upload.send(resp, function() return req:read(PIECE) end, stream ~= true and stream or nil, 2)
   end
+  return resp, kind, detail
+end
+
+-- The plain path: no request hook, a URL target or a group (its server picked per
+-- attempt, then this path). The upstream head is built in C from the request's fields
+-- (core.proxy_request) and sent as is, so no Lua table is made for the request. Returns
+-- false when the request needs the hook path (an upgrade, a stand-in req).
+local function plain(req, res, target, base, prefix, authority, opts)
+  local o = opts ~= NO_OPTS and opts or nil -- no options: C reads none
+  local resp, kind, detail, server
+  if authority then
+    local client = opts.client
+    resp, kind, detail = plain_send(req, client and client._c, base, authority, prefix, o)
+    if not resp and (kind == "upgrade" or kind == "stand-in") then return false end
+  else
+    if opts.client then error("http.proxy: a group has its own client (http.upstream's client option)", 4) end
+    -- the head is built per server (its Host); first, whether this path can take it
+    local head, why, stream = core.proxy_request(req, "", prefix, o)
+    if not head and why ~= "invalid" then return false end
+    if not head then return fail(res, opts, why, stream) end
+    local client = target.client._c
+    resp, server, detail = target:exchange("", { method = req.method }, stream == nil, req, nil, function(s)
+      return plain_send(req, client, s.base, s.base:match("^[^:]+://(.*)$"), prefix, o)
+    end)
+    if not resp then kind = server end
+  end
   if not resp then return fail(res, opts, kind, detail) end
+  -- least_conn counts the request in flight until its body is relayed, however that ends
+  local _ <close> = server and setmetatable({}, { __close = function() target:release(server) end })
   send_head(req, res, resp, opts)
   local ok = relay(res, resp)
   resp:close()
@@ -191,8 +213,8 @@ function M.proxy(http, req, res, target, opts)
     core.check_opts(opts, "http.proxy", KNOWN, 3)
   end
   local base, prefix, authority = resolve_target(target)
-  if authority and not opts.request then
-    local ok, kind, detail = plain(req, res, base, prefix, authority, opts)
+  if not opts.request then
+    local ok, kind, detail = plain(req, res, target, base, prefix, authority, opts)
     if ok ~= false then return ok, kind, detail end
   end
   local up, cl, te, upgrade = upstream_request(req, opts, prefix)

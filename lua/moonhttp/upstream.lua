@@ -406,7 +406,7 @@ when none is (all tried or down) or no retry follows, it is the answer.
 Returns resp, server (the caller releases it when the body is done), or nil,
 kind, detail; kind "unavailable" when no server is up.
 ]]
-function Group:exchange(path, fopts, replayable, req, key)
+function Group:exchange(path, fopts, replayable, req, key, send)
   local method = (fopts.method or "GET"):upper()
   local r = self.retries
   local may_retry = replayable and (IDEMPOTENT[method] or not r.idempotent_only)
@@ -424,7 +424,11 @@ function Group:exchange(path, fopts, replayable, req, key)
     tried[s] = true
     s.inflight = s.inflight + 1
     local resp
-    resp, kind, detail = self.client:fetch(s.base .. path, fopts)
+    if send then
+      resp, kind, detail = send(s)
+    else
+      resp, kind, detail = self.client:fetch(s.base .. path, fopts)
+    end
     local cond = condition(self, resp, kind)
     if cond then self:failed(s) end
     if not cond or attempt == r.tries or not may_retry or not r.on[cond]
