@@ -334,15 +334,21 @@ void mh_conn_read_failed(struct mh_conn *c)
     mh_conn_close(c);
 }
 
-/* A lingering connection's input: dropped until EOF. */
+/* A lingering connection's input: dropped until EOF, or past discard_body_bytes. */
 static void linger_read(struct mh_conn *c)
 {
     char small[STACK_READ];
     ssize_t n = mh_transport_read(&c->tp, small, sizeof small);
     if (n < 0)
         return mh_conn_read_failed(c);
-    if (n > 0)
+    if (n > 0) {
+        /* a client that goes on sending (an upload no one reads) is not read for long */
+        if ((c->linger_left -= n) < 0) {
+            mh_log(MH_LOG_DEBUG, "fd %d: closing: past discard_body_bytes", c->fd);
+            mh_conn_close(c);
+        }
         return;
+    }
     c->peer_closed = true;
     if (!mh_conn_out_pending(c))
         mh_conn_close(c);
@@ -493,6 +499,7 @@ static void start_linger(struct mh_conn *c)
 {
     const struct mh_http_limits *lim = c->h->limits;
     c->lingering = true;
+    c->linger_left = lim->discard_body_bytes;
     c->want_read = true;
     ev_set_cb(&c->io, on_io_other);
     mh_conn_set_idle(c, false);

@@ -47,6 +47,7 @@ struct mh_http_limits {
     double send_timeout;        /* output blocked: the client must take some within this */
     long max_header_bytes;
     long max_body_bytes;
+    long discard_body_bytes; /* unread body read and dropped (and a closing connection's input) */
     long keepalive_requests; /* requests per connection; 0 = unlimited */
     /* HTTP/2 (h2/h2_conn.c) */
     bool http2; /* TLS: ALPN chose "h2" (the listener offered it) */

@@ -86,6 +86,7 @@ struct mh_conn {
     bool peer_closed; /* the client ended its side (EOF) */
     bool closed;      /* socket closed; object waits to be freed */
     bool lingering;   /* closing: output flushed, then input drained until EOF */
+    long linger_left; /* lingering: input bytes still dropped before it closes anyway */
     bool in_pending;  /* on the pending-write list */
     bool want_write;  /* the socket was full: wait for EV_WRITE */
     bool on_idle_list;

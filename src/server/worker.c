@@ -480,6 +480,7 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->send_timeout = c->send_timeout;
     lim->max_header_bytes = c->max_header_bytes;
     lim->max_body_bytes = c->max_body_bytes;
+    lim->discard_body_bytes = c->discard_body_bytes;
     lim->keepalive_requests = c->keepalive_requests;
     lim->http2 = c->http2;
     lim->h2c = c->h2c;

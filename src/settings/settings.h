@@ -56,6 +56,7 @@ struct mh_config {
     double once_start_timeout; /* worker.c: serving waits for once on_start functions */
     long max_header_bytes;
     long max_body_bytes;
+    long discard_body_bytes; /* an unread body kept the connection up to this */
     long max_connections;
     long keepalive_requests;
     long backlog;

@@ -184,6 +184,16 @@ const struct mh_setting mh_settings[] = {
      .max = 1L << 40,
      .doc = "request body limit (413)",
      .more = "and the connection is closed; a route's `max_body` option replaces it there"},
+    {.name = "discard_body_bytes",
+     .type = MH_SETTING_BYTES,
+     .offset = OFF(discard_body_bytes),
+     .def = "256k",
+     .max = 1L << 30,
+     .doc = "request body bytes a handler left unread that the server reads and drops to keep "
+            "the connection; past it the answer says Connection: close and the connection closes",
+     .more = "a chunked body whose end has not arrived when the handler answers is never waited "
+             "for: the connection closes; it also bounds what a closing connection reads before "
+             "it closes (HTTP/2: a stream's flow-control window bounds it)"},
     {.name = "max_connections",
      .type = MH_SETTING_INT,
      .offset = OFF(max_connections),

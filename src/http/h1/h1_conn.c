@@ -1,3 +1,7 @@
+/*
+ * An HTTP/1.x connection (h1.h): its states, reading and parsing requests,
+ * the request ops of struct mh_req for them, and the end of each request.
+ */
 #include "h1.h"
 
 #include "h1_impl.h"
@@ -10,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A request body left unread is discarded up to this much to keep the connection. */
-#define DRAIN_MAX (256 * 1024)
 /*
  * An idle connection (no read buffer) or a tunnel reads into the stack
  * first: an EOF then costs no pooled buffer, so a burst of idle
@@ -302,6 +304,43 @@ static void end_request(struct mh_h1 *c)
     c->in_handler = false;
 }
 
+/*
+ * The handler answered without reading all of the body: whether the
+ * connection can be kept by reading and dropping the rest (at most
+ * discard_body_bytes), decided before the head goes out, so that the answer
+ * says Connection: close whenever the server will close. What has already
+ * arrived is parsed now: a body that ends there costs nothing more. A
+ * declared length whose rest is within the bound is read after the answer.
+ * A chunked body whose end has not come is not waited for: its size is
+ * unknown, and a client may send gigabytes (its lingering close reads at
+ * most discard_body_bytes, conn.c). A client waiting for "100 Continue" may
+ * never send the body.
+ */
+static bool drainable(struct mh_h1 *c)
+{
+    struct mh_req *r = &c->req;
+    long bound = c->conn->h->limits->discard_body_bytes;
+    if (r->body_state == MH_BODY_NONE)
+        return true;
+    if (r->body_state != MH_BODY_MORE || (r->head.expect_continue && !c->continue_sent))
+        return false;
+    uint64_t start = r->body_received;
+    c->draining = true;
+    while (c->parse_pos < c->in.len && r->body_received - start <= (uint64_t)bound) {
+        int status;
+        enum mh_parse_result pr = mh_http_parse(c, &status);
+        if (pr == MH_PARSE_MESSAGE_DONE) {
+            r->body_state = MH_BODY_NONE;
+            return true;
+        }
+        if (pr == MH_PARSE_ERROR)
+            return false;
+    }
+    if (c->parser.flags & F_CHUNKED)
+        return false;
+    return r->head.content_length - start <= (uint64_t)bound;
+}
+
 static void finish_response(struct mh_h1 *c)
 {
     if (!c->in_handler)
@@ -325,18 +364,7 @@ static void finish_response(struct mh_h1 *c)
         return;
     }
     mh_policy_answer(&c->req); /* flush_response sent none of a malformed body's */
-    bool drainable = true;
-    if (c->req.body_state == MH_BODY_MORE) {
-        /* A client waiting for "100 Continue" may never send the body. */
-        if (c->req.head.expect_continue && !c->continue_sent)
-            drainable = false;
-        else if (!(c->parser.flags & F_CHUNKED) &&
-                 c->req.head.content_length - c->req.body_received > DRAIN_MAX)
-            drainable = false;
-    } else if (c->req.body_state != MH_BODY_NONE) {
-        drainable = false;
-    }
-    if (!drainable)
+    if (!drainable(c))
         c->close_after = true;
     if (mh_req_run_filters(&c->req, true) < 0) {
         mh_conn_close(c->conn);

@@ -238,6 +238,7 @@ static void setup(bool h2c, bool http2)
     memset(&limits, 0, sizeof limits);
     limits.read_header_timeout = 10;
     limits.send_timeout = 10;
+    limits.discard_body_bytes = 256 * 1024;
     limits.h2c = h2c;
     limits.http2 = http2;
     mh_http_ctx_init(&ctx, loop, &limits, &bufs, &protos);
@@ -419,6 +420,19 @@ static void test_linger(void)
     s.eof = true;
     readable(c);
     CHECK(c->closed && one.calls[OP_CLOSE] == 1);
+    mh_http_ctx_destroy(&ctx);
+
+    /* a client that goes on sending: closed once discard_body_bytes were dropped */
+    setup(false, false);
+    limits.discard_body_bytes = 5;
+    struct script s2 = {.in = {"GET", "more", "ignored"}, .nin = 3, .write_room = 10};
+    c = accept_script(&s2);
+    readable(c);
+    mh_conn_linger(c);
+    readable(c); /* "more": 4 of 5 */
+    CHECK(!c->closed);
+    readable(c); /* "ignored": past the 5 */
+    CHECK(c->closed);
     mh_http_ctx_destroy(&ctx);
 }
 
