@@ -86,15 +86,16 @@ if [ "$1" = "--mbedtls-archive" ]; then
 fi
 
 mbedtls_build() {
-    # What a build is made of: the source package, our configuration, the flags.
-    made_of="$(cd "$MBEDTLS_SRC" 2>/dev/null && ls -- *.dsc) $(sha256sum <"$MBEDTLS_CONFIG" | cut -c1-16) $MBEDTLS_CFLAGS"
+    # What a build is made of: the source package, our configuration, this
+    # script (the flags, what is installed).
+    made_of="$(cd "$MBEDTLS_SRC" 2>/dev/null && ls -- *.dsc) $(cat "$MBEDTLS_CONFIG" "$0" | sha256sum | cut -c1-16)"
     if [ -z "${MH_MBEDTLS_UPDATE:-}" ] && [ -f "$MBEDTLS_DIR/.made-of" ] &&
         [ "$(cat "$MBEDTLS_DIR/.made-of")" = "$made_of" ]; then
         return 0
     fi
     if [ -n "${MH_MBEDTLS_UPDATE:-}" ] || ! ls "$MBEDTLS_SRC"/*.dsc >/dev/null 2>&1; then
         mbedtls_fetch
-        made_of="$(cd "$MBEDTLS_SRC" && ls -- *.dsc) $(sha256sum <"$MBEDTLS_CONFIG" | cut -c1-16) $MBEDTLS_CFLAGS"
+        made_of="$(cd "$MBEDTLS_SRC" && ls -- *.dsc) $(cat "$MBEDTLS_CONFIG" "$0" | sha256sum | cut -c1-16)"
     fi
     dsc=$(ls "$MBEDTLS_SRC"/*.dsc)
     echo "building Mbed TLS from $(basename "$dsc") with $MBEDTLS_CONFIG into $MBEDTLS_DIR"
@@ -111,6 +112,8 @@ mbedtls_build() {
         >"$work/log" 2>&1 || { tail -40 "$work/log" >&2; echo "deps: building Mbed TLS failed (log: $work/log)" >&2; exit 1; }
     mkdir -p "$MBEDTLS_DIR.new/include" "$MBEDTLS_DIR.new/lib"
     cp -r "$work/src/include/mbedtls" "$work/src/include/psa" "$MBEDTLS_DIR.new/include/"
+    # ecdh.h includes Everest's header where X25519 comes from it (the configuration).
+    cp -r "$work/src/3rdparty/everest/include/everest" "$MBEDTLS_DIR.new/include/"
     cp "$work/src/library"/libmbedcrypto.a "$work/src/library"/libmbedx509.a \
         "$work/src/library"/libmbedtls.a "$MBEDTLS_DIR.new/lib/"
     echo "$made_of" >"$MBEDTLS_DIR.new/.made-of"

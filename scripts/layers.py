@@ -15,8 +15,14 @@ Three checks, each a failure when broken:
    object file references a symbol the other defines (the callgraph, from
    `nm`). Any strongly connected set of two or more modules is a cycle; it
    fails unless scripts/layers-allow.txt names a cycle containing it.
-3. Size: no file of src/ over MAX_LINES lines, unless the allowlist says
-   `size <path>`.
+3. Size: no file of src/ or lua/moonhttp/ over MAX_LINES lines, unless the
+   allowlist says `size <path>`.
+4. The Lua modules of lua/moonhttp/: no cycle in their `require` graph (a
+   require inside a function counts: it is still a dependency).
+5. Docs that name the code: docs/guide/layout.md lists every .c file of src/
+   and Lua module as its first comment says (scripts/layout_doc.py --check),
+   and every function docs/guide/life-of-a-request.md names (`name()`) is
+   defined in src/.
 
 An allowlist entry that no longer matches anything fails too, so what a
 branch fixes comes off the list. --list prints every cycle found (allowed
@@ -30,9 +36,14 @@ import re
 import subprocess
 import sys
 
+import layout_doc  # scripts/layout_doc.py, beside this file
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 SRC = os.path.join(ROOT, "src")
 ALLOW = os.path.join(ROOT, "scripts", "layers-allow.txt")
+LUA = os.path.join(ROOT, "lua", "moonhttp")
+LIFE = os.path.join(ROOT, "docs", "guide", "life-of-a-request.md")
+REQUIRE_RE = re.compile(r"""\brequire\s*\(?\s*["'](moonhttp(?:\.[\w.]+)?)["']""")
 MAX_LINES = 1000
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -220,6 +231,44 @@ def cycles(edges):
     return sorted(out)
 
 
+def lua_modules():
+    """{module name: path relative to ROOT} of lua/moonhttp/ ("moonhttp" is init.lua)."""
+    out = {}
+    for dirpath, _, names in os.walk(LUA):
+        for n in names:
+            if n.endswith(".lua"):
+                rel = os.path.relpath(os.path.join(dirpath, n), LUA)[: -len(".lua")]
+                name = "moonhttp" if rel == "init" else "moonhttp." + rel.replace(os.sep, ".")
+                out[name] = os.path.relpath(os.path.join(dirpath, n), ROOT)
+    return out
+
+
+def require_edges(modules):
+    """module -> the lua/moonhttp modules it requires (modules made in C are not files here)."""
+    edges = collections.defaultdict(set)
+    for name, rel in modules.items():
+        for target in REQUIRE_RE.findall(open(os.path.join(ROOT, rel), encoding="utf-8").read()):
+            if target in modules and target != name:
+                edges[name].add(target)
+    return edges
+
+
+def undefined_functions(path):
+    """The `name()` a docs page names that no line of src/ defines."""
+    if not os.path.exists(path):
+        return ["%s is missing" % os.path.relpath(path, ROOT)]
+    names = sorted(set(re.findall(r"`(\w+)\(\)`", open(path, encoding="utf-8").read())))
+    defined = set()
+    for f in source_files():
+        text = open(os.path.join(SRC, f), encoding="utf-8", errors="replace").read()
+        # a definition: a line that starts with its type (not indented), has no ";", and
+        # names the function before its "(" (after any __attribute__((...)))
+        for line in re.findall(r"^[A-Za-z_][^;\n]*\([^;\n]*$", text, re.M):
+            defined.update(re.findall(r"\b(\w+)\(", line))
+    return ["%s names %s(), which src/ does not define" % (os.path.relpath(path, ROOT), n)
+            for n in names if n not in defined]
+
+
 def read_allow():
     """scripts/layers-allow.txt: {line: (kind, args)}."""
     entries = {}
@@ -269,13 +318,22 @@ def main():
             if not ok:
                 errors.append("%s cycle between %s" % (kind, ", ".join(scc)))
 
-    for f in files:
-        n = sum(1 for _ in open(os.path.join(SRC, f), encoding="utf-8", errors="replace"))
+    lua = lua_modules()
+    for scc in cycles(require_edges(lua)):
+        errors.append("require cycle between Lua modules: %s" % ", ".join(scc))
+
+    sized = [(f, os.path.join(SRC, f)) for f in files]
+    sized += [(os.path.relpath(p, ROOT), os.path.join(ROOT, p)) for p in sorted(lua.values())]
+    for f, path in sized:
+        n = sum(1 for _ in open(path, encoding="utf-8", errors="replace"))
         if n > MAX_LINES:
             ok = [line for line, (k, rest) in allow.items() if k == "size" and rest[0] == f]
             used.update(ok)
             if not ok:
                 errors.append("%s: %d lines (at most %d)" % (f, n, MAX_LINES))
+
+    errors += layout_doc.check()
+    errors += undefined_functions(LIFE)
 
     for n, (kind, _) in sorted(allow.items()):
         if n not in used and (args.objects or kind != "cycle"):  # a call cycle is only seen with --objects
@@ -285,7 +343,8 @@ def main():
         print("layers.py: " + e, file=sys.stderr)
     if errors:
         return 1
-    print("layers.py: %d files, layers and cycles as src/README.md draws them" % len(files))
+    print("layers.py: %d files, layers and cycles as src/README.md draws them; %d Lua modules; "
+          "docs/guide/layout.md and life-of-a-request.md as the code is" % (len(files), len(lua)))
     return 0
 
 

@@ -12,12 +12,11 @@ if [ ! -f "$manifest" ]; then
     echo "uninstall: no $manifest (nothing was installed from $build)" >&2
     exit 1
 fi
-here=$(dirname "$0")/..
 while IFS= read -r f || [ -n "$f" ]; do  # CMake ends the list without a newline
     f="$DESTDIR$f"
     case "$f" in
     */etc/moonhttp/app.lua)
-        if [ -f "$f" ] && ! cmp -s "$f" "$here/dist/app.lua"; then
+        if [ -f "$f" ] && ! cmp -s "$f" "$build/app.lua"; then
             echo "uninstall: kept $f (edited since it was installed)"
             continue
         fi ;;

@@ -484,6 +484,16 @@ def scenario(name, port):
         c.send(c.headers(1), c.headers(3))
         c.read(lambda c: goaway(c) or (ended(3)(c) and "rst.1" in c.out))
         c.read(timeout=0.2)
+    elif name == "unread_upload":  # POST /ignore: the body's start, then the rest of the window
+        c.send(c.headers(1, path="/ignore", method="POST", end_stream=False), DataFrame(1, b"u" * 16384))
+        c.read(lambda c: "rst.1" in c.out)
+        c.note("first_rst.1", c.out.pop("rst.1"))
+        for _ in range(3):  # in flight when the server reset the stream
+            c.send(DataFrame(1, b"u" * 16383))
+        c.send(c.headers(3))
+        c.read(lambda c: ended(3)(c) and "rst.1" in c.out)
+        # the window the server gave back on stream 1 (none: it read no more of the body)
+        c.note("window_back", int(c.out.get("window.1", 0) > 0))
     elif name == "headers_after_reset":  # trailers on stream 1, which the server reset
         c.send(c.headers(1, path="/hello", method="POST", end_stream=False))
         c.read(lambda c: "rst.1" in c.out)

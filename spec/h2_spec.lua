@@ -27,6 +27,7 @@ end)
 http.handle("GET /cookie", function(req, res) res:write(tostring(req:header("cookie"))) end)
 http.handle("GET /host", function(req, res) res:write(req.proto .. " " .. tostring(req:header("host"))) end)
 http.handle("POST /echo", function(req, res) res:write(req:body() or "") end)
+http.handle("POST /ignore", function(req, res) res:write("ignored") end)
 http.handle("POST /stream", function(req, res)
   local n = 0
   while true do
@@ -299,6 +300,11 @@ describe("HTTP/2", function()
     -- error STREAM_CLOSED (h2spec http2/5.1/11, 5.1/12); the stream ended both ways
     { "data_on_closed", { ["status.1"] = "200", goaway = "STREAM_CLOSED", goaway_last = "1",
       ["status.3"] = false, ["rst.1"] = false } },
+    -- issue 43: a body the handler leaves unread is not read past the stream's window
+    -- (65,535 bytes, below discard_body_bytes): the answer, then RST_STREAM NO_ERROR (RFC 9113
+    -- §8.1); DATA in flight is a stream error, no window comes back, the connection goes on
+    { "unread_upload", { ["status.1"] = "200", ["body.1"] = "ignored", ["first_rst.1"] = "NO_ERROR",
+      ["rst.1"] = "STREAM_CLOSED", ["status.3"] = "200", goaway = false, window_back = "0" } },
     { "headers_on_closed", { ["status.1"] = "200", goaway = "STREAM_CLOSED", goaway_last = "1",
       ["status.3"] = false, ["rst.1"] = false } },
     -- after the server reset a stream (a 405 that left the body unread) the client's frames

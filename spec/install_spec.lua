@@ -34,7 +34,11 @@ describe("make install", function()
       assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)
     end
     local unit = H.read_file(prefix .. "/lib/systemd/system/moonhttp.service")
-    assert(H.read_file(root .. etc .. "/moonhttp/app.lua"), "no starter app in " .. etc)
+    local app = H.read_file(root .. etc .. "/moonhttp/app.lua")
+    assert(app, "no starter app in " .. etc)
+    -- its comments name the paths of this install, not another's
+    assert.matches("moonhttp --check " .. etc .. "/moonhttp/app.lua", app, 1, true)
+    assert.matches("More examples: " .. configured .. "/share/doc/moonhttp/examples/", app, 1, true)
     assert.matches("ExecStart=" .. configured .. "/bin/moonhttp " .. etc .. "/moonhttp/app.lua", unit, 1, true)
   end)
 

@@ -10,7 +10,8 @@ local sh = H.sh
 local dir
 local function path(name) return dir .. "/" .. name end
 
--- ca signs the server (localhost) and the client "client-one"; other-ca signs "intruder".
+-- ca signs the server (localhost), the client "client-one" and "expired" (in 2020);
+-- other-ca signs "intruder".
 local function make_certs()
   dir = certs.dir("-mtls")
   for _, ca in ipairs({ "ca", "other-ca" }) do certs.self_signed(dir, ca, "/CN=" .. ca) end
@@ -23,6 +24,32 @@ local function make_certs()
   for _, l in ipairs(leaves) do
     certs.leaf(dir, l[1], l[3], { ca = l[2], ext = l[4], serial = 4660 })
   end
+  certs.expired(dir, "expired", "/CN=expired")
+end
+
+-- The alerts that end a refused client's connection, as openssl s_client -msg shows them
+-- ("<<< TLS 1.3, Alert [length 0002], fatal unknown_ca"), and the server's log line:
+-- { client certificate (false: none), s_client version flag, alert, log reason }.
+local REFUSALS = {
+  { "intruder", "-tls1_3", "fatal unknown_ca", "certificate from an unknown CA (TLS 1.3" },
+  { "intruder", "-tls1_2", "fatal unknown_ca", "certificate from an unknown CA (TLS 1.2" },
+  { "expired", "-tls1_3", "fatal certificate_expired", "certificate expired (TLS 1.3" },
+  { "expired", "-tls1_2", "fatal certificate_expired", "certificate expired (TLS 1.2" },
+  { false, "-tls1_3", "fatal certificate_required", "no client certificate (TLS 1.3" },
+  { false, "-tls1_2", "fatal handshake_failure", "no client certificate (TLS 1.2" },
+}
+
+-- What the server's records said to s_client: its alerts ("<<< ... Alert") and whether an
+-- HTTP answer came; s_client's own alerts (">>>", e.g. bad_record_mac) are returned apart.
+local function s_client(port, who, version)
+  local cert = who and string.format(" -cert %s -key %s", q(path(who .. ".pem")), q(path(who .. ".key"))) or ""
+  local out = sh(string.format("printf 'GET /who HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n' | "
+    .. "timeout 10 openssl s_client -connect 127.0.0.1:%d %s%s -msg -ign_eof 2>&1", port, version, cert))
+  local got, sent = {}, {}
+  for dir, alert in out:gmatch("\n(...) TLS 1%.%d, Alert %[length 0002%], (%a+ [%a_]+)") do
+    if dir == "<<<" then got[#got + 1] = alert else sent[#sent + 1] = alert end
+  end
+  return table.concat(got, ","), table.concat(sent, ","), out
 end
 
 -- Answers with req:tls()'s fields, "|"-separated ("plain" without TLS).
@@ -103,6 +130,25 @@ describe("mutual TLS", function()
       end
     end
     assert.is_true(srv:alive())
+  end)
+
+  it("require: a refused client reads why, in an alert it can decrypt; the server logs it at info", function()
+    for _, row in ipairs(REFUSALS) do
+      local who, version, alert, reason = table.unpack(row)
+      local got, sent, out = s_client(p[1], who, version)
+      local name = (who or "no certificate") .. " " .. version
+      assert.equal(alert, got, name .. ": " .. out)
+      assert.equal("", sent, name .. " (s_client could not read the server's records): " .. out)
+      assert.falsy(out:find("HTTP/1.1 200", 1, true), name .. ": " .. out)
+      local line = "%[info%] %d+: TLS client refused: " .. reason:gsub("%p", "%%%0") .. ", peer 127%.0%.0%.1:%d+%)"
+      local deadline = H.now() + 5
+      while not srv:logtext():find(line) and H.now() < deadline do H.sleep(0.05) end
+      assert.truthy(srv:logtext():find(line), name .. ": " .. srv:logtext())
+    end
+    -- the accepted client, for contrast: an answer and a close_notify, no fatal alert
+    local got, _, out = s_client(p[1], "client", "-tls1_3")
+    assert.truthy(out:find("HTTP/1.1 200", 1, true), out)
+    assert.falsy(got:find("fatal", 1, true), out)
   end)
 
   it("optional: serves a client without a certificate (client_cert nil), refuses a bad one", function()

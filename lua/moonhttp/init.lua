@@ -52,7 +52,7 @@ function M.server(t)
     for k, v in pairs(t) do if k ~= "cluster" then rest[k] = v end end
     t = rest
   end
-  core.server(t, 2)
+  return core.server(t, 2) -- errors and the settings' line name the caller's line, not this one
 end
 
 -- A job's key, the same in every process that loads the script: where its function was

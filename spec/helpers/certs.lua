@@ -51,6 +51,25 @@ function C.leaf(dir, name, subj, opts)
   return dir .. "/" .. name .. ".pem", dir .. "/" .. name .. ".key"
 end
 
+--- A certificate for name signed by the CA `opts.ca` (default "ca") that expired in
+--- January 2020 (openssl ca sets past dates; x509 -req cannot), from the request
+--- <name>.csr that C.leaf left or a new one. Returns the paths of the certificate and the key.
+function C.expired(dir, name, subj, opts)
+  opts = opts or {}
+  local ca = opts.ca or "ca"
+  openssl(dir, string.format("req %s -keyout %s -out %s -subj %s", EC, q(name .. ".key"),
+    q(name .. ".csr"), q(subj)))
+  H.write_file(dir .. "/expired-ca.cnf", "[ca]\ndefault_ca = CA\n[CA]\ndatabase = expired-index.txt\n"
+    .. "new_certs_dir = .\nserial = expired-serial.txt\ndefault_md = sha256\npolicy = any\n"
+    .. "unique_subject = no\n[any]\ncommonName = supplied\n[ext]\nextendedKeyUsage = clientAuth\n")
+  H.write_file(dir .. "/expired-index.txt", "")
+  H.write_file(dir .. "/expired-serial.txt", "1000\n")
+  openssl(dir, string.format("ca -batch -config expired-ca.cnf -extensions ext -cert %s -keyfile %s "
+    .. "-startdate 20200101000000Z -enddate 20200102000000Z -notext -in %s -out %s",
+    q(ca .. ".pem"), q(ca .. ".key"), q(name .. ".csr"), q(name .. ".pem")))
+  return dir .. "/" .. name .. ".pem", dir .. "/" .. name .. ".key"
+end
+
 --- A CA "ca" and a server certificate "srv" for localhost signed by it, in a new
 --- folder: what most TLS specs need. Returns the folder.
 function C.ca_and_server(suffix, ca_subj)

@@ -1,3 +1,8 @@
+/*
+ * The outbound client's connections and pools (client.h): connecting,
+ * keeping idle connections per host for reuse, and draining a response
+ * body nobody read in the background so its connection can be reused.
+ */
 #include "client.h"
 #include "client_err.h"
 

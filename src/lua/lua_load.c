@@ -106,15 +106,12 @@ static int l_register(lua_State *L)
 }
 
 /*
- * core.server{...}: settings, merged with the command line after the script
- * ran. Names are checked here, so a typo is reported at the user's line with
- * the name it probably meant; values are checked at the merge, and their
- * errors name this line too.
- */
-/*
- * core.server(settings [, level]): level names the frame whose line errors
- * and later messages about the settings point at (1, the default: the
- * caller; http.server, a Lua function, passes its caller's).
+ * core.server(t [, level]): settings, merged with the command line after
+ * the script ran. Names are checked here, so a typo is reported at the
+ * user's line with the name it probably meant; values are checked at the
+ * merge, and their errors name this line too. The line is `level` frames
+ * up as luaL_where counts: 1 (the default) is core.server's caller; http.server
+ * (init.lua, which takes its cluster key out first) passes 2, its own caller.
  */
 static int l_server(lua_State *L)
 {
@@ -122,34 +119,31 @@ static int l_server(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     int level = (int)luaL_optinteger(L, 2, 1);
     lua_settop(L, 1);
+    luaL_where(L, level);
+    lua_insert(L, 1); /* 1: where, 2: the table */
     lua_pushnil(L);
-    while (lua_next(L, 1)) {
+    while (lua_next(L, 2)) {
         lua_pop(L, 1);
         size_t len;
         const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-        if (!k) {
-            luaL_where(L, level);
+        if (k && mh_config_is_setting(k, len))
+            continue;
+        const char *near = k ? mh_config_suggest(k, len) : NULL;
+        if (!k)
             lua_pushliteral(L, "http.server: setting names must be strings");
-            lua_concat(L, 2);
-            return lua_error(L);
-        }
-        if (!mh_config_is_setting(k, len)) {
-            const char *near = mh_config_suggest(k, len);
-            luaL_where(L, level);
-            if (near)
-                lua_pushfstring(L, "http.server: unknown setting \"%s\" (did you mean \"%s\"?)", k,
-                                near);
-            else
-                lua_pushfstring(L, "http.server: unknown setting \"%s\" (moonhttp --help lists them)",
-                                k);
-            lua_concat(L, 2);
-            return lua_error(L);
-        }
+        else if (near)
+            lua_pushfstring(L, "http.server: unknown setting \"%s\" (did you mean \"%s\"?)", k,
+                            near);
+        else
+            lua_pushfstring(L, "http.server: unknown setting \"%s\" (moonhttp --help lists them)",
+                            k);
+        lua_pushvalue(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        return lua_error(L);
     }
-    luaL_where(L, level);
-    snprintf(g->settings_where, sizeof g->settings_where, "%s", lua_tostring(L, -1));
-    lua_pop(L, 1);
-    if (lua_getfield(L, 1, "shared") != LUA_TNIL) {
+    snprintf(g->settings_where, sizeof g->settings_where, "%s", lua_tostring(L, 1));
+    if (lua_getfield(L, 2, "shared") != LUA_TNIL) {
         /* Checked now, not after the script ran, so the error names this line. */
         struct mh_shared_decl d[MH_MAX_SHARED];
         size_t n = 0;
@@ -157,7 +151,7 @@ static int l_server(lua_State *L)
         int rc = mh_config_shared_from_lua(d, &n, L, -1, err, sizeof err);
         mh_config_shared_clear(d, &n);
         if (rc < 0) {
-            luaL_where(L, level);
+            lua_pushvalue(L, 1);
             lua_pushfstring(L, "http.server: %s", err);
             lua_concat(L, 2);
             return lua_error(L);
@@ -166,7 +160,7 @@ static int l_server(lua_State *L)
     lua_pop(L, 1);
     if (g->settings_ref != LUA_NOREF)
         luaL_unref(L, LUA_REGISTRYINDEX, g->settings_ref);
-    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
     g->settings_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     return 0;
 }
@@ -226,13 +220,6 @@ static int l_log(lua_State *L)
     }
     luaL_pushresult(&b);
     mh_log((enum mh_log_level)level, "%s", lua_tostring(L, -1));
-    return 0;
-}
-
-/* core.log_instance(name | nil): the cluster instance every log line names (mh_log_set_instance). */
-static int l_log_instance(lua_State *L)
-{
-    mh_log_set_instance(luaL_optstring(L, 1, NULL));
     return 0;
 }
 
@@ -326,7 +313,6 @@ static int open_core(lua_State *L)
         {"started", l_started},
         {"dev", l_dev},
         {"log", l_log},
-        {"log_instance", l_log_instance},
         {"stopping", l_stopping},
         {"draining", l_draining},
         {"worker_id", l_worker_id},

@@ -1,5 +1,6 @@
 #include "tls.h"
 
+#include "tls_client_auth.h"
 #include "tls_conn.h"
 #include "tls_init.h"
 
@@ -264,9 +265,9 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
         }
         c->client_optional = certs->client_optional;
         mbedtls_ssl_conf_ca_chain(conf, &c->client_ca, NULL);
-        /* Optional lets a client send none; on_handshake_done refuses one that does not verify. */
-        mbedtls_ssl_conf_authmode(conf, certs->client_optional ? MBEDTLS_SSL_VERIFY_OPTIONAL
-                                                               : MBEDTLS_SSL_VERIFY_REQUIRED);
+        /* Mbed TLS keeps the chain's result; on_handshake_done refuses, with an alert the
+         * client can read (tls_client_auth.c says why not during the handshake). */
+        mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_OPTIONAL);
     }
     if ((ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
         tls_error(err, errlen, ret, "certificate", certs->cert[0]);
@@ -277,8 +278,12 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
         tls_error(err, errlen, ret, "setting up", "session tickets");
         goto fail;
     }
-    mbedtls_ssl_conf_session_tickets_cb(conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
-                                        &c->ticket);
+    /* No tickets where a client certificate is required: a TLS 1.3 ticket of Mbed TLS 3.6
+     * keeps no client certificate, so a resumed session would come without one (and
+     * tickets go out before on_handshake_done has judged the certificate). */
+    if (!certs->client_ca || certs->client_optional)
+        mbedtls_ssl_conf_session_tickets_cb(conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
+                                            &c->ticket);
     return c;
 fail:
     conf_free(c);
@@ -356,10 +361,11 @@ const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf,
 static int on_handshake_done(struct mh_tls_conn *tc)
 {
     struct tls_session *s = (struct tls_session *)tc;
-    if (s->conf->client_optional && mbedtls_ssl_get_peer_cert(&tc->ssl) &&
-        mbedtls_ssl_get_verify_result(&tc->ssl) != 0)
-        return MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
-    return 0;
+    if (!s->conf->client_ca.version)
+        return 0;
+    int ret = mh_tls_client_auth_check(&tc->ssl, tc->fd, s->conf->client_optional);
+    tc->failed = ret != 0; /* logged at info there, not again at debug */
+    return ret;
 }
 
 /* The transport closed the socket: the context goes back to its configuration's pool. */

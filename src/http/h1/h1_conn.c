@@ -1,3 +1,7 @@
+/*
+ * An HTTP/1.x connection (h1.h): its states, reading and parsing requests,
+ * the request ops of struct mh_req for them, and the end of each request.
+ */
 #include "h1.h"
 
 #include "h1_impl.h"
