@@ -223,6 +223,13 @@ static int l_log(lua_State *L)
     return 0;
 }
 
+/* core.log_instance(name | nil): the cluster instance every log line names (mh_log_set_instance). */
+static int l_log_instance(lua_State *L)
+{
+    mh_log_set_instance(luaL_optstring(L, 1, NULL));
+    return 0;
+}
+
 /*
  * core.stopping(): a stop was asked for (health checks should fail so
  * balancers drain us), or this code was replaced by a reload in place.
@@ -313,6 +320,7 @@ static int open_core(lua_State *L)
         {"started", l_started},
         {"dev", l_dev},
         {"log", l_log},
+        {"log_instance", l_log_instance},
         {"stopping", l_stopping},
         {"draining", l_draining},
         {"worker_id", l_worker_id},
