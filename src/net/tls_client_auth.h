@@ -1,4 +1,5 @@
-#pragma once
+#ifndef MH_TLS_CLIENT_AUTH_H
+#define MH_TLS_CLIENT_AUTH_H
 /*
  * A server's judgement of the client's certificate, after the handshake
  * (tls.c's on_handshake_done): the refusal a client can read, and its log line.
@@ -15,3 +16,5 @@
  * few a second per process), and MBEDTLS_ERR_X509_CERT_VERIFY_FAILED is returned.
  */
 int mh_tls_client_auth_check(mbedtls_ssl_context *ssl, int fd, bool optional);
+
+#endif
