@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 
 #include "buf.h"
-#include "client_dns.h"
+#include "dns.h"
 #include "client_err.h"
 #include "transport.h"
 

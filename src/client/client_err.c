@@ -24,14 +24,12 @@ const char mh_client_err_timeout_tls[] = "tls handshake timeout";
 const char mh_client_err_timeout_response[] = "timeout waiting for the response";
 const char mh_client_err_timeout_body[] = "timeout reading the body";
 const char mh_client_err_timeout_send[] = "timeout sending the request";
-const char mh_client_err_dns_no_host[] = "dns: no such host";
-const char mh_client_err_dns_nomem[] = "dns: out of memory";
-const char mh_client_err_dns_thread[] = "dns: cannot start a lookup thread";
 
 /*
  * Kinds by identity; the "tls: " strings of net/client_tls.h (the handshake,
- * verification, a CA file that does not load) are matched by their prefix,
- * so a new one there needs no entry here.
+ * verification, a CA file that does not load) and the "dns: " ones of
+ * net/dns.h are matched by their prefix, so a new one there needs no entry
+ * here.
  */
 static const struct {
     const char *err, *kind;
@@ -57,9 +55,6 @@ static const struct {
     {mh_client_err_timeout_response, "timeout"},
     {mh_client_err_timeout_body, "timeout"},
     {mh_client_err_timeout_send, "timeout"},
-    {mh_client_err_dns_no_host, "dns"},
-    {mh_client_err_dns_nomem, "dns"},
-    {mh_client_err_dns_thread, "dns"},
 };
 
 const char *mh_client_err_kind(const char *err)

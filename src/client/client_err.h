@@ -4,7 +4,8 @@
  * The outbound client's errors: one constant each, so callers compare by
  * identity (req->err == mh_client_err_refused) and print them as they are.
  * Every error the client reports is one of these (or one of net/client_tls.h's
- * "tls: ..." strings, from the TLS handshake). Each belongs to a kind, a short
+ * "tls: ..." strings, from the TLS handshake, or one of net/dns.h's
+ * "dns: ..." strings, from resolving the host). Each belongs to a kind, a short
  * fixed word a Lua caller compares (`err == "timeout"`): Lua gets
  * `nil, kind, detail`, the detail being the constant itself.
  */
@@ -32,9 +33,6 @@ extern const char mh_client_err_timeout_tls[];      /* "tls handshake timeout" *
 extern const char mh_client_err_timeout_response[]; /* "timeout waiting for the response" */
 extern const char mh_client_err_timeout_body[];     /* "timeout reading the body" */
 extern const char mh_client_err_timeout_send[];     /* "timeout sending the request" */
-extern const char mh_client_err_dns_no_host[];      /* "dns: no such host" */
-extern const char mh_client_err_dns_nomem[];        /* "dns: out of memory" */
-extern const char mh_client_err_dns_thread[];       /* "dns: cannot start a lookup thread" */
 
 /*
  * The kinds: "timeout", "refused", "reset", "closed", "malformed", "tls",

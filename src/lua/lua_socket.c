@@ -380,7 +380,7 @@ static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh
     struct lsock *k = (struct lsock *)((char *)q - offsetof(struct lsock, dns));
     k->resolving = false;
     if (err) {
-        k->rd.err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        k->rd.err = err == mh_dns_err_nomem ? MH_SOCK_NOMEM : NO_HOST;
         wake(&k->rd);
         return;
     }
@@ -602,7 +602,7 @@ static void connect_start(struct lsock *k)
     } else if (rc == 0) {
         k->resolving = true;
     } else {
-        k->rd.err = strstr(err, "memory") ? MH_SOCK_NOMEM : NO_HOST;
+        k->rd.err = err == mh_dns_err_nomem ? MH_SOCK_NOMEM : NO_HOST;
         wake(&k->rd);
     }
 }

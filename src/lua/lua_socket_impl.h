@@ -6,7 +6,7 @@
  * share: TLS configurations, saved sessions, per-key connection limits) and
  * by lua_relay.c (which takes a connected socket over for an upgrade relay).
  */
-#include "client_dns.h"
+#include "dns.h"
 #include "client_tls.h"
 #include "lua_sched.h"
 #include "socket.h"

@@ -1,5 +1,5 @@
-#ifndef MH_CLIENT_DNS_H
-#define MH_CLIENT_DNS_H
+#ifndef MH_NET_DNS_H
+#define MH_NET_DNS_H
 /*
  * Name resolution that never blocks the loop. Numeric addresses are parsed
  * in place; names are looked up by getaddrinfo on a short-lived detached
@@ -22,8 +22,17 @@ struct mh_dns_addrs {
     int n;
 };
 
+/*
+ * The resolver's errors, compared by identity and printed as they are; each
+ * starts with "dns: ", which is how a caller above that keeps its own error
+ * kinds (client/client_err.h) knows them.
+ */
+extern const char mh_dns_err_no_host[]; /* "dns: no such host" */
+extern const char mh_dns_err_nomem[];   /* "dns: out of memory" */
+extern const char mh_dns_err_thread[];  /* "dns: cannot start a lookup thread" */
+
 struct mh_dns_query;
-/* err is NULL on success, else a static message; addrs carry the query's port. */
+/* err is NULL on success, else one of the mh_dns_err_ above; addrs carry the query's port. */
 typedef void (*mh_dns_cb)(struct mh_dns_query *q, const char *err,
                           const struct mh_dns_addrs *addrs);
 

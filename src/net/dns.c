@@ -1,5 +1,4 @@
-#include "client_dns.h"
-#include "client_err.h"
+#include "dns.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -10,6 +9,10 @@
 #include <string.h>
 
 #define CACHE_SIZE 64
+
+const char mh_dns_err_no_host[] = "dns: no such host";
+const char mh_dns_err_nomem[] = "dns: out of memory";
+const char mh_dns_err_thread[] = "dns: cannot start a lookup thread";
 
 struct cache_entry {
     char host[256];
@@ -136,7 +139,7 @@ static void on_async(struct ev_loop *loop, ev_async *w, int revents)
                 set_port(&j->addrs, j->port);
                 q->cb(q, NULL, &j->addrs);
             } else {
-                q->cb(q, mh_client_err_dns_no_host, NULL);
+                q->cb(q, mh_dns_err_no_host, NULL);
             }
         }
         free(j);
@@ -215,7 +218,7 @@ int mh_dns_resolve(struct mh_dns *d, const char *host, uint16_t port, struct mh_
     size_t hl = strlen(host);
     struct mh_dns_job *j = hl < sizeof j->host ? calloc(1, sizeof *j) : NULL;
     if (!j) {
-        *err = mh_client_err_dns_nomem;
+        *err = mh_dns_err_nomem;
         return -1;
     }
     memcpy(j->host, host, hl + 1);
@@ -242,7 +245,7 @@ int mh_dns_resolve(struct mh_dns *d, const char *host, uint16_t port, struct mh_
         shared_unref(d->sh);
         if (--d->pending == 0)
             ev_async_stop(d->loop, &d->async);
-        *err = mh_client_err_dns_thread;
+        *err = mh_dns_err_thread;
         return -1;
     }
     return 0;
