@@ -16,7 +16,8 @@ done
 list=$(dpkg-deb -c "$deb")
 for f in ./usr/bin/moonhttp ./usr/share/lua/5.4/moonhttp/test.lua ./usr/share/lua/5.4/moonhttp/init.lua \
     ./usr/share/lua/5.4/moonhttp/pg/proto.lua ./usr/share/man/man1/moonhttp.1.gz \
-    ./usr/share/doc/moonhttp/examples/api.lua ./lib/systemd/system/moonhttp.service ./etc/moonhttp/app.lua; do
+    ./usr/share/doc/moonhttp/examples/api.lua ./usr/share/moonhttp/meta/moonhttp/init.lua \
+    ./lib/systemd/system/moonhttp.service ./etc/moonhttp/app.lua; do
     echo "$list" | grep -q " $f\$" || fail "$f is not in the package"
 done
 

@@ -8,6 +8,7 @@
 -- tree leads to a file (and heading) that exists.
 local H = require "helper"
 local cjson = require "cjson"
+local API = require "helpers.api"
 
 -- Every Markdown page of the tree (tracked or new, not ignored build output).
 local function markdown_files()
@@ -347,45 +348,12 @@ describe("the documentation's Lua examples", function()
   end)
 end)
 
--- Every function of the http module and of the moonhttp.* modules, as the
--- binary has them: "http.fetch", "pg.pool", ...
-local function lua_functions()
-  local script = H.script([[
-local http = require "moonhttp"
-local out = {}
-local function walk(t, prefix, depth)
-  for k, v in pairs(t) do
-    if type(k) == "string" and not k:find("^_") then
-      if type(v) == "function" then out[#out + 1] = prefix .. "." .. k
-      elseif type(v) == "table" and depth < 1 and getmetatable(v) == nil then walk(v, prefix .. "." .. k, depth + 1) end
-    end
-  end
-end
-walk(http, "http", 0)
-for _, m in ipairs { "pg", "redis", "session", "csrf", "template", "test", "ratelimit", "cache" } do
-  walk(require("moonhttp." .. m), m, 1)
-end
-table.sort(out)
-print(table.concat(out, " "))
-]])
-  local p = assert(io.popen(H.shell_quote(H.bin) .. " run " .. H.shell_quote(script) .. " 2>&1"))
-  local text = p:read("a")
-  p:close()
-  local list = {}
-  for name in text:gmatch("%S+") do list[#list + 1] = name end
-  assert(#list > 40, text)
-  return list
-end
-
 describe("docs/reference/", function()
   it("lists every Lua function of the modules", function()
-    local text = assert(H.read_file("docs/reference/http.md"))
-    for _, m in ipairs { "pg", "redis", "session", "csrf", "template", "test", "ratelimit", "cache" } do
-      text = text .. assert(H.read_file("docs/reference/" .. m .. ".md"), "docs/reference/" .. m .. ".md")
-    end
+    local text = API.reference_text()
     local missing = {}
-    for _, name in ipairs(lua_functions()) do
-      if not text:find("`" .. name:gsub("%p", "%%%0") .. "[%(`{]") then missing[#missing + 1] = name end
+    for _, name in ipairs(API.functions()) do
+      if not API.documents(text, name) then missing[#missing + 1] = name end
     end
     assert.same({}, missing)
   end)

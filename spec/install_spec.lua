@@ -29,6 +29,8 @@ describe("make install", function()
       "/share/doc/moonhttp/examples/api.lua",
       "/share/doc/moonhttp/examples/views/home.html",
       "/share/doc/moonhttp/reference/settings.md", -- docs/ beside the examples
+      "/share/moonhttp/meta/moonhttp/init.lua", -- the editor annotations (docs/guide/editor.md)
+      "/share/moonhttp/meta/moonhttp/pg.lua",
       "/lib/systemd/system/moonhttp.service",
     } do
       assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)
@@ -108,6 +110,6 @@ describe("make uninstall", function()
     local left = H.sh("cd " .. H.shell_quote(root2) .. " && find . -type f | sort")
     assert.equal("." .. etc .. "/moonhttp/app.lua\n", left)
     local dirs = H.sh("cd " .. H.shell_quote(root2) .. " && find . -type d -name 'moonhttp*' | sort")
-    assert.equal("." .. etc .. "/moonhttp\n", dirs) -- share/doc/moonhttp, share/lua/5.4/moonhttp gone
+    assert.equal("." .. etc .. "/moonhttp\n", dirs) -- share/doc/moonhttp, share/lua/5.4/moonhttp, share/moonhttp gone
   end)
 end)

@@ -1,0 +1,53 @@
+---@meta _
+-- The settings table of http.server{...} (docs/reference/settings.md), one
+-- field per row there; spec/annotations_spec.lua keeps the two the same.
+
+---@class moonhttp.Settings
+---@field listen? string|string[] addresses to listen on: `host:port`, `:port`, `https://host:port`; at most 8
+---@field tls? table TLS certificates: { cert = ..., key = ... } or a list of them (script only)
+---@field tls_cert? string TLS certificate chain, PEM (with --tls-key)
+---@field tls_key? string TLS private key, PEM (with --tls-cert)
+---@field workers? integer|"auto" worker processes: N or auto (one per core)
+---@field read_header_timeout? number|string seconds to read a request head, from its first byte
+---@field read_timeout? number|string seconds to read a whole request incl. body (0 = off)
+---@field body_timeout? number|string seconds a request body still owed may bring no bytes while the server waits for them
+---@field write_timeout? number|string seconds from end of request head to end of response, a total deadline (0 = off)
+---@field idle_timeout? number|string seconds a keep-alive connection may wait for its next request
+---@field shutdown_timeout? number|string seconds in-flight requests get on graceful stop
+---@field drain_timeout? number|string seconds a reload lets the replaced code's WebSockets, SSE streams and streaming responses go on (http.draining() true, ws:on_drain runs) before they a
+---@field drain_spread? number|string seconds over which the connections still open when drain_timeout ends are closed, each at a random moment, so their clients do not all reconnect at on
+---@field once_start_timeout? number|string seconds a worker waits for the `http.on_start(fn, { once = true })` functions of its code before it serves anyway (0 = no wait)
+---@field max_header_bytes? integer|string request line + headers limit (431, or 414 for a long target)
+---@field max_body_bytes? integer|string request body limit (413)
+---@field discard_body_bytes? integer|string request body bytes a handler left unread that the server reads and drops to keep the connection
+---@field max_connections? integer open connections per worker
+---@field keepalive_requests? integer requests per connection before it is closed (0 = no limit)
+---@field backlog? integer listen(2) backlog
+---@field reuseport? boolean one listening socket per worker (SO_REUSEPORT), so new connections are spread evenly
+---@field tcp_nodelay? boolean set TCP_NODELAY on accepted sockets
+---@field redirect_code? integer status of path-cleaning redirects (307, or 301 as Go 1.22)
+---@field clean_path? string non-canonical paths: redirect (as Go) or rewrite (route the clean path)
+---@field log_level? string error, warn, info or debug
+---@field log_format? string error log lines on stderr: text, or json (one object per line: time, level, pid, msg)
+---@field shutdown_delay? number|string seconds to keep serving after SIGTERM with http.stopping() true (health checks fail first), before the graceful stop
+---@field access_log? string access log file, - for stdout, or off
+---@field access_log_format? string access log format: common, combined or json
+---@field access_log_redact? string|string[] query parameters whose values the access log writes as REDACTED
+---@field request_id_header? string request header whose value req:id() and the json access log use (e.g. X-Request-Id
+---@field pid_file? string file to write the server's pid to, or off
+---@field metrics? string address of a Prometheus metrics listener (host:port), or off
+---@field thread_pool? integer threads per worker for C work kept off the event loop (password hashing)
+---@field max_pending_timers? integer pending http.timer/http.every timers per worker
+---@field send_timeout? number|string seconds a response may make no progress (client reads nothing) before it is cut (0 = off)
+---@field handler_cpu_limit? number|string seconds of CPU a handler, timer or thread may use without yielding before it gets "cpu limit exceeded"
+---@field lua_memory_limit? integer|string bytes of Lua memory per worker
+---@field worker_stall_timeout? number|string seconds (wall time) a worker's event loop may go without a turn before the master kills and replaces it (0 = off)
+---@field loop_block_warn? number|string seconds (wall time) a handler, timer or thread may hold its worker's event loop before a warning names its route and where it was (0 = off)
+---@field http2? boolean offer HTTP/2 (ALPN h2, then http/1.1) on TLS listeners
+---@field h2c? boolean serve cleartext HTTP/2 with prior knowledge (detected from the connection preface)
+---@field h2_max_concurrent_streams? integer HTTP/2 streams a client may have open at once per connection (past it: RST_STREAM REFUSED_STREAM, the connection goes on)
+---@field h2_header_table_size? integer|string HTTP/2 HPACK dynamic table size, each way: clients may use this much for request headers (SETTINGS_HEADER_TABLE_SIZE), the server uses at most this mu
+---@field h2_flood_budget? integer HTTP/2 frames that do no work (PING, SETTINGS, PRIORITY, empty DATA, client RST_STREAM, streams refused or reset for a protocol error) a connection ma
+---@field shared? table shared dicts across workers: { name = size } in the script, name=size,... as a flag (e.g. cache=16m,limits=1m)
+---@field compress? boolean|table gzip responses: on, off, a level 1..9, or (script) { types, min_bytes, level }
+---@field cluster? { redis: string|table, name: string } this server as one instance of a cluster (docs/guide/cluster.md)
