@@ -2,6 +2,7 @@
 
 #include "dispatch.h"
 #include "log.h"
+#include "lua_acme.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
 #include "lua_metrics.h"
@@ -380,6 +381,7 @@ static int open_core(lua_State *L)
     mh_lua_shared_open(L);
     mh_channel_open(L);
     mh_lua_metrics_open(L, metrics_env);
+    mh_lua_acme_open(L);
     return 1;
 }
 
