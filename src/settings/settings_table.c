@@ -145,7 +145,9 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(shutdown_timeout),
      .def = "10s",
      .max = DAY,
-     .doc = "seconds in-flight requests get on graceful stop"},
+     .doc = "seconds a graceful stop (SIGTERM) lets in-flight requests finish and WebSockets, SSE "
+            "streams and streaming responses go on (http.draining() true, ws:on_drain runs), "
+            "the last drain_spread of it closing them"},
     {.name = "drain_timeout",
      .type = MH_SETTING_DURATION,
      .offset = OFF(drain_timeout),
@@ -159,7 +161,8 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(drain_spread),
      .def = "5s",
      .max = 3600,
-     .doc = "seconds over which the connections still open when drain_timeout ends are closed, "
+     .doc = "seconds over which the connections still open when drain_timeout ends (a reload), "
+            "or the last seconds of shutdown_timeout (a stop), are closed, "
             "each at a random moment, so their clients do not all reconnect at once"},
     {.name = "once_start_timeout",
      .type = MH_SETTING_DURATION,
