@@ -1,7 +1,8 @@
 -- `make install` into a staging root (DESTDIR): the files land where Debian's
 -- lua5.4 and systemd look, the installed binary serves an app with no
 -- environment, and a busted spec outside the source tree tests an app with
--- nothing but the installed moonhttp.test (which finds the installed binary).
+-- nothing but the installed moonhttp.test (which finds the installed binary),
+-- or with nothing but the installed binary (`moonhttp test`).
 local H = require "helper"
 
 local build_dir = H.bin:match("^(.*)/[^/]+$") or "."
@@ -91,6 +92,11 @@ end)
     local lua_path = prefix .. "/share/lua/5.4/?.lua;" .. prefix .. "/share/lua/5.4/?/init.lua;;"
     local out, ok = H.sh("cd " .. H.shell_quote(dir) .. " && " .. clean_env .. " LUA_PATH="
       .. H.shell_quote(lua_path) .. " busted -o TAP spec/api_spec.lua")
+    assert(ok, out)
+    assert.matches("ok 1 - the installed example answers", out, 1, true)
+    -- `moonhttp test`: no LUA_PATH, nothing but the installed binary
+    out, ok = H.sh("cd " .. H.shell_quote(dir) .. " && " .. clean_env .. " " .. H.shell_quote(prefix .. "/bin/moonhttp")
+      .. " test -o TAP spec/api_spec.lua")
     assert(ok, out)
     assert.matches("ok 1 - the installed example answers", out, 1, true)
   end)

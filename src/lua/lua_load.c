@@ -355,6 +355,16 @@ static int open_core(lua_State *L)
     return 1;
 }
 
+const char *mh_lua_embedded_source(const char *name, size_t *len)
+{
+    for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++)
+        if (strcmp(m->name, name) == 0) {
+            *len = m->len;
+            return m->src;
+        }
+    return NULL;
+}
+
 static int load_embedded(lua_State *L)
 {
     const struct mh_lua_embedded *m = lua_touserdata(L, lua_upvalueindex(1));
