@@ -45,6 +45,20 @@ describe("make install", function()
     assert.matches("ExecStart=" .. configured .. "/bin/moonhttp " .. etc .. "/moonhttp/app.lua", unit, 1, true)
   end)
 
+  it("installs pages that link only to installed files", function()
+    local broken_links = require "helpers.links"
+    local docdir = prefix .. "/share/doc/moonhttp"
+    local pages, broken = 0, {}
+    local p = assert(io.popen("find " .. H.shell_quote(docdir) .. " -name '*.md' | sort"))
+    for page in p:lines() do
+      pages = pages + 1
+      for _, b in ipairs(broken_links(page)) do broken[#broken + 1] = b:sub(#docdir + 2) end
+    end
+    p:close()
+    assert.is_true(pages > 20, docdir)
+    assert.same({}, broken)
+  end)
+
   it("has a man page with every flag of --help", function()
     local help = H.sh(prefix .. "/bin/moonhttp --help")
     local man = H.read_file(prefix .. "/share/man/man1/moonhttp.1"):gsub("\\%-", "-")
