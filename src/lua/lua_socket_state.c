@@ -47,7 +47,7 @@ struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct ls
     size_t n = strlen(k->ca) + 1, nc = strlen(k->cert) + 1, nk = strlen(k->cert_key) + 1;
     struct tls_cfg *c = calloc(1, sizeof *c + n + nc + nk);
     if (!c) {
-        *err = MH_SOCK_NOMEM;
+        *err = mh_socket_err_nomem;
         return NULL;
     }
     struct mh_client_tls_opts o = {.ca = k->ca[0] ? k->ca : NULL,
