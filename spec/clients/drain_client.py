@@ -1,13 +1,16 @@
-"""Many WebSockets and SSE streams through a reload, for spec/drain_spec.lua.
+"""Many WebSockets and SSE streams through a reload or a stop, for
+spec/drain_spec.lua and spec/drain_stop_spec.lua.
 
-usage: drain_client.py PORT PID NWS NSSE
+usage: drain_client.py PORT PID NWS NSSE [hup|term]
 
 Opens NWS WebSockets on /ws and NSSE event streams on /sse (each first says
 its code's VERSION, "v1"), sends SIGHUP to PID (the spec has written v2 of
 the app already), and then watches every connection: what the old code
 still says (each WebSocket echoes a message and hears its on_drain; each
 stream's events say http.draining()), what a new connection gets, and when
-each one is closed, in seconds after the SIGHUP. Prints one JSON object.
+each one is closed, in seconds after the SIGHUP. With "term", SIGTERM
+instead: the same code drains, and a new connection is refused (the
+listeners closed). Prints one JSON object.
 Plain sockets and asyncio: luasocket's select stops at 1,024 descriptors.
 """
 import asyncio
@@ -20,6 +23,7 @@ import struct
 import sys
 
 PORT, PID, NWS, NSSE = (int(a) for a in sys.argv[1:5])
+STOP = sys.argv[5:6] == ["term"]
 OPEN_AT_ONCE = 50
 
 
@@ -169,6 +173,23 @@ async def main():
     tasks = [asyncio.create_task(watch_ws(w, r, wr, i, reloaded)) for i, (r, wr, _) in enumerate(wss)]
     tasks += [asyncio.create_task(watch_sse(w, r, wr, i)) for i, (r, wr, _) in enumerate(sses)]
     w.t0 = asyncio.get_running_loop().time()
+    if STOP:
+        os.kill(PID, signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        try:
+            await get(b"/version")
+            refused = False
+        except ConnectionRefusedError:
+            refused = True
+        reloaded.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        print(json.dumps({
+            "opened_ws": len(wss), "opened_sse": len(sses), "first_versions": firsts,
+            "refused": refused, "echo_old": w.echo_old, "drain_msgs": w.drain_msgs,
+            "sse_draining": w.sse_draining, "close_codes": {str(k): v for k, v in w.close_codes.items()},
+            "closes": sorted(w.closes), "errors": w.errors[:5],
+        }))
+        return
     os.kill(PID, signal.SIGHUP)
     new_version, waited = None, 0
     while new_version != "v2" and waited < 100:

@@ -25,7 +25,7 @@
 #define CRASH_WINDOW 1.0 /* a worker dying sooner than this after its start "crashed at once" */
 #define BACKOFF_MIN  0.1
 #define BACKOFF_MAX  10.0
-/* After shutdown_timeout, before SIGKILL: a stop always ends within shutdown_timeout + 1 s. */
+/* After a stop's own deadline (worker.h), before SIGKILL. */
 #define KILL_GRACE 0.5
 /* Heartbeat slots: workers and the old ones still finishing after reloads. */
 #define NBEATS 2048
@@ -463,24 +463,39 @@ static void on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
     }
 }
 
+/*
+ * SIGTERM: the workers stop gracefully (their long-lived connections drain:
+ * worker.h); SIGINT, or SIGTERM once more: they stop at once.
+ */
 static void on_stop(struct ev_loop *loop, ev_signal *s, int revents)
 {
     struct master *m = s->data;
     (void)revents;
-    if (m->stopping)
+    const struct mh_config *c = m->config;
+    bool at_once = s->signum == SIGINT || m->stopping;
+    for (size_t i = 0; i < m->nchildren; i++)
+        kill(m->children[i].pid, at_once ? SIGINT : SIGTERM);
+    ev_tstamp deadline =
+        (at_once ? c->shutdown_timeout : c->shutdown_delay + mh_worker_stop_seconds(c)) +
+        KILL_GRACE;
+    if (m->stopping) {
+        if (ev_timer_remaining(loop, &m->kill_timer) > deadline) {
+            ev_timer_stop(loop, &m->kill_timer);
+            ev_timer_set(&m->kill_timer, deadline, 0.);
+            ev_timer_start(loop, &m->kill_timer);
+        }
         return;
+    }
     m->stopping = true;
     mh_notify_send(m->ops->notify, "STOPPING=1");
-    mh_log(MH_LOG_INFO, "graceful stop of %zu workers", m->nchildren);
+    mh_log(MH_LOG_INFO, "%s stop of %zu workers", at_once ? "immediate" : "graceful",
+           m->nchildren);
     ev_timer_stop(loop, &m->restart_timer);
     /* Our copies must go too, or connections would queue where no worker accepts. */
     for (size_t i = 0; i < m->nlisteners * m->nsets; i++)
         mh_listener_close(&m->socks[i]);
     m->nlisteners = 0;
-    for (size_t i = 0; i < m->nchildren; i++)
-        kill(m->children[i].pid, SIGTERM);
-    ev_timer_set(&m->kill_timer,
-                 m->config->shutdown_timeout + m->config->shutdown_delay + KILL_GRACE, 0.);
+    ev_timer_set(&m->kill_timer, deadline, 0.);
     ev_timer_start(loop, &m->kill_timer);
     if (m->nchildren == 0)
         ev_break(loop, EVBREAK_ALL);
