@@ -76,14 +76,12 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
         snprintf(err, errlen, "cannot map the once jobs' zone: %s", strerror(errno));
         return -1;
     }
-    int passed;
-    if (strcmp(config->metrics, "off") &&
-        mh_passed_sockets_take(config->metrics, true, &passed, 1) == 1) {
-        mh_listener_adopt(metrics_listener, passed, config->metrics);
-        ops->metrics_fd = metrics_listener->fd;
-        ops->metrics_on = true;
-    } else if (strcmp(config->metrics, "off")) {
-        if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
+    if (strcmp(config->metrics, "off")) {
+        /* A socket passed at start (a binary upgrade's, systemd's "metrics"), else our own. */
+        int passed;
+        if (mh_passed_sockets_take(config->metrics, true, &passed, 1) == 1)
+            mh_listener_adopt(metrics_listener, passed, config->metrics);
+        else if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
             return -1;
         ops->metrics_fd = metrics_listener->fd;
         ops->metrics_on = true;
