@@ -6,6 +6,7 @@
 #include "worker.h"
 
 #include "access_log.h"
+#include "app_test.h"
 #include "master.h"
 #include "metrics.h"
 #include "notify.h"
@@ -193,6 +194,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "moonhttp: %s\n", err);
         mh_config_free(&config);
         return rc < 0 ? 2 : 0;
+    }
+    if (config.mode == MH_MODE_TEST) {
+        rc = mh_app_test_run(config.script_argc, config.script_argv);
+        mh_config_free(&config);
+        return rc;
     }
     struct mh_deps deps = {0};
     struct mh_gen *g = mh_gen_load(
