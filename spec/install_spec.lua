@@ -32,6 +32,7 @@ describe("make install", function()
       "/share/moonhttp/meta/moonhttp/init.lua", -- the editor annotations (docs/guide/editor.md)
       "/share/moonhttp/meta/moonhttp/pg.lua",
       "/lib/systemd/system/moonhttp.service",
+      "/lib/systemd/system/moonhttp.socket", -- socket activation, off until enabled
     } do
       assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)
     end

@@ -81,7 +81,8 @@ const struct mh_setting mh_settings[] = {
      .doc = "TLS certificates: { cert = ..., key = ... } or a list of them (script only)",
      .more = "beside them `min_version = \"1.2\"` (default) or `\"1.3\"`, `client_ca = "
              "\"ca.pem\"` and `client_auth = \"require\"` (default) or `\"optional\"`; the first "
-             "certificate is the default, the others are chosen by SNI"},
+             "certificate is the default, the others are chosen by SNI; `acme = { ... }` beside "
+             "or instead of them: certificates from an ACME CA (no `cert` needed)"},
     {.name = "tls_cert",
      .type = MH_SETTING_STRING,
      .offset = OFF(tls_cert),
@@ -144,7 +145,9 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(shutdown_timeout),
      .def = "10s",
      .max = DAY,
-     .doc = "seconds in-flight requests get on graceful stop"},
+     .doc = "seconds a graceful stop (SIGTERM) lets in-flight requests finish and WebSockets, SSE "
+            "streams and streaming responses go on (http.draining() true, ws:on_drain runs), "
+            "the last drain_spread of it closing them"},
     {.name = "drain_timeout",
      .type = MH_SETTING_DURATION,
      .offset = OFF(drain_timeout),
@@ -158,7 +161,8 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(drain_spread),
      .def = "5s",
      .max = 3600,
-     .doc = "seconds over which the connections still open when drain_timeout ends are closed, "
+     .doc = "seconds over which the connections still open when drain_timeout ends (a reload), "
+            "or the last seconds of shutdown_timeout (a stop), are closed, "
             "each at a random moment, so their clients do not all reconnect at once"},
     {.name = "once_start_timeout",
      .type = MH_SETTING_DURATION,
