@@ -25,6 +25,7 @@ end)
 ]]
 
 local DRAIN, SPREAD = 1.5, 0.5
+local NWS = 200 -- WebSockets held open through the upgrade
 
 local function pid_in(path)
   return tonumber((H.read_file(path) or ""):match("%d+"))
@@ -41,7 +42,7 @@ describe("binary upgrade (SIGUSR2)", function()
   local function start(workers)
     H.bin = bin
     local ok, s = pcall(H.start, script, { flags = { "--workers", tostring(workers), "--pid-file", pid_file,
-      "--drain-timeout", tostring(DRAIN), "--drain-spread", tostring(SPREAD) } })
+      "--drain-timeout", tostring(DRAIN), "--drain-spread", tostring(SPREAD), "--metrics", "127.0.0.1:0" } })
     H.bin = real_bin
     assert(ok, s)
     return s
@@ -71,7 +72,8 @@ describe("binary upgrade (SIGUSR2)", function()
   it("refuses and cuts nothing under load, the new code answers, the old master leaves after draining", function()
     H.write_file(script, APP:format("v2"))
     local wrk = O.start_wrk(("http://127.0.0.1:%d/version"):format(srv.port), 4, 8)
-    local cmd = ("/usr/bin/python3 spec/clients/upgrade_client.py %d %d %d 2>&1"):format(srv.port, srv.pid, 5)
+    local metrics_port = assert(srv:wait_log("metrics on [^\n]*%(port (%d+)%)"))
+    local cmd = ("/usr/bin/python3 spec/clients/upgrade_client.py %d %d %d 2>&1"):format(srv.port, srv.pid, NWS)
     local p = assert(io.popen(cmd))
     local out = p:read("a")
     p:close()
@@ -84,7 +86,7 @@ describe("binary upgrade (SIGUSR2)", function()
     assert.same({ 0, 0, 0, 0 }, { r.refused, r.cut, r.bad_status, r.timeout }, out .. log)
     assert.same({ { "v1" }, { "v2" }, 0 }, { r.first, r.last, r.old_after_exit }, out)
     -- the WebSockets stayed on the old code through the handover, then closed as a drain does
-    assert.same({ { "v1" }, 5, { ["1001"] = 5 }, {} }, { r.ws_first, r.echo_old, r.close_codes, r.ws_errors }, out)
+    assert.same({ { "v1" }, NWS, { ["1001"] = NWS }, {} }, { r.ws_first, r.echo_old, r.close_codes, r.ws_errors }, out)
     -- the old master left once its workers drained: not before the window, not long after
     assert.truthy(r.old_master_left_after and r.old_master_left_after >= DRAIN
       and r.old_master_left_after < DRAIN + SPREAD + 5, out)
@@ -99,6 +101,9 @@ describe("binary upgrade (SIGUSR2)", function()
     assert.truthy(new and new ~= srv.pid and alive(new), log)
     assert.is_nil(H.read_file(pid_file .. ".oldbin"))
     assert.equal("version=v2", srv:try_get("/version"))
+    -- the metrics listener was handed over too: the same port, served by the new master
+    assert.truthy(log:find(new .. ": metrics on 127.0.0.1:0 (port " .. metrics_port .. ")", 1, true), log)
+    assert.equal(200, (O.status(tonumber(metrics_port), "/metrics")))
     assert.truthy(log:find(srv.pid .. ": upgrade (SIGUSR2): the new master " .. new .. " serves", 1, true), log)
     assert.truthy(log:find(srv.pid .. ": stopped: the new master " .. new .. " serves", 1, true), log)
     H.check_sanitizers(log, "upgrade")

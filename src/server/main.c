@@ -6,6 +6,7 @@
 #include "worker.h"
 
 #include "access_log.h"
+#include "app_test.h"
 #include "master.h"
 #include "metrics.h"
 #include "notify.h"
@@ -75,14 +76,12 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
         snprintf(err, errlen, "cannot map the once jobs' zone: %s", strerror(errno));
         return -1;
     }
-    int passed;
-    if (strcmp(config->metrics, "off") &&
-        mh_passed_sockets_take(config->metrics, true, &passed, 1) == 1) {
-        mh_listener_adopt(metrics_listener, passed, config->metrics);
-        ops->metrics_fd = metrics_listener->fd;
-        ops->metrics_on = true;
-    } else if (strcmp(config->metrics, "off")) {
-        if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
+    if (strcmp(config->metrics, "off")) {
+        /* A socket passed at start (a binary upgrade's, systemd's "metrics"), else our own. */
+        int passed;
+        if (mh_passed_sockets_take(config->metrics, true, &passed, 1) == 1)
+            mh_listener_adopt(metrics_listener, passed, config->metrics);
+        else if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
             return -1;
         ops->metrics_fd = metrics_listener->fd;
         ops->metrics_on = true;
@@ -195,6 +194,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "moonhttp: %s\n", err);
         mh_config_free(&config);
         return rc < 0 ? 2 : 0;
+    }
+    if (config.mode == MH_MODE_TEST) {
+        rc = mh_app_test_run(config.script_argc, config.script_argv);
+        mh_config_free(&config);
+        return rc;
     }
     struct mh_deps deps = {0};
     struct mh_gen *g = mh_gen_load(

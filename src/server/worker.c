@@ -13,6 +13,7 @@
 #include "lua_timer.h"
 #include "protocols.h"
 #include "req.h"
+#include "req_policy.h"
 #include "shm_once.h"
 #include "tls.h"
 #include "tls_acme.h"
@@ -410,10 +411,9 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
 {
     if (ops->access_log_fd >= 0) {
         const char *id_header = w->gen->config->request_id_header;
-        w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
-                                          (enum mh_access_format)ops->access_log_format,
-                                          strcmp(id_header, "off") ? id_header : NULL,
-                                          w->gen->config->access_log_redact);
+        w->access_log = mh_access_log_new(
+            w->loop, ops->access_log_fd, (enum mh_access_format)ops->access_log_format,
+            strcmp(id_header, "off") ? id_header : NULL, w->gen->config->access_log_redact);
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
@@ -634,11 +634,15 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
+    size_t shed_len;
+    const char *shed_response = mh_policy_shed_response(&shed_len);
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
         .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
+        .shed_response = shed_response,
+        .shed_len = shed_len,
         .may_accept = may_accept,
         .pause = pause_accept,
         .on_accept = on_accept,
