@@ -8,10 +8,12 @@
 #include "lua_guard.h"
 #include "lua_load.h"
 #include "notify.h"
+#include "passed_sockets.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
 #include "protocols.h"
 #include "req.h"
+#include "req_policy.h"
 #include "shm_once.h"
 #include "tls.h"
 #include "tls_acme.h"
@@ -409,10 +411,9 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
 {
     if (ops->access_log_fd >= 0) {
         const char *id_header = w->gen->config->request_id_header;
-        w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
-                                          (enum mh_access_format)ops->access_log_format,
-                                          strcmp(id_header, "off") ? id_header : NULL,
-                                          w->gen->config->access_log_redact);
+        w->access_log = mh_access_log_new(
+            w->loop, ops->access_log_fd, (enum mh_access_format)ops->access_log_format,
+            strcmp(id_header, "off") ? id_header : NULL, w->gen->config->access_log_redact);
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
@@ -558,6 +559,28 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->h2_flood_budget = (uint32_t)c->h2_flood_budget;
 }
 
+/*
+ * A lone worker's listener i: the socket passed at start for its address
+ * (systemd, a binary upgrade: passed_sockets.h), else its own. 0 or -1.
+ */
+static int open_listener(struct mh_listener *l, const struct mh_config *config, size_t i, char *err,
+                         size_t errlen)
+{
+    int fd;
+    if (mh_passed_sockets_take(config->listen[i], false, &fd, 1) == 1) {
+        mh_listener_adopt(l, fd, config->listen[i]);
+        return 0;
+    }
+    if (mh_passed_sockets_from() == MH_PASSED_SYSTEMD) {
+        snprintf(err, errlen,
+                 "listen \"%s\": systemd passed no socket for this address (LISTEN_FDS): the "
+                 ".socket unit's ListenStream= and the script's listen list disagree",
+                 config->listen[i]);
+        return -1;
+    }
+    return mh_listener_open(l, config->listen[i], (int)config->backlog, err, errlen) ? -1 : 0;
+}
+
 /* TLS listeners offer "h2" in ALPN when the http2 setting is on. */
 static void offer_http2(struct mh_config *c)
 {
@@ -611,11 +634,15 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
+    size_t shed_len;
+    const char *shed_response = mh_policy_shed_response(&shed_len);
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
         .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
+        .shed_response = shed_response,
+        .shed_len = shed_len,
         .may_accept = may_accept,
         .pause = pause_accept,
         .on_accept = on_accept,
@@ -626,10 +653,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
         w->nlisteners++;
     }
     for (size_t i = 0; !fds && i < config->nlisten; i++) {
-        if (mh_listener_open(&w->listeners[i], config->listen[i], (int)config->backlog, err,
-                             errlen)) {
+        if (open_listener(&w->listeners[i], config, i, err, errlen) < 0)
             goto fail;
-        }
         w->nlisteners++;
     }
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
