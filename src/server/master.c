@@ -44,10 +44,11 @@
 /*
  * A binary upgrade's new master that has not said it serves this long after
  * its workers' once on_start functions may have ended is stopped: loading
- * the script and forking take well under a second, so this is a new binary
- * that hangs or whose workers keep crashing.
+ * the script and forking take well under a second (tens of ms in
+ * spec/upgrade_spec.lua), so this is a new binary that hangs or whose
+ * workers keep crashing.
  */
-#define UPGRADE_GRACE 30.0
+#define UPGRADE_GRACE 10.0
 
 struct child {
     pid_t pid;
