@@ -14,7 +14,6 @@ listeners closed). Prints one JSON object.
 Plain sockets and asyncio: luasocket's select stops at 1,024 descriptors.
 """
 import asyncio
-import base64
 import json
 import re
 import os
@@ -22,42 +21,16 @@ import signal
 import struct
 import sys
 
+from ws_frames import frame, read_frame
+from ws_frames import open_ws as open_ws_on
+
 PORT, PID, NWS, NSSE = (int(a) for a in sys.argv[1:5])
 STOP = sys.argv[5:6] == ["term"]
 OPEN_AT_ONCE = 50
 
 
-def frame(payload, opcode=1):
-    data = payload.encode()
-    mask = os.urandom(4)
-    head = bytes([0x80 | opcode])
-    if len(data) < 126:
-        head += bytes([0x80 | len(data)])
-    else:
-        head += bytes([0x80 | 126]) + struct.pack("!H", len(data))
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-
-
-async def read_frame(reader):
-    b0, b1 = await reader.readexactly(2)
-    n = b1 & 0x7F
-    if n == 126:
-        n = struct.unpack("!H", await reader.readexactly(2))[0]
-    elif n == 127:
-        n = struct.unpack("!Q", await reader.readexactly(8))[0]
-    return b0 & 0x0F, await reader.readexactly(n)
-
-
-async def open_ws():
-    reader, writer = await asyncio.open_connection("127.0.0.1", PORT, limit=1 << 20)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        ("GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-         "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % key).encode())
-    head = await reader.readuntil(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 101"), head
-    _, first = await read_frame(reader)
-    return reader, writer, first.decode()
+def open_ws():
+    return open_ws_on(PORT)
 
 
 async def open_sse():

@@ -8,16 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
-const char MH_SOCK_TIMEOUT[] = "timeout";
-const char MH_SOCK_CLOSED[] = "closed";
-const char MH_SOCK_REFUSED[] = "connection refused";
-const char MH_SOCK_RESET[] = "connection reset";
-const char MH_SOCK_UNREACHABLE[] = "host unreachable";
-const char MH_SOCK_NOMEM[] = "out of memory";
-const char MH_SOCK_NOFILE[] = "too many open files";
-const char MH_SOCK_UNREAD[] = "unread data";
-const char MH_SOCK_POOL_FULL[] = "pool full";
-const char MH_SOCK_FAILED[] = "socket error";
+const char mh_socket_err_timeout[] = "timeout";
+const char mh_socket_err_closed[] = "closed";
+const char mh_socket_err_refused[] = "connection refused";
+const char mh_socket_err_reset[] = "connection reset";
+const char mh_socket_err_unreachable[] = "host unreachable";
+const char mh_socket_err_nomem[] = "out of memory";
+const char mh_socket_err_nofile[] = "too many open files";
+const char mh_socket_err_unread[] = "unread data";
+const char mh_socket_err_pool_full[] = "pool full";
+const char mh_socket_err_failed[] = "socket error";
 
 #define READ_CHUNK 16384
 
@@ -25,26 +25,26 @@ const char *mh_socket_errno_err(int e)
 {
     switch (e) {
     case ECONNREFUSED:
-        return MH_SOCK_REFUSED;
+        return mh_socket_err_refused;
     case ECONNRESET:
     case ECONNABORTED:
-        return MH_SOCK_RESET;
+        return mh_socket_err_reset;
     case EPIPE:
-        return MH_SOCK_CLOSED;
+        return mh_socket_err_closed;
     case EHOSTUNREACH:
     case ENETUNREACH:
     case EADDRNOTAVAIL:
-        return MH_SOCK_UNREACHABLE;
+        return mh_socket_err_unreachable;
     case ETIMEDOUT:
-        return MH_SOCK_TIMEOUT;
+        return mh_socket_err_timeout;
     case ENOMEM:
     case ENOBUFS:
-        return MH_SOCK_NOMEM;
+        return mh_socket_err_nomem;
     case EMFILE:
     case ENFILE:
-        return MH_SOCK_NOFILE;
+        return mh_socket_err_nofile;
     default:
-        return MH_SOCK_FAILED;
+        return mh_socket_err_failed;
     }
 }
 
@@ -187,7 +187,7 @@ static void finish_write(struct mh_socket *s, const char *err)
 static int read_some(struct mh_socket *s, const char **err)
 {
     if (mh_buf_reserve(&s->in, READ_CHUNK) < 0) {
-        *err = MH_SOCK_NOMEM;
+        *err = mh_socket_err_nomem;
         return -1;
     }
     ssize_t n = mh_transport_read(&s->tr, s->in.data + s->in.len, s->in.cap - s->in.len);
@@ -208,7 +208,7 @@ static int read_some(struct mh_socket *s, const char **err)
 int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const char **err)
 {
     if (s->tr.fd < 0) {
-        *err = MH_SOCK_CLOSED;
+        *err = mh_socket_err_closed;
         return -1;
     }
     if (s->eof)
@@ -244,7 +244,7 @@ static int write_some(struct mh_socket *s, const char **err)
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return 0;
-        *err = n == 0 ? MH_SOCK_CLOSED : mh_socket_errno_err(errno);
+        *err = n == 0 ? mh_socket_err_closed : mh_socket_errno_err(errno);
         return -1;
     }
     return 1;
@@ -254,7 +254,7 @@ int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double ti
                     mh_socket_cb cb, const char **err)
 {
     if (s->tr.fd < 0) {
-        *err = MH_SOCK_CLOSED;
+        *err = mh_socket_err_closed;
         return -1;
     }
     s->_wdata = data;
@@ -276,14 +276,14 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    finish(w->data, MH_SOCK_TIMEOUT);
+    finish(w->data, mh_socket_err_timeout);
 }
 
 static void on_wtimeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    finish_write(w->data, MH_SOCK_TIMEOUT);
+    finish_write(w->data, mh_socket_err_timeout);
 }
 
 static void on_wio(struct ev_loop *loop, ev_io *w, int revents)
@@ -324,15 +324,20 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 
 struct mh_socket_group {
     struct mh_socket_group *next;
-    struct mh_socket *idle; /* most recently parked first */
-    size_t n;
+    struct mh_idle_key idle;
     char key[];
 };
 
 struct mh_socket_pool {
     struct ev_loop *loop;
     struct mh_socket_group *groups;
+    struct mh_idle_pool idle;
 };
+
+static struct mh_socket *socket_of(struct mh_idle_conn *i)
+{
+    return (struct mh_socket *)((char *)i - offsetof(struct mh_socket, _idle));
+}
 
 struct mh_socket_pool *mh_socket_pool_new(struct ev_loop *loop)
 {
@@ -350,25 +355,11 @@ static struct mh_socket_group *find_group(const struct mh_socket_pool *p, const 
     return NULL;
 }
 
-static void unlink_idle(struct mh_socket *s)
-{
-    struct mh_socket_group *g = s->_group;
-    if (s->_prev)
-        s->_prev->_next = s->_next;
-    else
-        g->idle = s->_next;
-    if (s->_next)
-        s->_next->_prev = s->_prev;
-    s->_prev = s->_next = NULL;
-    s->_group = NULL;
-    g->n--;
-}
-
 /* An idle socket became readable or timed out: either way it is no longer worth keeping. */
 static void on_idle_event(struct mh_socket *s, const char *err)
 {
     (void)err;
-    unlink_idle(s);
+    mh_idle_unlink(&s->_pool->idle, &s->_idle);
     mh_socket_free(s); /* stops its watchers */
 }
 
@@ -379,9 +370,9 @@ void mh_socket_pool_free(struct mh_socket_pool *p)
     while (p->groups) {
         struct mh_socket_group *g = p->groups;
         p->groups = g->next;
-        while (g->idle) {
-            struct mh_socket *s = g->idle;
-            unlink_idle(s);
+        while (g->idle.head) {
+            struct mh_socket *s = socket_of(g->idle.head);
+            mh_idle_unlink(&p->idle, &s->_idle);
             mh_socket_free(s);
         }
         free(g);
@@ -395,11 +386,11 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
     const char *why = NULL;
     struct mh_socket_group *g = find_group(p, key);
     if (s->tr.fd < 0 || s->eof)
-        why = MH_SOCK_CLOSED;
+        why = mh_socket_err_closed;
     else if (s->in.len > 0 || mh_transport_pending(&s->tr))
-        why = MH_SOCK_UNREAD; /* the next user would read the last one's leftovers */
-    else if (max == 0 || (g && g->n >= max))
-        why = MH_SOCK_POOL_FULL;
+        why = mh_socket_err_unread; /* the next user would read the last one's leftovers */
+    else if (max == 0 || (g && g->idle.n >= max))
+        why = mh_socket_err_pool_full;
     else if (!g) {
         size_t klen = strlen(key);
         if ((g = calloc(1, sizeof *g + klen + 1))) {
@@ -407,7 +398,7 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
             g->next = p->groups;
             p->groups = g;
         } else {
-            why = MH_SOCK_NOMEM;
+            why = mh_socket_err_nomem;
         }
     }
     if (why) {
@@ -416,13 +407,8 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
     }
     mh_socket_cancel(s);
     s->ud = NULL;
-    s->_group = g;
-    s->_prev = NULL;
-    s->_next = g->idle;
-    if (g->idle)
-        g->idle->_prev = s;
-    g->idle = s;
-    g->n++;
+    s->_pool = p;
+    mh_idle_park(&p->idle, &g->idle, &s->_idle);
     mh_buf_free(&s->in); /* an idle connection holds no buffer */
     /* Readable while idle means the peer closed or sent something unasked: drop it then. */
     wait_for(s, MH_SOCK_OP_FILL, EV_READ, idle_timeout, on_idle_event);
@@ -432,10 +418,10 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
 struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key)
 {
     struct mh_socket_group *g = find_group(p, key);
-    if (!g || !g->idle)
+    struct mh_idle_conn *i = g ? mh_idle_take(&p->idle, &g->idle) : NULL;
+    if (!i)
         return NULL;
-    struct mh_socket *s = g->idle;
-    unlink_idle(s);
+    struct mh_socket *s = socket_of(i);
     /*
      * The read watcher stays armed (mh_socket_cancel_read): a connection
      * handed to a task waiting for a pool slot is used from that task's next

@@ -8,12 +8,15 @@
 #include "lua_guard.h"
 #include "lua_load.h"
 #include "notify.h"
+#include "passed_sockets.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
 #include "protocols.h"
 #include "req.h"
+#include "req_policy.h"
 #include "shm_once.h"
 #include "tls.h"
+#include "tls_acme.h"
 #include "workpool.h"
 
 #include <fcntl.h>
@@ -30,6 +33,8 @@
 static void observe(void *ud, const struct mh_req *r);
 static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g);
 static void on_tasks_running(const struct mh_gen_host *h, int delta);
+static int on_tls_install(const struct mh_gen_host *h, size_t index, const char *cert,
+                          const char *key, char *err, size_t errlen);
 static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
                          void *ud);
 static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents);
@@ -305,9 +310,10 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     g->number = st->reloads;
     /* Certificates are read again too; open connections keep the ones they started with. */
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
+    struct mh_tls_certs acme_bufs[MH_MAX_LISTEN];
     offer_http2(w->config);
     for (size_t i = 0; i < w->nlisteners; i++)
-        certs[i] = mh_config_listen_tls(w->config, i);
+        certs[i] = mh_acme_certs_for(&w->acme_certs, w->config, i, &acme_bufs[i]);
     if (mh_listener_tls_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
         mh_log(MH_LOG_ERROR, "reload (%s): certificates not reloaded, the previous ones stay: %s",
                why, err);
@@ -384,19 +390,39 @@ static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
     mh_metrics_publish_draining(w->metrics, getpid(), d.gens, d.n);
 }
 
+/*
+ * With an ACME listener, the challenges' answers are read from the shared
+ * zone: TLS-ALPN-01 by the TLS listeners' handshakes, HTTP-01 by a handler
+ * in front of the app on every plain listener (before routing). A server
+ * without ACME keeps its listeners as they are.
+ */
+static void serve_acme(struct mh_worker *w)
+{
+    struct mh_shm_dict *zone = w->shared && mh_config_has_acme(w->config)
+                                   ? mh_shm_dicts_find(w->shared, MH_ACME_ZONE)
+                                   : NULL;
+    mh_tls_acme_set_zone(zone);
+    if (!zone)
+        return;
+    mh_acme_challenge_init(&w->acme_challenge, &w->app.base, zone);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (!w->listeners[i].tls && !w->listeners[i].serves)
+            w->listeners[i].serves = &w->acme_challenge.base;
+}
+
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
 {
     if (ops->access_log_fd >= 0) {
         const char *id_header = w->gen->config->request_id_header;
-        w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
-                                          (enum mh_access_format)ops->access_log_format,
-                                          strcmp(id_header, "off") ? id_header : NULL,
-                                          w->gen->config->access_log_redact);
+        w->access_log = mh_access_log_new(
+            w->loop, ops->access_log_fd, (enum mh_access_format)ops->access_log_format,
+            strcmp(id_header, "off") ? id_header : NULL, w->gen->config->access_log_redact);
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
     w->notify = w->inherited ? NULL : ops->notify; /* under a master, the master talks */
     w->gen->shared = ops->shared;
+    serve_acme(w);
     const char *cerr = mh_chan_endpoint_init(&w->channels, w->loop, ops->channels, getpid());
     if (cerr)
         mh_log(MH_LOG_WARN, "channels: %s: this worker can publish but not subscribe", cerr);
@@ -536,6 +562,28 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->h2_flood_budget = (uint32_t)c->h2_flood_budget;
 }
 
+/*
+ * A lone worker's listener i: the socket passed at start for its address
+ * (systemd, a binary upgrade: passed_sockets.h), else its own. 0 or -1.
+ */
+static int open_listener(struct mh_listener *l, const struct mh_config *config, size_t i, char *err,
+                         size_t errlen)
+{
+    int fd;
+    if (mh_passed_sockets_take(config->listen[i], false, &fd, 1) == 1) {
+        mh_listener_adopt(l, fd, config->listen[i]);
+        return 0;
+    }
+    if (mh_passed_sockets_from() == MH_PASSED_SYSTEMD) {
+        snprintf(err, errlen,
+                 "listen \"%s\": systemd passed no socket for this address (LISTEN_FDS): the "
+                 ".socket unit's ListenStream= and the script's listen list disagree",
+                 config->listen[i]);
+        return -1;
+    }
+    return mh_listener_open(l, config->listen[i], (int)config->backlog, err, errlen) ? -1 : 0;
+}
+
 /* TLS listeners offer "h2" in ALPN when the http2 setting is on. */
 static void offer_http2(struct mh_config *c)
 {
@@ -574,6 +622,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->host.reload_stats = &w->reload_stats;
     w->host.tasks_running = on_tasks_running;
     w->host.each_request = each_request;
+    w->host.tls_install = on_tls_install;
     w->host.worker_id = 1; /* a lone worker; the master sets its workers' slots */
     /* Its threads start with the first job, in this process (after any fork). */
     w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
@@ -589,11 +638,15 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
+    size_t shed_len;
+    const char *shed_response = mh_policy_shed_response(&shed_len);
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
         .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
+        .shed_response = shed_response,
+        .shed_len = shed_len,
         .may_accept = may_accept,
         .pause = pause_accept,
         .on_accept = on_accept,
@@ -604,10 +657,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
         w->nlisteners++;
     }
     for (size_t i = 0; !fds && i < config->nlisten; i++) {
-        if (mh_listener_open(&w->listeners[i], config->listen[i], (int)config->backlog, err,
-                             errlen)) {
+        if (open_listener(&w->listeners[i], config, i, err, errlen) < 0)
             goto fail;
-        }
         w->nlisteners++;
     }
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
@@ -757,6 +808,14 @@ static void on_tasks_running(const struct mh_gen_host *h, int delta)
     worker_of_host(h)->background_tasks += (unsigned)delta;
 }
 
+static int on_tls_install(const struct mh_gen_host *h, size_t index, const char *cert,
+                          const char *key, char *err, size_t errlen)
+{
+    struct mh_worker *w = worker_of_host(h);
+    return mh_acme_certs_install(&w->acme_certs, w->listeners, w->nlisteners, w->config, index,
+                                 cert, key, err, errlen);
+}
+
 static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
                          void *ud)
 {
@@ -825,6 +884,7 @@ void mh_worker_destroy(struct mh_worker *w)
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
+    mh_acme_certs_free(&w->acme_certs);
     mh_acceptor_stop(&w->acceptor);
     ev_timer_stop(w->loop, &w->trim_timer);
     mh_http_ctx_destroy(&w->http);

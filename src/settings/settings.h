@@ -31,7 +31,7 @@ enum mh_listen_tls {
     MH_LISTEN_TLS_OWN,    /* { addr = ..., tls = {...} }: its own certificates */
 };
 
-enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
+enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN, MH_MODE_TEST };
 
 /* A shared dict of http.server{ shared = { name = size } } (or --shared name=size,...). */
 #define MH_MAX_SHARED      16
@@ -61,6 +61,7 @@ struct mh_config {
     long keepalive_requests;
     long backlog;
     bool reuseport; /* one listening socket per worker slot (master.c) */
+    bool free_ports; /* listen and metrics on ports the kernel picks (mh_config_validate) */
     long redirect_code;
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */
@@ -228,6 +229,12 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
  * top-level certificates are configured.
  */
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i);
+
+/*
+ * Whether a TLS listener takes its certificates from ACME (tls = { acme = ... });
+ * mh_config_validate then declares the shared zone MH_ACME_ZONE.
+ */
+bool mh_config_has_acme(const struct mh_config *c);
 
 /* Number of workers to run ("auto" = online CPUs). */
 int mh_config_workers(const struct mh_config *c);

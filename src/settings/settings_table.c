@@ -81,7 +81,8 @@ const struct mh_setting mh_settings[] = {
      .doc = "TLS certificates: { cert = ..., key = ... } or a list of them (script only)",
      .more = "beside them `min_version = \"1.2\"` (default) or `\"1.3\"`, `client_ca = "
              "\"ca.pem\"` and `client_auth = \"require\"` (default) or `\"optional\"`; the first "
-             "certificate is the default, the others are chosen by SNI"},
+             "certificate is the default, the others are chosen by SNI; `acme = { ... }` beside "
+             "or instead of them: certificates from an ACME CA (no `cert` needed)"},
     {.name = "tls_cert",
      .type = MH_SETTING_STRING,
      .offset = OFF(tls_cert),
@@ -227,6 +228,16 @@ const struct mh_setting mh_settings[] = {
      .more = "several workers only; the port is first bound without SO_REUSEPORT, so a busy "
              "port still fails. Off when workers should pick up the connections of a slot whose "
              "worker is down (a crash loop's back-off), at the price of uneven load"},
+    {.name = "free_ports",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(free_ports),
+     .def = "off",
+     .doc = "every listener (and metrics) keeps its address and TLS but binds a free port the "
+            "kernel picks; for tests",
+     .more = "the log's `listening on ... (port N)` lines name the ports, in the order of "
+             "`listen`; an all-addresses host (`:8080`, `0.0.0.0`, `[::]`) becomes loopback, so "
+             "a server under test is not reachable from the network. `moonhttp.test` sets it "
+             "(docs/guide/testing.md)"},
     {.name = "tcp_nodelay",
      .type = MH_SETTING_BOOL,
      .offset = OFF(tcp_nodelay),

@@ -24,6 +24,7 @@
 ---@field keepalive_requests? integer requests per connection before it is closed (0 = no limit)
 ---@field backlog? integer listen(2) backlog
 ---@field reuseport? boolean one listening socket per worker (SO_REUSEPORT), so new connections are spread evenly
+---@field free_ports? boolean every listener (and metrics) keeps its address and TLS but binds a free port the kernel picks; for tests
 ---@field tcp_nodelay? boolean set TCP_NODELAY on accepted sockets
 ---@field redirect_code? integer status of path-cleaning redirects (307, or 301 as Go 1.22)
 ---@field clean_path? string non-canonical paths: redirect (as Go) or rewrite (route the clean path)
