@@ -44,8 +44,19 @@ local M = {
 -- The cluster setting and { once = "cluster" } (lua/moonhttp/cluster.lua, docs/guide/cluster.md).
 local cluster = require "moonhttp.cluster"
 
+-- A listener's tls = { acme = {...} } (lua/moonhttp/acme.lua): only a server that has one loads it.
+local function has_acme(t)
+  local listen = type(t) == "table" and t.listen
+  if type(listen) ~= "table" then return false end
+  for _, e in ipairs(listen.addr ~= nil and { listen } or listen) do
+    if type(e) == "table" and type(e.tls) == "table" and e.tls.acme ~= nil then return true end
+  end
+  return false
+end
+
 -- http.server{ ..., cluster = { redis =, name = } }: the cluster is read here, the rest by the core.
 function M.server(t)
+  if has_acme(t) then require("moonhttp.acme").configure(M, t, 3) end
   if type(t) == "table" and t.cluster ~= nil then
     cluster.configure(t.cluster, 3)
     local rest = {}
@@ -97,6 +108,14 @@ function M.every(...)
   end
   return core.every(...)
 end
+
+M.acme = {
+  -- http.acme.status() → one entry per listener with tls.acme (docs/reference/acme.md)
+  status = function()
+    local acme = package.loaded["moonhttp.acme"]
+    return acme and acme.status(M) or {}
+  end,
+}
 
 M.cluster = {
   -- http.cluster.instances() → the live instances of the cluster, or nil, err
