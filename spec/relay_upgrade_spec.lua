@@ -239,6 +239,7 @@ describe("upgrade pass-through", function()
     c, res = ws_open(front.port, "/foo/refuse")
     assert.are.equal(403, res.status)
     assert.are.equal("foo", res.headers["x-up"])
+    assert.is_nil(res.headers["x-private"]) -- named by the upstream's Connection: hop-by-hop
     assert.are.equal("no entry\n", res.body)
     c:close()
   end)

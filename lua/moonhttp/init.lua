@@ -54,15 +54,10 @@ local function has_acme(t)
   return false
 end
 
--- http.server{ ..., cluster = { redis =, name = } }: the cluster is read here, the rest by the core.
+-- http.server{...}: the core reads the settings; the cluster setting's row (settings_table.c)
+-- has it call cluster.configure. The acme options inside listen entries are read here first.
 function M.server(t)
   if has_acme(t) then require("moonhttp.acme").configure(M, t, 3) end
-  if type(t) == "table" and t.cluster ~= nil then
-    cluster.configure(t.cluster, 3)
-    local rest = {}
-    for k, v in pairs(t) do if k ~= "cluster" then rest[k] = v end end
-    t = rest
-  end
   return core.server(t, 2) -- errors and the settings' line name the caller's line, not this one
 end
 

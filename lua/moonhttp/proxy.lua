@@ -5,7 +5,6 @@
 -- both paths: the plain one sends its head as built there, the hook path gets
 -- the same fields as tables.
 local core = require "moonhttp.core"
-local hop = require "moonhttp.hop"
 local upstream = require "moonhttp.upstream"
 local upload = require "moonhttp.upload"
 
@@ -15,7 +14,7 @@ local KNOWN = { "client", "timeout", "connect_timeout", "send_timeout", "read_ti
   "preserve_host", "x_forwarded", "forwarded", "trust_forwarded", "via", "request",
   "response", "on_error", "idle_timeout" }
 
-local HOP = hop.NAMES
+local HOP = core.hop_names -- hop.c's list, lowercase name -> true
 
 local PIECE = 64 * 1024
 
@@ -158,45 +157,50 @@ end
 
 local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
--- One exchange of the plain path: the head core.proxy_request builds for authority,
--- sent to base over client (a core client, or nil: the default one), the body streamed
--- from req. Returns resp, or nil, kind, detail.
-local function plain_send(req, client, base, authority, prefix, o)
-  local head, method, stream = core.proxy_request(req, authority, prefix, o)
-  if not head then return nil, method, stream end
-  local resp, kind, detail = core.proxy_fetch(client, base, head, method, stream, o)
+-- One exchange of the plain path: head (core.proxy_request's) sent to base over client (a
+-- core client, or nil: the default one; with host, base's authority is the Host), the
+-- body streamed from req. Returns resp, or nil, kind, detail.
+local function plain_send(base, req, client, head, method, stream, o, host)
+  local resp, kind, detail = core.proxy_fetch(client, base, head, method, stream, o, host)
   if resp and stream then
     resp, kind, detail = upload.send(resp, function() return req:read(PIECE) end, stream ~= true and stream or nil, 2)
   end
   return resp, kind, detail
 end
 
+-- A group's attempt at server s: the head built once for every attempt.
+local function group_send(s, ...)
+  return plain_send(s.base, ...)
+end
+
 -- The plain path: no request hook, a URL target or a group (its server picked per
 -- attempt, then this path). The upstream head is built in C from the request's fields
--- (core.proxy_request) and sent as is, so no Lua table is made for the request. Returns
--- false when the request needs the hook path (an upgrade, a stand-in req).
+-- (core.proxy_request), once, and sent as is, so no Lua table is made for the request.
+-- Returns false when the request needs the hook path (an upgrade, a stand-in req).
 local function plain(req, res, target, base, prefix, authority, opts)
   local o = opts ~= NO_OPTS and opts or nil -- no options: C reads none
+  local group = not authority
+  if group and opts.client then
+    error("http.proxy: a group has its own client (http.upstream's client option)", 4)
+  end
+  -- a group's Host is its server's, written per attempt by core.proxy_fetch (host)
+  local head, method, stream, host = core.proxy_request(req, authority or false, prefix, o)
+  if not head then
+    if method == "upgrade" or method == "stand-in" then return false end
+    return fail(res, opts, method, stream)
+  end
   local resp, kind, detail, server
-  if authority then
+  if not group then
     local client = opts.client
-    resp, kind, detail = plain_send(req, client and client._c, base, authority, prefix, o)
-    if not resp and (kind == "upgrade" or kind == "stand-in") then return false end
+    resp, kind, detail = plain_send(base, req, client and client._c, head, method, stream, o)
   else
-    if opts.client then error("http.proxy: a group has its own client (http.upstream's client option)", 4) end
-    -- the head is built per server (its Host); first, whether this path can take it
-    local head, why, stream = core.proxy_request(req, "", prefix, o)
-    if not head and why ~= "invalid" then return false end
-    if not head then return fail(res, opts, why, stream) end
-    local client = target.client._c
-    resp, server, detail = target:exchange("", { method = req.method }, stream == nil, req, nil, function(s)
-      return plain_send(req, client, s.base, s.base:match("^[^:]+://(.*)$"), prefix, o)
-    end)
+    resp, server, detail = target:exchange(method, "", nil, stream == nil, req, nil, group_send,
+      req, target.client._c, head, method, stream, o, host)
     if not resp then kind = server end
   end
   if not resp then return fail(res, opts, kind, detail) end
   -- least_conn counts the request in flight until its body is relayed, however that ends
-  local _ <close> = server and setmetatable({}, { __close = function() target:release(server) end })
+  local _ <close> = server
   send_head(req, res, resp, opts)
   local ok = relay(res, resp)
   resp:close()
@@ -262,12 +266,12 @@ function M.proxy(http, req, res, target, opts)
   else
     if opts.client then error("http.proxy: a group has its own client (http.upstream's client option)", 3) end
     -- a streamed body cannot be sent twice: only a request without one is retried
-    resp, server, detail = group:exchange(up.path, fopts, not has_body, req)
+    resp, server, detail = group:exchange(up.method, up.path, fopts, not has_body, req)
     if not resp then kind = server end
   end
   if not resp then return fail(res, opts, kind, detail) end
   -- least_conn counts the request in flight until its body is relayed, however that ends
-  local _ <close> = server and setmetatable({}, { __close = function() group:release(server) end })
+  local _ <close> = server
   send_head(req, res, resp, opts)
   local ok = relay(res, resp)
   resp:close()

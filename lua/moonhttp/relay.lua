@@ -4,7 +4,6 @@
 -- (core.relay over http/relay.c), with no Lua per chunk. http.proxy calls
 -- M.run with the upstream request it built (forwarding headers, rewrites).
 local core = require "moonhttp.core"
-local hop = require "moonhttp.hop"
 local crypto = require "moonhttp.crypto"
 
 local M = {}
@@ -12,8 +11,9 @@ local M = {}
 local KNOWN = { "connect_timeout", "read_timeout", "idle_timeout", "headers", "keep_host",
   "keep_path", "tls", "max_buffer", "via", "response" }
 
--- Hop-by-hop fields are not passed on; Upgrade and Connection are set again below.
-local HOP = hop.NAMES
+-- Hop-by-hop fields (hop.c's list) are not passed on; Upgrade and Connection are set
+-- again below.
+local HOP = core.hop_names
 
 -- Not passed down: the front server's own (Date, Server), and what a switch answer over HTTP/2
 -- cannot carry or no longer means (RFC 8441 has no key and no accept).
@@ -80,11 +80,10 @@ local function request_head(req, opts, up, authority, target, h2)
       end
     end
   else
-    local list = req:header_list()
-    local drop = hop.dropped(list)
+    local list = core.hop_kept(req:header_list())
     for i = 1, #list, 2 do
       local l = list[i]:lower()
-      if not drop[l] and not extra[l] and (l ~= "host" or opts.keep_host) then
+      if not extra[l] and (l ~= "host" or opts.keep_host) then
         put(list[i], list[i + 1])
         seen[l] = true
       end
@@ -140,15 +139,15 @@ local function find(list, name)
   end
 end
 
--- Headers to pass down: hop-by-hop ones, those the upstream's Connection names, and the
--- server's own left out; keep_upgrade keeps Upgrade (a 101 over HTTP/1.1).
+-- Headers to pass down: hop-by-hop ones, those the upstream's Connection names (C's
+-- rules: core.hop_kept), and the server's own left out; keep_upgrade keeps Upgrade (a
+-- 101 over HTTP/1.1).
 local function down_headers(list, keep_upgrade, h2)
-  local drop = hop.dropped(list)
+  list = core.hop_kept(list, keep_upgrade and "upgrade" or nil)
   local out = {}
   for i = 1, #list, 2 do
     local l = list[i]:lower()
-    if (not drop[l] or (keep_upgrade and l == "upgrade")) and not OWN_DOWN[l]
-        and not (h2 and H2_DOWN[l]) then
+    if not OWN_DOWN[l] and not (h2 and H2_DOWN[l]) then
       out[#out + 1] = list[i]
       out[#out + 1] = list[i + 1]
     end
@@ -186,15 +185,7 @@ end
 
 -- A non-101 answer as a normal response: its head, then its body by its framing.
 local function relay_response(req, res, sock, status, list, opts)
-  local keep = {}
-  for i = 1, #list - 1, 2 do
-    local l = list[i]:lower()
-    if not HOP[l] and not OWN_DOWN[l] then
-      keep[#keep + 1] = list[i]
-      keep[#keep + 1] = list[i + 1]
-    end
-  end
-  local shown, down = hooked(req, status, keep, opts)
+  local shown, down = hooked(req, status, down_headers(list), opts)
   res:status(shown)
   local set = {}
   for i = 1, #down - 1, 2 do

@@ -73,6 +73,10 @@ local function server_base(addr)
   return scheme:lower() .. "://" .. rest
 end
 
+-- A server counts a request in flight from its pick until the caller releases it: the
+-- server itself is the caller's `<close>` value (no table per request for that).
+local SERVER = { __close = function(s) s.inflight = s.inflight - 1 end }
+
 local function parse_servers(list, level)
   if type(list) ~= "table" or #list == 0 then
     fail_opts("http.upstream", "servers must be a non-empty list", level + 1)
@@ -91,7 +95,8 @@ local function parse_servers(list, level)
     if math.type(weight) ~= "integer" or weight < 1 or weight > 1000 then
       fail_opts("http.upstream", "servers[" .. i .. "].weight must be an integer from 1 to 1000", level + 1)
     end
-    servers[i] = { addr = addr, base = base, weight = weight, current = 0, inflight = 0 }
+    servers[i] = setmetatable({ addr = addr, base = base, weight = weight, current = 0, inflight = 0 },
+      SERVER)
   end
   return servers
 end
@@ -403,13 +408,16 @@ retries.timeout seconds have passed since the first try began (nginx's
 proxy_next_upstream_timeout: a try under way is not cut short). An answer
 with a listed status is a failure, kept open until another server is found:
 when none is (all tried or down) or no retry follows, it is the answer.
-Returns resp, server (the caller releases it when the body is done), or nil,
-kind, detail; kind "unavailable" when no server is up.
+Each attempt is send(server, ...) when send is given (http.proxy's C path),
+else the group client's fetch of path with fopts. Returns resp, server (the
+caller releases it when the body is done: group:release(server), or the
+server as a `<close>` value), or nil, kind, detail; kind "unavailable" when
+no server is up.
 ]]
-function Group:exchange(path, fopts, replayable, req, key, send)
-  local method = (fopts.method or "GET"):upper()
+function Group:exchange(method, path, fopts, replayable, req, key, send, ...)
   local r = self.retries
-  local may_retry = replayable and (IDEMPOTENT[method] or not r.idempotent_only)
+  local may_retry = replayable
+    and (not r.idempotent_only or IDEMPOTENT[method] or IDEMPOTENT[method:upper()])
   local tried = {}
   local kept, kept_s, kind, detail
   local deadline = r.timeout and self.http.now() + r.timeout
@@ -425,7 +433,7 @@ function Group:exchange(path, fopts, replayable, req, key, send)
     s.inflight = s.inflight + 1
     local resp
     if send then
-      resp, kind, detail = send(s)
+      resp, kind, detail = send(s, ...)
     else
       resp, kind, detail = self.client:fetch(s.base .. path, fopts)
     end
@@ -468,7 +476,7 @@ function Group:fetch(path, opts)
   end
   if key ~= nil and type(key) ~= "string" then error("group:fetch: key must be a string", 2) end
   local replayable = fopts.body == nil or type(fopts.body) == "string"
-  local resp, s_or_kind, detail = self:exchange(path, fopts, replayable, nil, key)
+  local resp, s_or_kind, detail = self:exchange(fopts.method or "GET", path, fopts, replayable, nil, key)
   if not resp then return nil, s_or_kind, detail end
   -- least_conn counts a fetch in flight until its head has come
   self:release(s_or_kind)

@@ -3,7 +3,8 @@
 # 127.0.0.1; answers each request 101 with "hello-after-101\n" in the same
 # write (bytes a relay must not lose), then sends every byte it gets back
 # upper-cased until the client's EOF, then "bye\n" and closes.
-# GET /refuse is answered 403 with a body instead.
+# GET /refuse is answered 403 with a body instead, its Connection naming
+# X-Private (a hop-by-hop field the relay must not pass down).
 import socket
 
 import peer
@@ -23,7 +24,8 @@ def serve(c):
         head += data
     head, rest = head.split(b"\r\n\r\n", 1)
     if head.startswith(b"GET /refuse"):
-        c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nX-Up: foo\r\n\r\nno entry\n")
+        c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nX-Up: foo\r\n"
+                  b"Connection: close, X-Private\r\nX-Private: secret\r\n\r\nno entry\n")
         c.close()
         return
     c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: Upgrade\r\n"

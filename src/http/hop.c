@@ -45,7 +45,7 @@ bool mh_hop_add_connection(struct mh_hop *h, const char *value, size_t len)
     return true;
 }
 
-/* The separators of hop.lua's "[^,%s]+": a comma and Lua's %s (C isspace in the C locale). */
+/* The separators of a Connection value's tokens: a comma and white space (isspace in the C locale). */
 static bool is_sep(char c)
 {
     return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';

@@ -4,9 +4,9 @@
  * Hop-by-hop header fields (RFC 9110 §7.6.1) for a message passed on to
  * another connection (http.proxy): the standard names, the older ones still
  * seen (Keep-Alive, Proxy-Connection), and the fields the message's own
- * Connection header names. lua/moonhttp/hop.lua applies the same policy on
- * the Lua paths (a proxy hook, the upgrade relay) with this list of names
- * (core.hop_names), so there is one list.
+ * Connection header names. The Lua paths (a proxy hook, the upgrade relay)
+ * apply it through src/lua/lua_proxy.c (core.hop_kept, core.hop_names), so
+ * there is one copy of the rules.
  *
  * Plain functions over (pointer, length) slices: no allocation, no Lua.
  */

@@ -609,9 +609,10 @@ static int l_fetch(lua_State *L)
 }
 
 /*
- * core.proxy_fetch(client|nil, url, head, method, stream, opts|nil): http.proxy's
- * exchange. The head is core.proxy_request's (request line, fields and
- * framing, complete); url gives the connection (scheme, host, port); stream
+ * core.proxy_fetch(client|nil, url, head, method, stream, opts|nil [, host]):
+ * http.proxy's exchange. The head is core.proxy_request's (request line,
+ * fields and framing; with host, its Host is the url's authority, written
+ * here after the request line); url gives the connection (scheme, host, port); stream
  * is nil, a length or true as for core.fetch's argument 4; the timeouts are
  * http.proxy's options (timeout none and read_timeout 60 s by default). As
  * core.fetch otherwise: yields until the head, or returns the response at
@@ -638,7 +639,23 @@ static int l_proxy_fetch(lua_State *L)
     const char *err = mh_url_parse(url, ulen, &u);
     if (err)
         return push_url_err(L, err);
-    lua_pushvalue(L, 3);
+    if (!lua_toboolean(L, 7)) {
+        lua_pushvalue(L, 3);
+        return start_fetch(L, pool, &u, &p);
+    }
+    /* the head of a group's request, built once: this server's Host after its request line */
+    size_t hlen;
+    const char *head = lua_tolstring(L, 3, &hlen);
+    const char *eol = memchr(head, '\n', hlen);
+    size_t line = eol ? (size_t)(eol - head) + 1 : hlen;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, head, line);
+    luaL_addlstring(&b, "Host: ", 6);
+    luaL_addlstring(&b, u.authority, u.authority_len);
+    luaL_addlstring(&b, "\r\n", 2);
+    luaL_addlstring(&b, head + line, hlen - line);
+    luaL_pushresult(&b);
     return start_fetch(L, pool, &u, &p);
 }
 

@@ -2,6 +2,7 @@
 
 #include "dispatch.h"
 #include "log.h"
+#include "lua_acme.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
 #include "lua_metrics.h"
@@ -113,6 +114,33 @@ static int l_register(lua_State *L)
  * up as luaL_where counts: 1 (the default) is core.server's caller; http.server
  * (init.lua, which takes its cluster key out first) passes 2, its own caller.
  */
+/*
+ * The settings that a Lua module reads (MH_SETTING_MODULE, e.g. cluster):
+ * require(module).configure(value, level) for each one the table at 2
+ * holds, now, so its errors name the script's line (level as l_server's,
+ * counted from configure: itself and l_server are two frames more).
+ */
+static void read_module_settings(lua_State *L, int level)
+{
+    for (size_t i = 0; i < mh_settings_count; i++) {
+        const struct mh_setting *s = &mh_settings[i];
+        if (s->type != MH_SETTING_MODULE)
+            continue;
+        if (lua_getfield(L, 2, s->name) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_getglobal(L, "require");
+        lua_pushstring(L, s->module);
+        lua_call(L, 1, 1);
+        lua_getfield(L, -1, "configure");
+        lua_pushvalue(L, -3);
+        lua_pushinteger(L, level + 2);
+        lua_call(L, 2, 0);
+        lua_pop(L, 2);
+    }
+}
+
 static int l_server(lua_State *L)
 {
     struct mh_gen *g = check_loading(L, "http.server");
@@ -158,6 +186,7 @@ static int l_server(lua_State *L)
         }
     }
     lua_pop(L, 1);
+    read_module_settings(L, level);
     if (g->settings_ref != LUA_NOREF)
         luaL_unref(L, LUA_REGISTRYINDEX, g->settings_ref);
     lua_pushvalue(L, 2);
@@ -352,6 +381,7 @@ static int open_core(lua_State *L)
     mh_lua_shared_open(L);
     mh_channel_open(L);
     mh_lua_metrics_open(L, metrics_env);
+    mh_lua_acme_open(L);
     return 1;
 }
 

@@ -579,9 +579,11 @@ static int invalid_field(lua_State *L, struct slice name)
  *
  * Without as_list: the head's text for a URL target (authority: its
  * host[:port], the Host unless preserve_host) with its framing, then the
- * method and how the body is streamed (nil, a length, true for chunked);
- * nil, why when proxy.lua must take the request itself ("upgrade",
- * "stand-in": a table in req's place).
+ * method, how the body is streamed (nil, a length, true for chunked) and
+ * whether the head lacks its Host: authority false (a group, whose server
+ * is picked per attempt) leaves it to core.proxy_fetch, so the head is built
+ * once per request. nil, why when proxy.lua must take the request itself
+ * ("upgrade", "stand-in": a table in req's place).
  *
  * With as_list (a hook, a group target, an upgrade, a stand-in req): the
  * fields as a header list { name, value, ... } (no Host unless
@@ -594,7 +596,8 @@ static int l_proxy_request(lua_State *L)
 {
     bool as_list = lua_toboolean(L, 5);
     size_t alen = 0, plen;
-    const char *authority = as_list ? NULL : luaL_checklstring(L, 2, &alen);
+    bool group = !as_list && lua_isboolean(L, 2) && !lua_toboolean(L, 2);
+    const char *authority = as_list || group ? NULL : luaL_checklstring(L, 2, &alen);
     const char *prefix = luaL_checklstring(L, 3, &plen);
     lua_settop(L, 4);
     struct mh_req *c = to_handle(L, 1, &mh_request_mt_key, "req");
@@ -640,12 +643,17 @@ static int l_proxy_request(lua_State *L)
     luaL_addlstring(&b, s.method.p, s.method.len);
     luaL_addchar(&b, ' ');
     add_target(&b, &s, prefix, plen);
-    luaL_addstring(&b, " HTTP/1.1\r\nHost: ");
-    if (h.preserve && s.host.len)
-        luaL_addlstring(&b, s.host.p, s.host.len);
-    else
-        luaL_addlstring(&b, authority, alen);
-    luaL_addlstring(&b, "\r\n", 2);
+    luaL_addstring(&b, " HTTP/1.1\r\n");
+    /* a group's server is picked per attempt: core.proxy_fetch writes its Host */
+    bool host_later = !authority && !(h.preserve && s.host.len);
+    if (!host_later) {
+        luaL_addstring(&b, "Host: ");
+        if (h.preserve && s.host.len)
+            luaL_addlstring(&b, s.host.p, s.host.len);
+        else
+            luaL_addlstring(&b, authority, alen);
+        luaL_addlstring(&b, "\r\n", 2);
+    }
     pass_fields(&o, &s, &hop, h.trust, h.xfwd, &w);
     if (w.upgrade)
         return lua_path(L, "upgrade");
@@ -662,7 +670,8 @@ static int l_proxy_request(lua_State *L)
         lua_pushboolean(L, 1);
     else
         lua_pushinteger(L, body);
-    return 3;
+    lua_pushboolean(L, host_later);
+    return 4;
 }
 
 /* proxy.lua's send_head without a response hook: see core.proxy_response below. */
@@ -835,13 +844,46 @@ static int l_proxy_response(lua_State *L)
     return 1;
 }
 
+/*
+ * core.hop_kept(list [, keep]) → a new header list { name, value, ... }
+ * without the hop-by-hop fields and those the list's Connection fields name
+ * (hop.c's rules, as both proxy paths apply them), except a field named
+ * keep (any case): relay.lua's upgrade requests and answers.
+ */
+static int l_hop_kept(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    size_t klen = 0;
+    const char *keep = luaL_optlstring(L, 2, NULL, &klen);
+    lua_settop(L, 2);
+    struct src s = {.L = L, .list = 1, .n = (uint32_t)(lua_rawlen(L, 1) / 2)};
+    struct mh_hop hop = {0};
+    connection_fields(L, &hop, &s);
+    lua_createtable(L, (int)s.n * 2, 0);
+    int out = lua_gettop(L);
+    lua_Integer n = 0;
+    struct slice name, value;
+    for (uint32_t i = 0; i < s.n; i++) {
+        src_field(&s, i, &name, &value);
+        if (mh_hop_drops(&hop, name.p, name.len) && !(keep && name_is(name.p, name.len, keep, klen)))
+            continue;
+        lua_pushlstring(L, name.p, name.len);
+        lua_rawseti(L, out, ++n);
+        lua_pushlstring(L, value.p, value.len);
+        lua_rawseti(L, out, ++n);
+    }
+    return 1;
+}
+
 void mh_lua_proxy_open(lua_State *L)
 {
+    lua_pushcfunction(L, l_hop_kept);
+    lua_setfield(L, -2, "hop_kept");
     lua_pushcfunction(L, l_proxy_request);
     lua_setfield(L, -2, "proxy_request");
     lua_pushcfunction(L, l_proxy_response);
     lua_setfield(L, -2, "proxy_response");
-    /* hop.lua's NAMES: the one list of hop-by-hop names is hop.c's */
+    /* for proxy.lua and relay.lua: the one list of hop-by-hop names is hop.c's */
     lua_createtable(L, 0, (int)mh_hop_nstandard);
     for (size_t i = 0; i < mh_hop_nstandard; i++) {
         lua_pushboolean(L, 1);

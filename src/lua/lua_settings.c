@@ -313,6 +313,8 @@ static int apply_lua_value(struct mh_config *c, const struct mh_setting *s, lua_
         *(bool *)field = lua_toboolean(L, vidx);
         return 0;
     }
+    if (s->type == MH_SETTING_MODULE)
+        return 0; /* its module read it at http.server{} (lua_load.c) */
     if (s->type == MH_SETTING_TLS)
         return lua_certs(&c->tls, L, vidx, "tls", err, errlen);
     if (s->type == MH_SETTING_SHARED)

@@ -300,6 +300,9 @@ int mh_setting_parse(struct mh_config *c, const struct mh_setting *s, const char
     case MH_SETTING_TLS:
         snprintf(err, errlen, "tls: set it in the script, or use --tls-cert and --tls-key");
         return -1;
+    case MH_SETTING_MODULE:
+        snprintf(err, errlen, "%s: set it in the script (a table)", s->name);
+        return -1;
     case MH_SETTING_SHARED:
         return shared_from_flag(c, v, err, errlen);
     case MH_SETTING_COMPRESS: {
@@ -405,6 +408,8 @@ bool mh_setting_same(const struct mh_setting *s, const struct mh_config *a,
         return true;
     case MH_SETTING_TLS:
         return same_certs(&a->tls, &b->tls);
+    case MH_SETTING_MODULE:
+        return true; /* its module keeps it, not struct mh_config */
     case MH_SETTING_SHARED:
         if (a->nshared != b->nshared)
             return false;

@@ -129,6 +129,7 @@ enum mh_setting_type {
     MH_SETTING_TLS,      /* struct mh_tls_certs: a Lua table only */
     MH_SETTING_SHARED,   /* the shared[] dicts: name=size,... */
     MH_SETTING_COMPRESS, /* struct mh_compress_conf: on, off, 1..9 (or a Lua table) */
+    MH_SETTING_MODULE,   /* a Lua table the Lua module `module` reads: no field, script only */
 };
 
 /*
@@ -152,6 +153,11 @@ struct mh_setting {
     bool list;          /* a string setting that Lua may give as a list: kept joined with ',' */
     const char *doc;    /* one line: --help and docs/reference/settings.md */
     const char *more;   /* docs/reference/settings.md only: what the line leaves out, or NULL */
+    /*
+     * MH_SETTING_MODULE: the Lua module whose configure(value, level) reads
+     * the value when http.server{} is called (it raises for a bad one).
+     */
+    const char *module;
 };
 
 extern const struct mh_setting mh_settings[];

@@ -423,6 +423,14 @@ const struct mh_setting mh_settings[] = {
              "(defaults shown; `types` defaults to `text/*`, `application/json`, "
              "`application/javascript`, `image/svg+xml`); a route's `compress` option replaces "
              "it there"},
+    {.name = "cluster",
+     .type = MH_SETTING_MODULE,
+     .module = "moonhttp.cluster",
+     .doc = "one app across servers through Redis: { redis = \"redis://host:6379/0\", name = "
+            "\"app\" } (script only)",
+     .more = "also `heartbeat` (1 s), `ttl` (3 heartbeats) and `lease` (5 s); instances of one "
+             "`name` share channels, `{ once = \"cluster\" }` jobs and `http.cluster.instances()` "
+             "(docs/guide/cluster.md)"},
 };
 const size_t mh_settings_count = sizeof mh_settings / sizeof mh_settings[0];
 _Static_assert(sizeof mh_settings / sizeof mh_settings[0] <=
