@@ -40,6 +40,16 @@ local function start_pebble(ca)
     q(ca.config), ca.dns_port), function(text)
     if text:find("Listening on: 127.0.0.1:" .. ca.port, 1, true) then return ca.port end
   end, 15)
+  -- pebble logs its addresses as it starts listening on them, not once it does
+  for _, port in ipairs { ca.port, ca.mgmt_port } do
+    local deadline = socket.gettime() + 5
+    while true do
+      local c = socket.connect("127.0.0.1", port)
+      if c then c:close() break end
+      assert(socket.gettime() < deadline, "pebble does not listen on port " .. port)
+      socket.sleep(0.02)
+    end
+  end
 end
 
 --- Starts the DNS and pebble. opts: http_port, tls_port (default: free ports),
@@ -90,9 +100,19 @@ function CA:log()
   return self.pebble and H.read_file(self.pebble.log) or ""
 end
 
+-- Neither program stops at once on SIGTERM; they keep nothing, so SIGKILL. What
+-- is left is a zombie until its new parent reaps it (kill -0 would still see
+-- it): the ports are free once it has died, so no waiting.
+local function kill(svc)
+  if not svc or svc.stopped then return end
+  svc.stopped = true
+  os.execute(string.format("kill -9 %d 2>/dev/null", svc.pid))
+  os.remove(svc.log)
+end
+
 --- Stops pebble alone (the DNS stays): the CA is down, as in an outage.
 function CA:pause()
-  self.pebble:stop()
+  kill(self.pebble)
 end
 
 --- Starts pebble again after pause(), on the same ports (a new root: pebble makes one per start).
@@ -117,8 +137,8 @@ end
 function CA:stop()
   if self.stopped then return end
   self.stopped = true
-  if self.pebble then self.pebble:stop() end
-  if self.dns then self.dns:stop() end
+  kill(self.pebble)
+  kill(self.dns)
   os.execute("rm -rf " .. q(self.dir))
 end
 
