@@ -101,3 +101,22 @@ describe("Retry-After from a CA", function()
     end)
   end
 end)
+
+describe("the ARI certificate identifier", function()
+  it("is RFC 9773's example for its AKI and serial", function()
+    -- §4.1: keyIdentifier 69:88:5B:6B:..., serial 0x87654321 (DER 00 87 65 43 21)
+    local certs = require "helpers.certs"
+    local dir = certs.dir("-ari")
+    H.must(string.format("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+      .. "-subj /CN=ca -addext subjectKeyIdentifier=69:88:5B:6B:87:46:40:41:E1:B3:7B:84:7B:A0:AE:2C:DE:01:C8:D4 "
+      .. "-keyout ca.key -out ca.pem", dir))
+    certs.leaf(dir, "leaf", "/CN=a.test", { serial = "0x87654321",
+      ext = "subjectAltName=DNS:a.test\nauthorityKeyIdentifier=keyid" })
+    local kv = run(string.format([[
+local f = assert(io.open(%q)); local pem = f:read("a"); f:close()
+print("id", proto.cert_id(require("moonhttp.core").acme.cert_info(pem)))
+]], dir .. "/leaf.pem"))
+    os.execute("rm -rf " .. H.shell_quote(dir))
+    assert.equal("aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE", kv.id)
+  end)
+end)

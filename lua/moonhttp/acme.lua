@@ -286,17 +286,20 @@ local function manage(http, l)
   set_days_left(l, info)
   local due = not info or not covers(info, l.opts.domains) or now >= renew_at(l, info)
   local renewing = info ~= nil
-  if due == false and st.checked and clients[l.dir] then
-    -- a periodic check (not the one at start): the CA may suggest renewing earlier (ARI)
-    local ri = clients[l.dir]:renewal_info(proto.cert_id(info), now)
+  local next_check = now + CHECK_EVERY * (1 - jitter() / 10)
+  if due == false and st.checked then
+    -- a periodic check, not the one at start (a restart does not contact the CA): the CA
+    -- may suggest renewing earlier (ARI, RFC 9773 §4.2: a random time in its window)
+    local c = client_for(http, l)
+    local ri = c and proto.cert_id(info) and c:renewal_info(proto.cert_id(info), now)
     if ri then
-      local at = ri.start + (ri["end"] - ri.start) * jitter()
-      due = now >= at
+      due = now >= ri.start + (ri["end"] - ri.start) * jitter()
+      if ri.retry_after then next_check = math.min(next_check, now + math.max(ri.retry_after, 60)) end
     end
   end
   if not due then
     st.checked = true
-    st.next_attempt = math.floor(math.min(renew_at(l, info), now + CHECK_EVERY * (1 - jitter() / 10)))
+    st.next_attempt = math.floor(math.min(renew_at(l, info), next_check))
     put_state(http, l, st)
     return
   end
@@ -311,7 +314,7 @@ local function manage(http, l)
     http.log("info", "acme: ", l.what, ": got a certificate for ", table.concat(new.names or {}, ", "),
       ", valid until ", os.date("!%Y-%m-%d %H:%M:%S UTC", new.not_after))
     put_state(http, l, { checked = true, last_success = now,
-      next_attempt = math.floor(math.min(renew_at(l, new), now + CHECK_EVERY * (1 - jitter() / 10))) })
+      next_attempt = math.floor(math.min(renew_at(l, new), next_check)) })
     return
   end
   if metrics then metrics.failures:inc(1, { l.opts.domains[1] }) end
