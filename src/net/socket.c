@@ -183,37 +183,6 @@ static void finish_write(struct mh_socket *s, const char *err)
         cb(s, err);
 }
 
-int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_t len,
-                      double timeout, mh_socket_cb cb, const char **err)
-{
-    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        *err = mh_socket_errno_err(errno);
-        return -1;
-    }
-    if (addr->sa_family != AF_UNIX) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    if (s->tr.fd >= 0) {
-        stop_watchers(s); /* the read watcher may still be armed on the old file */
-        mh_transport_close(&s->tr);
-    }
-    mh_transport_plain_init(&s->tr, fd);
-    s->_io_fd_set = s->_wio_fd_set = false; /* a new file, perhaps under an old number */
-    s->eof = false;
-    s->in.len = 0;
-    if (connect(fd, addr, len) == 0)
-        return 1;
-    if (errno != EINPROGRESS && errno != EAGAIN) {
-        *err = mh_socket_errno_err(errno);
-        mh_transport_close(&s->tr);
-        return -1;
-    }
-    wait_for(s, MH_SOCK_OP_CONNECT, EV_WRITE, timeout, cb);
-    return 0;
-}
-
 /* One read into s->in: 1 got bytes or EOF, 0 would block, -1 error (*err). */
 static int read_some(struct mh_socket *s, const char **err)
 {
@@ -303,21 +272,6 @@ int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double ti
     return 0;
 }
 
-int mh_socket_step(struct mh_socket *s, mh_socket_step_fn step, double timeout, mh_socket_cb cb,
-                   const char **err)
-{
-    if (s->tr.fd < 0) {
-        *err = MH_SOCK_CLOSED;
-        return -1;
-    }
-    int rc = step(s, err);
-    if (rc <= 0)
-        return rc == 0 ? 1 : -1;
-    s->_step = step;
-    wait_for(s, MH_SOCK_OP_STEP, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ, timeout, cb);
-    return 0;
-}
-
 static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
@@ -356,31 +310,12 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
     int rc;
     (void)loop;
     (void)revents;
-    switch (s->_op) {
-    case MH_SOCK_OP_CONNECT: {
-        int e = 0;
-        socklen_t elen = sizeof e;
-        if (getsockopt(s->tr.fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0)
-            e = errno;
-        finish(s, e ? mh_socket_errno_err(e) : NULL);
-        return;
-    }
-    case MH_SOCK_OP_FILL:
-        rc = read_some(s, &err);
-        break;
-    case MH_SOCK_OP_STEP:
-        rc = s->_step(s, &err);
-        if (rc > 0) {
-            /* The handshake may want the other direction next. */
-            set_io(s, &s->_io, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ);
-            return;
-        }
-        rc = rc == 0 ? 1 : -1;
-        break;
-    default: /* readable while nothing waits (mh_socket_cancel_read): stop listening */
+    if (s->_op != MH_SOCK_OP_FILL) {
+        /* readable while nothing waits (mh_socket_cancel_read): stop listening */
         ev_io_stop(s->loop, &s->_io);
         return;
     }
+    rc = read_some(s, &err);
     if (rc != 0)
         finish(s, rc < 0 ? err : NULL);
 }

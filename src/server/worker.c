@@ -14,6 +14,7 @@
 #include "req.h"
 #include "shm_once.h"
 #include "tls.h"
+#include "tls_acme.h"
 #include "workpool.h"
 
 #include <fcntl.h>
@@ -337,6 +338,26 @@ static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
     mh_metrics_publish_draining(w->metrics, getpid(), d.gens, d.n);
 }
 
+/*
+ * With an ACME listener, the challenges' answers are read from the shared
+ * zone: TLS-ALPN-01 by the TLS listeners' handshakes, HTTP-01 by a handler
+ * in front of the app on every plain listener (before routing). A server
+ * without ACME keeps its listeners as they are.
+ */
+static void serve_acme(struct mh_worker *w)
+{
+    struct mh_shm_dict *zone = w->shared && mh_config_has_acme(w->config)
+                                   ? mh_shm_dicts_find(w->shared, MH_ACME_ZONE)
+                                   : NULL;
+    mh_tls_acme_set_zone(zone);
+    if (!zone)
+        return;
+    mh_acme_challenge_init(&w->acme_challenge, &w->app.base, zone);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (!w->listeners[i].tls && !w->listeners[i].serves)
+            w->listeners[i].serves = &w->acme_challenge.base;
+}
+
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
 {
     if (ops->access_log_fd >= 0) {
@@ -350,6 +371,7 @@ void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
     w->shared = ops->shared;
     w->notify = w->inherited ? NULL : ops->notify; /* under a master, the master talks */
     w->gen->shared = ops->shared;
+    serve_acme(w);
     const char *cerr = mh_chan_endpoint_init(&w->channels, w->loop, ops->channels, getpid());
     if (cerr)
         mh_log(MH_LOG_WARN, "channels: %s: this worker can publish but not subscribe", cerr);

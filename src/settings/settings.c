@@ -54,6 +54,7 @@ void mh_config_clear_certs(struct mh_tls_certs *t)
     free(t->client_ca);
     t->client_ca = NULL;
     t->client_optional = false;
+    t->acme = false;
 }
 
 void mh_config_clear_listen(struct mh_config *c)
@@ -375,7 +376,7 @@ static bool same_certs(const struct mh_tls_certs *a, const struct mh_tls_certs *
     if (!a || !b)
         return a == b;
     if (a->n != b->n || a->tls13_only != b->tls13_only || !same_str(a->client_ca, b->client_ca) ||
-        a->client_optional != b->client_optional)
+        a->client_optional != b->client_optional || a->acme != b->acme)
         return false;
     for (size_t i = 0; i < a->n; i++)
         if (!same_str(a->cert[i], b->cert[i]) || !same_str(a->key[i], b->key[i]))
@@ -468,6 +469,32 @@ int mh_setting_check(const struct mh_config *c, const struct mh_setting *s, char
     return -1;
 }
 
+/*
+ * The ACME zone (MH_ACME_ZONE), declared once beside the script's dicts. Its
+ * dotted name is one mh_config_shared_add refuses, so no script's dict can
+ * be it; the list stays sorted by name as the others expect.
+ */
+static int add_acme_zone(struct mh_config *c, char *err, size_t errlen)
+{
+    size_t at = 0;
+    while (at < c->nshared && strcmp(c->shared[at].name, MH_ACME_ZONE) < 0)
+        at++;
+    if (at < c->nshared && !strcmp(c->shared[at].name, MH_ACME_ZONE))
+        return 0;
+    if (c->nshared == MH_MAX_SHARED) {
+        snprintf(err, errlen, "shared: %d dicts, and an ACME listener needs one more",
+                 MH_MAX_SHARED);
+        return -1;
+    }
+    memmove(&c->shared[at + 1], &c->shared[at], (c->nshared - at) * sizeof c->shared[0]);
+    c->shared[at] = (struct mh_shared_decl){
+        .name = mh_config_strdup(MH_ACME_ZONE),
+        .size = MH_ACME_ZONE_SIZE,
+    };
+    c->nshared++;
+    return 0;
+}
+
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
 {
     for (size_t i = 0; i < mh_settings_count; i++)
@@ -498,20 +525,30 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
     }
     bool used = false;
     for (size_t i = 0; i < c->nlisten; i++) {
-        if (c->listen_tls[i] == MH_LISTEN_TLS_SHARED && c->tls.n == 0) {
+        if (c->listen_tls[i] == MH_LISTEN_TLS_SHARED && c->tls.n == 0 && !c->tls.acme) {
             snprintf(err, errlen, "listen \"%s\": TLS asked for, but no tls certificates are set",
                      c->listen[i]);
             return -1;
         }
         used = used || mh_config_listen_tls(c, i) == &c->tls;
     }
-    if (c->tls.n > 0 && !used && c->mode == MH_MODE_SERVE) {
+    if ((c->tls.n > 0 || c->tls.acme) && !used && c->mode == MH_MODE_SERVE) {
         snprintf(err, errlen,
                  "tls: no listener uses the certificates (with several listeners, "
                  "mark one { addr = ..., tls = true } or \"https://addr\")");
         return -1;
     }
-    return 0;
+    return mh_config_has_acme(c) ? add_acme_zone(c, err, errlen) : 0;
+}
+
+bool mh_config_has_acme(const struct mh_config *c)
+{
+    for (size_t i = 0; i < c->nlisten; i++) {
+        const struct mh_tls_certs *t = mh_config_listen_tls(c, i);
+        if (t && t->acme)
+            return true;
+    }
+    return false;
 }
 
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i)
@@ -522,7 +559,7 @@ const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_
     case MH_LISTEN_TLS_SHARED:
         return &c->tls;
     case MH_LISTEN_TLS_UNSAID:
-        return c->nlisten == 1 && c->tls.n > 0 ? &c->tls : NULL;
+        return c->nlisten == 1 && (c->tls.n > 0 || c->tls.acme) ? &c->tls : NULL;
     default:
         return NULL;
     }

@@ -229,6 +229,12 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
  */
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i);
 
+/*
+ * Whether a TLS listener takes its certificates from ACME (tls = { acme = ... });
+ * mh_config_validate then declares the shared zone MH_ACME_ZONE.
+ */
+bool mh_config_has_acme(const struct mh_config *c);
+
 /* Number of workers to run ("auto" = online CPUs). */
 int mh_config_workers(const struct mh_config *c);
 

@@ -81,7 +81,8 @@ const struct mh_setting mh_settings[] = {
      .doc = "TLS certificates: { cert = ..., key = ... } or a list of them (script only)",
      .more = "beside them `min_version = \"1.2\"` (default) or `\"1.3\"`, `client_ca = "
              "\"ca.pem\"` and `client_auth = \"require\"` (default) or `\"optional\"`; the first "
-             "certificate is the default, the others are chosen by SNI"},
+             "certificate is the default, the others are chosen by SNI; `acme = { ... }` beside "
+             "or instead of them: certificates from an ACME CA (no `cert` needed)"},
     {.name = "tls_cert",
      .type = MH_SETTING_STRING,
      .offset = OFF(tls_cert),
