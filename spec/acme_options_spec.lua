@@ -5,11 +5,12 @@
 -- Debian's pebble 2.4 has no renewalInfo, so ARI is proved here.
 local H = require "helper"
 
-local function check(acme_src)
+local function check(acme_src, settings)
   local path = H.script(string.format([[
 local http = require "moonhttp"
-http.server{ listen = { "127.0.0.1:0", { addr = "127.0.0.1:0", tls = { acme = %s } } } }
-]], acme_src))
+http.server%s
+]], settings or string.format('{ listen = { "127.0.0.1:0", { addr = "127.0.0.1:0", tls = { acme = %s } } } }',
+    acme_src)))
   local code, out = H.run({ "--check", path })
   os.remove(path)
   return code, out
@@ -38,6 +39,14 @@ local BAD = {
   { [["yes"]], 'listen[2].tls.acme: expected a table of options' },
 }
 
+-- Where acme may be: { the settings, the message }
+local PLACES = {
+  { [[{ listen = "127.0.0.1:0", tls = { acme = { domains = { "a.test" } } } }]],
+    'tls.acme: put acme in the tls of a listen entry' },
+  { [[{ listen = { { addr = "127.0.0.1:0", tls = { acme = { domains = { "a.test" } } } } } }]],
+    'listen[1].tls.acme: challenge "http-01" needs a plain HTTP listener' },
+}
+
 describe("tls.acme options", function()
   for _, row in ipairs(BAD) do
     it("are refused at the script's line: " .. row[1], function()
@@ -46,6 +55,19 @@ describe("tls.acme options", function()
       assert.truthy(out:find(":2: " .. row[2], 1, true), out)
     end)
   end
+  for _, row in ipairs(PLACES) do
+    it("are refused where they cannot work: " .. row[1], function()
+      local code, out = check(nil, row[1])
+      assert.equal(1, code, out)
+      assert.truthy(out:find(":2: " .. row[2], 1, true), out)
+    end)
+  end
+
+  it("pass --check when they are right, tls-alpn-01 without a plain listener", function()
+    local code, out = check(nil, [[{ listen = { { addr = "127.0.0.1:0", tls = { acme = { domains = { "a.test", "www.a.test" },
+      challenge = "tls-alpn-01", email = "me@a.test", renew_before = 86400, eab = { kid = "k", hmac = "aGk" } } } } } }]])
+    assert.equal(0, code, out)
+  end)
 end)
 
 -- Run in `moonhttp run`: moonhttp.acme.proto's readers of CA answers.

@@ -166,13 +166,18 @@ end
 local function follow(http)
   local ch = http.channel(CHANNEL)
   local sub <close> = ch:subscribe()
-  for _, l in ipairs(listeners) do install(http, l) end
+  -- an error in one install must not end this loop, which every later install needs
+  local function try(l)
+    local ok, err = pcall(install, http, l)
+    if not ok then http.log("error", "acme: ", l.what, ": installing: ", tostring(err)) end
+  end
+  for _, l in ipairs(listeners) do try(l) end
   while true do
     local msg, err = sub:receive(RESYNC)
     if err == "stopping" or err == "closed" then return end
     for _, l in ipairs(listeners) do
       if msg == tostring(l.index) or (not msg and zone(http):get("serial:" .. l.index) ~= installed[l.index]) then
-        install(http, l)
+        try(l)
       end
     end
   end
@@ -342,10 +347,26 @@ local function tick(http)
   busy = false
 end
 
+-- A listen entry without TLS, where the C core answers HTTP-01.
+local function has_plain(entries)
+  for _, e in ipairs(entries) do
+    if (type(e) == "string" and not e:match("^[hH][tT][tT][pP][sS]://"))
+        or (type(e) == "table" and (e.tls == nil or e.tls == false)) then
+      return true
+    end
+  end
+  return false
+end
+
 --- http.server's part: finds the listeners with tls.acme in the settings,
 --- checks their options (raising at the caller's line, `level`), and sets up
 --- the workers' part. Returns nothing; does nothing without acme listeners.
 function A.configure(http, t, level)
+  if type(t) == "table" and type(t.tls) == "table" and t.tls.acme ~= nil then
+    -- which listeners would share it, and be installed, is a guess: say where it goes
+    error("tls.acme: put acme in the tls of a listen entry: listen = { \":80\", "
+      .. "{ addr = \":443\", tls = { acme = {...} } } }", level)
+  end
   local listen = type(t) == "table" and t.listen
   if type(listen) ~= "table" then return end
   local entries = listen.addr ~= nil and { listen } or listen
@@ -359,6 +380,12 @@ function A.configure(http, t, level)
     end
   end
   if #listeners == 0 then return end
+  for _, l in ipairs(listeners) do
+    if l.opts.challenge == "http-01" and not has_plain(entries) then
+      error(l.what .. ': challenge "http-01" needs a plain HTTP listener (the CA asks on port 80), '
+        .. 'or use challenge = "tls-alpn-01"', level)
+    end
+  end
   metrics = {
     orders = core.own_metric_counter("moonhttp_acme_orders_total", "ACME orders begun, per certificate (its first name).",
       { "name" }),

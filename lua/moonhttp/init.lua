@@ -46,6 +46,7 @@ local cluster = require "moonhttp.cluster"
 
 -- A listener's tls = { acme = {...} } (lua/moonhttp/acme.lua): only a server that has one loads it.
 local function has_acme(t)
+  if type(t) == "table" and type(t.tls) == "table" and t.tls.acme ~= nil then return true end
   local listen = type(t) == "table" and t.listen
   if type(listen) ~= "table" then return false end
   for _, e in ipairs(listen.addr ~= nil and { listen } or listen) do
