@@ -114,7 +114,12 @@ local function zone(http) return http.shared[ZONE] end
 -- where the last one stopped: { failures, next_attempt, last_error, checked }.
 local function get_state(http, l)
   local s = zone(http):get("state:" .. l.index)
-  return s and web.json_decode(s) or {}
+  local st = s and web.json_decode(s) or {}
+  -- JSON numbers come back as floats: whole ones are integers again (counts, Unix seconds)
+  for k, v in pairs(st) do
+    if math.type(v) == "float" then st[k] = math.tointeger(v) or v end
+  end
+  return st
 end
 
 local function put_state(http, l, st)
