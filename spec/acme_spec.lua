@@ -142,6 +142,10 @@ describe("automatic HTTPS against pebble", function()
     srv = start(ca, storage, nil, { workers = 2 })
     local pid = srv:wait_log("%[info%] (%d+): acme: listen%[2%]%.tls%.acme: ordering", 10)
     assert.truthy(pid, srv:logtext())
+    -- killed once the challenge is answered and pebble is about to validate it
+    local deadline = H.now() + 10
+    while not ca:log():find("POST /chalZ/", 1, true) and H.now() < deadline do H.sleep(0.01) end
+    assert.truthy(ca:log():find("POST /chalZ/", 1, true), ca:log())
     os.execute("kill -9 " .. pid)
     local root = ca:root_file()
     local body = wait_verified(ca, root, 25)
