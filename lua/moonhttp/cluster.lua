@@ -13,6 +13,18 @@
 -- http.cluster.instances() drops the expired ones and lists the rest. A
 -- stop removes the instance at once.
 --
+-- Channels: with a cluster, ch:publish(msg) is a PUBLISH to the channel's
+-- Redis name (through core.channel_remote); each instance keeps one Redis
+-- connection subscribed to the names its workers listen to (the shared
+-- zone's listened set, so reference-counted per instance), held by one
+-- worker (the relay, a local once lease), which hands each message to the
+-- zone: the existing local fan-out takes it to every worker's subscribers,
+-- the publisher's instance included. The relay reconnects with a backoff
+-- and subscribes again; every channel it had to subscribe anew after a
+-- lost connection (or taking over from a dead relay) gets a gap notice once
+-- Redis confirmed it, so a subscriber's receive answers nil, "gap" where
+-- messages may have been lost (at most once delivery).
+--
 -- Run-once: a job of { once = "cluster" } has a lease in Redis, a key held
 -- by one worker of one instance for `lease` seconds and renewed every third
 -- of that while it is held; taking it (SET NX PX in a script) draws a
@@ -132,8 +144,9 @@ function M.configure(opts, level)
     name = name, redis = copts, heartbeat = heartbeat, ttl = ttl, lease = lease,
     host = host, pid = pid, id = host .. ":" .. pid, started = os.time(),
     k_instances = prefix .. "instances", k_info = prefix .. "info", k_done = prefix .. "done",
-    k_lease = prefix .. "lease:", k_fence = prefix .. "fence:",
+    k_lease = prefix .. "lease:", k_fence = prefix .. "fence:", k_channel = prefix .. "channel:",
   }
+  core.channel_remote(M.publish)
   -- Logs and metrics name the instance, so those of many servers can be merged.
   core.log_instance(name .. "/" .. conf.id)
   gauge = gauge or core.metric_gauge("cluster_instance",
@@ -190,6 +203,114 @@ end
 
 local function worker_pid() return math.tointeger(io.open("/proc/self/stat"):read("n")) end
 
+-- ch:publish(msg) with a cluster: true, or nil, err (Redis away: nothing is queued).
+function M.publish(name, msg)
+  local c, err = redis.connect(conf.redis)
+  if not c then return nil, err end
+  local n
+  n, err = c:publish(conf.k_channel .. name, msg)
+  c:keepalive()
+  if not n then return nil, err end
+  return true
+end
+
+-- The relay: one per instance, in the worker holding its local lease; see the top.
+local relay = { running = false }
+local POLL = 0.05 -- seconds a read waits before the listened set is looked at again
+local BATCH = 512 -- names per SUBSCRIBE
+
+local function send_names(c, cmd, names)
+  for i = 1, #names, BATCH do
+    local ok, err = c.sock:send(redis.encode(cmd, table.unpack(names, i, math.min(i + BATCH - 1, #names))))
+    if not ok then return nil, err end
+  end
+  return true
+end
+
+-- Connected and subscribed to the control name (the connection is then in pub/sub mode).
+local function relay_connect()
+  local o = M.redis_options()
+  o.auto_pipeline = nil
+  local c, err = redis.connect(o)
+  if not c then return nil, err end
+  local ok
+  ok, err = c:subscribe(conf.k_channel)
+  if not ok then c:close(); return nil, err end
+  c:settimeout(POLL)
+  return c
+end
+
+-- Runs until a stop: one connection at a time, its subscriptions kept equal to the names
+-- listened to on this instance.
+local function relay_run()
+  local prefix, plen = conf.k_channel, #conf.k_channel + 1
+  local lost = core.channel_relay_started() > 0 -- a relay before this one died: messages were lost
+  local backoff, warned = 0.05, false
+  while not core.stopping() do
+    local c, err = relay_connect()
+    if not c then
+      if not warned then core.log("warn", "cluster " .. conf.name .. ": channels: " .. tostring(err)) end
+      warned = true
+      if not core.sleep(backoff) then return end
+      backoff = math.min(backoff * 2, 1)
+    else
+      if warned then core.log("info", "cluster " .. conf.name .. ": channels: redis answers again") end
+      warned, backoff = false, 0.05
+      local subscribed, version, gap = {}, nil, {}
+      while true do
+        local v, names = core.channel_listened(version)
+        if v then
+          version = v
+          local add, want = {}, {}
+          for _, name in ipairs(names) do
+            want[name] = true
+            if not subscribed[name] then
+              add[#add + 1] = prefix .. name
+              subscribed[name] = true
+              if lost then gap[name] = true end
+            end
+          end
+          local drop = {}
+          for name in pairs(subscribed) do
+            if not want[name] then drop[#drop + 1] = prefix .. name; subscribed[name] = nil end
+          end
+          lost = false
+          local ok
+          ok, err = send_names(c, "SUBSCRIBE", add)
+          if ok then ok, err = send_names(c, "UNSUBSCRIBE", drop) end
+          if not ok then break end
+        end
+        local kind, channel, payload = c:read_message()
+        if kind == "message" then
+          core.channel_relay(channel:sub(plen), payload)
+        elseif kind == "subscribe" then
+          local name = channel:sub(plen)
+          if gap[name] then -- Redis delivers from here on: what came before may be lost
+            gap[name] = nil
+            core.channel_relay(name, nil)
+          end
+        elseif kind == nil and channel ~= "timeout" then
+          err = channel
+          break
+        end
+        if core.stopping() then break end
+      end
+      c:close()
+      lost = true
+      if not core.stopping() then
+        core.log("warn", "cluster " .. conf.name .. ": channels: subscription lost: " .. tostring(err))
+      end
+    end
+  end
+end
+
+local function relay_tick()
+  if relay.running then return end
+  relay.running = true
+  relay_run()
+  relay.running = false
+end
+
 -- The instance's heartbeat, in the worker holding the local lease of it.
 local beats = { warned = false, mine = false }
 local function beat()
@@ -210,6 +331,7 @@ end
 function M._worker_started()
   gauge:set(1, { conf.name, conf.id })
   core.every(conf.heartbeat, beat, { once = true })
+  core.every(0.2, relay_tick, { once = true })
   local last = false -- this task's: a socket belongs to the task that connected it
   while core.sleep(conf.heartbeat) do
     if beats.mine then last = last_words(last) end

@@ -252,7 +252,8 @@ static int l_log(lua_State *L)
     return 0;
 }
 
-/* core.log_instance(name | nil): the cluster instance every log line names (mh_log_set_instance). */
+/* core.log_instance(name | nil): the cluster instance every log line names (mh_log_set_instance).
+ */
 static int l_log_instance(lua_State *L)
 {
     mh_log_set_instance(luaL_optstring(L, 1, NULL));
@@ -308,7 +309,7 @@ static void metrics_proxy_start(const struct mh_handler *h, struct mh_req *r)
         mh_req_start(r, g->host->metrics);
         return;
     }
-    mh_req_set_header(r, "Content-Type", 12, "text/plain; charset=utf-8", 25, true);
+    mh_req_set_header(r, "Content-Type", 12, MH_DEFAULT_TYPE, sizeof MH_DEFAULT_TYPE - 1, true);
     mh_req_write(r, "# metrics are not available in this process\n", 45);
     mh_req_finish(r);
 }
@@ -358,9 +359,9 @@ static int open_core(lua_State *L)
     };
     luaL_newlib(L, fns);
     lua_createtable(L, 0, 2);
-    lua_pushstring(L, MH_DISPATCH_NOT_FOUND_TEXT);
+    lua_pushstring(L, mh_dispatch_not_found_text);
     lua_rawseti(L, -2, 404);
-    lua_pushstring(L, MH_DISPATCH_NOT_ALLOWED_TEXT);
+    lua_pushstring(L, mh_dispatch_not_allowed_text);
     lua_rawseti(L, -2, 405);
     lua_setfield(L, -2, "default_text");
     mh_lua_handler_open(L);
@@ -383,6 +384,16 @@ static int open_core(lua_State *L)
     mh_lua_metrics_open(L, metrics_env);
     mh_lua_acme_open(L);
     return 1;
+}
+
+const char *mh_lua_embedded_source(const char *name, size_t *len)
+{
+    for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++)
+        if (strcmp(m->name, name) == 0) {
+            *len = m->len;
+            return m->src;
+        }
+    return NULL;
 }
 
 static int load_embedded(lua_State *L)

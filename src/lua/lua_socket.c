@@ -129,7 +129,7 @@ static void sock_close(struct lsock *k)
     struct lside *sides[] = {&k->rd, &k->wr};
     for (int i = 0; i < 2; i++)
         if (sides[i]->waiter && sides[i]->op != OP_NONE && !sides[i]->done) {
-            sides[i]->err = MH_SOCK_CLOSED;
+            sides[i]->err = mh_socket_err_closed;
             wake(sides[i]);
         }
 }
@@ -219,7 +219,7 @@ static int push_recv(lua_State *L, struct lsock *k)
     k->rd.op = OP_NONE;
     if (!k->s) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         lua_pushliteral(L, "");
         return 3;
     }
@@ -239,7 +239,7 @@ static int push_recv(lua_State *L, struct lsock *k)
         return 1;
     }
     lua_pushnil(L);
-    lua_pushstring(L, err ? err : MH_SOCK_CLOSED);
+    lua_pushstring(L, err ? err : mh_socket_err_closed);
     lua_pushlstring(L, in->data ? in->data : "", in->len);
     mh_buf_consume(in, in->len);
     return 3;
@@ -270,11 +270,11 @@ static void tls_fingerprint(const struct lsock *k, char out[17])
 static const char *dial_err(const struct mh_dial *d, const char *err)
 {
     if (err == mh_dial_err_timeout)
-        return MH_SOCK_TIMEOUT;
+        return mh_socket_err_timeout;
     if (err == mh_dial_err_socket || err == mh_dial_err_connect)
         return mh_socket_errno_err(d->sys_errno);
     if (err == mh_dial_err_nomem || err == mh_dns_err_nomem)
-        return MH_SOCK_NOMEM;
+        return mh_socket_err_nomem;
     if (d->phase == MH_DIAL_RESOLVING)
         return NO_HOST;
     return err; /* TLS's, as they are */
@@ -374,7 +374,7 @@ static int resume_op(struct mh_task *t, lua_State *co)
          * the socket's deadline passed while the operation was still going.
          */
         stop_side(d);
-        d->err = MH_SOCK_TIMEOUT;
+        d->err = mh_socket_err_timeout;
     }
     return push_result(co, d);
 }
@@ -393,7 +393,7 @@ static int wait_op(lua_State *L, struct lside *d, struct mh_task *t, double limi
         double left = k->deadline - ev_now(k->st->loop);
         if (left <= 0) {
             stop_side(d);
-            d->err = MH_SOCK_TIMEOUT;
+            d->err = mh_socket_err_timeout;
             return push_result(L, d);
         }
         if (limit <= 0 || left < limit)
@@ -488,7 +488,7 @@ static void connect_start(struct lsock *k)
         return;
     }
     if (!(k->s = mh_socket_new(k->st->loop))) {
-        k->rd.err = MH_SOCK_NOMEM;
+        k->rd.err = mh_socket_err_nomem;
         wake(&k->rd);
         return;
     }
@@ -584,7 +584,7 @@ static int l_tls_handshake(lua_State *L)
     struct lsock *k = check_idle(L, "sock:tls_handshake", &t, USE_BOTH);
     if (!k->s || k->s->tr.fd < 0) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         return 2;
     }
     if (k->s->tr._impl)
@@ -623,7 +623,7 @@ static int l_send(lua_State *L)
     lua_settop(L, 2);
     if (!k->s) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         return 2;
     }
     lua_pushvalue(L, 2);
@@ -763,7 +763,7 @@ static int l_keepalive(lua_State *L)
         return luaL_error(L, "sock:keepalive: %s (another operation is waiting on it)", BUSY);
     if (!k->s) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         return 2;
     }
     mh_task_unlink(&k->owner);

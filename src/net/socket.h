@@ -26,16 +26,16 @@
 #include "buf.h"
 #include "transport.h"
 
-extern const char MH_SOCK_TIMEOUT[];     /* "timeout" */
-extern const char MH_SOCK_CLOSED[];      /* "closed": the peer closed, or the socket is closed */
-extern const char MH_SOCK_REFUSED[];     /* "connection refused" */
-extern const char MH_SOCK_RESET[];       /* "connection reset" */
-extern const char MH_SOCK_UNREACHABLE[]; /* "host unreachable" */
-extern const char MH_SOCK_NOMEM[];       /* "out of memory" */
-extern const char MH_SOCK_NOFILE[];      /* "too many open files" */
-extern const char MH_SOCK_UNREAD[];      /* "unread data": not pooled */
-extern const char MH_SOCK_POOL_FULL[];   /* "pool full": not pooled */
-extern const char MH_SOCK_FAILED[];      /* "socket error": any other errno */
+extern const char mh_socket_err_timeout[]; /* "timeout" */
+extern const char mh_socket_err_closed[];  /* "closed": the peer closed, or the socket is closed */
+extern const char mh_socket_err_refused[]; /* "connection refused" */
+extern const char mh_socket_err_reset[];   /* "connection reset" */
+extern const char mh_socket_err_unreachable[]; /* "host unreachable" */
+extern const char mh_socket_err_nomem[];       /* "out of memory" */
+extern const char mh_socket_err_nofile[];      /* "too many open files" */
+extern const char mh_socket_err_unread[];      /* "unread data": not pooled */
+extern const char mh_socket_err_pool_full[];   /* "pool full": not pooled */
+extern const char mh_socket_err_failed[];      /* "socket error": any other errno */
 
 /* The fixed string for errno e (connect, read or write failures). */
 const char *mh_socket_errno_err(int e);
@@ -82,7 +82,7 @@ void mh_socket_free(struct mh_socket *s);
 
 /*
  * Reads what is available into s->in (at least one byte, or sets eof).
- * 1: done now; 0: cb reports (MH_SOCK_TIMEOUT after `timeout` s of silence); -1: *err.
+ * 1: done now; 0: cb reports (mh_socket_err_timeout after `timeout` s of silence); -1: *err.
  * Right after a write that completed in this loop iteration it does not try
  * the read (the peer cannot have answered yet) and waits for readiness.
  */
@@ -108,8 +108,8 @@ void mh_socket_pool_free(struct mh_socket_pool *p);
 /*
  * Parks s idle under key for at most idle_timeout seconds (0: no limit),
  * keeping at most max per key. Returns NULL when parked; otherwise s was
- * closed and freed, and the reason is returned (MH_SOCK_UNREAD for a socket
- * with input nobody read, MH_SOCK_POOL_FULL, MH_SOCK_CLOSED). An idle
+ * closed and freed, and the reason is returned (mh_socket_err_unread for a socket
+ * with input nobody read, mh_socket_err_pool_full, mh_socket_err_closed). An idle
  * socket that becomes readable (the peer closed or spoke) is closed.
  */
 const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, const char *key,

@@ -470,6 +470,42 @@ int mh_setting_check(const struct mh_config *c, const struct mh_setting *s, char
 }
 
 /*
+ * free_ports: "host:port" becomes "host:0", so the kernel picks a free port
+ * (tests run side by side without agreeing on ports). An all-addresses host
+ * becomes loopback of the same family: a server under test answers on this
+ * machine only. addr was checked by mh_listen_addr_parse.
+ */
+static char *free_port_addr(const char *addr)
+{
+    char host[256] = "";
+    if (addr[0] == '[')
+        snprintf(host, sizeof host, "%.*s", (int)(strchr(addr, ']') - addr - 1), addr + 1);
+    else if (strrchr(addr, ':'))
+        snprintf(host, sizeof host, "%.*s", (int)(strrchr(addr, ':') - addr), addr);
+    char out[300];
+    if (strchr(host, ':')) /* IPv6 */
+        snprintf(out, sizeof out, "[%s]:0", strcmp(host, "::") ? host : "::1");
+    else
+        snprintf(out, sizeof out, "%s:0",
+                 !host[0] || !strcmp(host, "*") || !strcmp(host, "0.0.0.0") ? "127.0.0.1" : host);
+    return mh_config_strdup(out);
+}
+
+static void use_free_ports(struct mh_config *c)
+{
+    for (size_t i = 0; i < c->nlisten; i++) {
+        char *was = c->listen[i];
+        c->listen[i] = free_port_addr(was);
+        free(was);
+    }
+    if (strcmp(c->metrics, "off")) {
+        char *was = c->metrics;
+        c->metrics = free_port_addr(was);
+        free(was);
+    }
+}
+
+/*
  * The ACME zone (MH_ACME_ZONE), declared once beside the script's dicts. Its
  * dotted name is one mh_config_shared_add refuses, so no script's dict can
  * be it; the list stays sorted by name as the others expect.
@@ -513,6 +549,8 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
             return -1;
         }
     }
+    if (c->free_ports)
+        use_free_ports(c);
     if (!c->tls_cert != !c->tls_key) {
         snprintf(err, errlen, "--tls-cert and --tls-key go together");
         return -1;

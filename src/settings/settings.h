@@ -31,7 +31,7 @@ enum mh_listen_tls {
     MH_LISTEN_TLS_OWN,    /* { addr = ..., tls = {...} }: its own certificates */
 };
 
-enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
+enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN, MH_MODE_TEST };
 
 /* A shared dict of http.server{ shared = { name = size } } (or --shared name=size,...). */
 #define MH_MAX_SHARED      16
@@ -61,6 +61,7 @@ struct mh_config {
     long keepalive_requests;
     long backlog;
     bool reuseport; /* one listening socket per worker slot (master.c) */
+    bool free_ports; /* listen and metrics on ports the kernel picks (mh_config_validate) */
     long redirect_code;
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */

@@ -145,7 +145,9 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(shutdown_timeout),
      .def = "10s",
      .max = DAY,
-     .doc = "seconds in-flight requests get on graceful stop"},
+     .doc = "seconds a graceful stop (SIGTERM) lets in-flight requests finish and WebSockets, SSE "
+            "streams and streaming responses go on (http.draining() true, ws:on_drain runs), "
+            "the last drain_spread of it closing them"},
     {.name = "drain_timeout",
      .type = MH_SETTING_DURATION,
      .offset = OFF(drain_timeout),
@@ -159,7 +161,8 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(drain_spread),
      .def = "5s",
      .max = 3600,
-     .doc = "seconds over which the connections still open when drain_timeout ends are closed, "
+     .doc = "seconds over which the connections still open when drain_timeout ends (a reload), "
+            "or the last seconds of shutdown_timeout (a stop), are closed, "
             "each at a random moment, so their clients do not all reconnect at once"},
     {.name = "once_start_timeout",
      .type = MH_SETTING_DURATION,
@@ -225,6 +228,16 @@ const struct mh_setting mh_settings[] = {
      .more = "several workers only; the port is first bound without SO_REUSEPORT, so a busy "
              "port still fails. Off when workers should pick up the connections of a slot whose "
              "worker is down (a crash loop's back-off), at the price of uneven load"},
+    {.name = "free_ports",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(free_ports),
+     .def = "off",
+     .doc = "every listener (and metrics) keeps its address and TLS but binds a free port the "
+            "kernel picks; for tests",
+     .more = "the log's `listening on ... (port N)` lines name the ports, in the order of "
+             "`listen`; an all-addresses host (`:8080`, `0.0.0.0`, `[::]`) becomes loopback, so "
+             "a server under test is not reachable from the network. `moonhttp.test` sets it "
+             "(docs/guide/testing.md)"},
     {.name = "tcp_nodelay",
      .type = MH_SETTING_BOOL,
      .offset = OFF(tcp_nodelay),

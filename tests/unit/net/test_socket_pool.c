@@ -115,7 +115,8 @@ static void test_limits(void)
         s[i] = connected(&peers[i]);
     CHECK(mh_socket_pool_put(p, s[0], "k", 10, 2) == NULL);
     CHECK(mh_socket_pool_put(p, s[1], "k", 10, 2) == NULL);
-    CHECK(mh_socket_pool_put(p, s[2], "k", 10, 2) == MH_SOCK_POOL_FULL); /* closed and freed */
+    CHECK(mh_socket_pool_put(p, s[2], "k", 10, 2) ==
+          mh_socket_err_pool_full);             /* closed and freed */
     CHECK(mh_socket_pool_take(p, "k") == s[1]); /* the most recently parked first */
     CHECK(mh_socket_pool_take(p, "k") == s[0]);
     CHECK(mh_socket_pool_take(p, "k") == NULL);
@@ -125,13 +126,13 @@ static void test_limits(void)
     /* max 0: never parked */
     int peer;
     struct mh_socket *z = connected(&peer);
-    CHECK(mh_socket_pool_put(p, z, "k", 10, 0) == MH_SOCK_POOL_FULL);
+    CHECK(mh_socket_pool_put(p, z, "k", 10, 0) == mh_socket_err_pool_full);
     close(peer);
 
     /* input nobody read would reach the next user */
     struct mh_socket *u = connected(&peer);
     CHECK(mh_buf_append(&u->in, "left", 4) == 0);
-    CHECK(mh_socket_pool_put(p, u, "k", 10, 4) == MH_SOCK_UNREAD);
+    CHECK(mh_socket_pool_put(p, u, "k", 10, 4) == mh_socket_err_unread);
     close(peer);
     for (int i = 0; i < 3; i++)
         close(peers[i]);
