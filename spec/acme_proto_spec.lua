@@ -83,7 +83,7 @@ describe("the ACME client against pebble", function()
   end)
 
   it("takes a CA's bad nonces in its stride", function()
-    ca = P.start { nonce_reject = 40 }
+    ca = P.start { nonce_reject = 15 }
     local r = run(ca, [[
       assert(c:account())
       local chain, err = c:order({ "a.test" }, core.acme.key_new(), "http-01", answer)

@@ -221,7 +221,7 @@ describe("automatic HTTPS against pebble", function()
   end)
 
   it("gets its certificate when the CA rejects some nonces", function()
-    ca = P.start { nonce_reject = 40 }
+    ca = P.start { nonce_reject = 15 }
     srv = start(ca, storage)
     assert.truthy(wait_verified(ca, ca:root_file()), srv:logtext())
   end)
