@@ -56,7 +56,7 @@ static void fake_send(struct mh_req *r, bool complete)
             off += mh_ws_parse(&F.out, pending + off, have - off, &ev);
             if (ev.type == MH_WS_NEED_MORE)
                 break;
-            if (ev.type == MH_WS_ERROR) {
+            if (ev.type == mh_ws_error) {
                 fprintf(stderr, "bad server frame: %s\n", F.out.err);
                 abort(); /* a frame no client would take */
             }

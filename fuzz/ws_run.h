@@ -11,8 +11,8 @@
 
 #include <stdio.h>
 
-static inline void ws_run(bool require_mask, uint64_t max, const char *wire, size_t len, size_t step,
-                   struct mp_transcript *t)
+static inline void ws_run(bool require_mask, uint64_t max, const char *wire, size_t len,
+                          size_t step, struct mp_transcript *t)
 {
     struct mh_ws_parser p;
     mh_ws_parser_init(&p, require_mask, max);
@@ -52,7 +52,7 @@ static inline void ws_run(bool require_mask, uint64_t max, const char *wire, siz
         case MH_WS_FRAME_END:
             mp_put(t, "|", 1);
             break;
-        case MH_WS_ERROR:
+        case mh_ws_error:
             mp_put(t, "!", 1);
             mp_put(t, p.err, strlen(p.err));
             break;
@@ -61,7 +61,7 @@ static inline void ws_run(bool require_mask, uint64_t max, const char *wire, siz
         }
         memmove(pending, pending + used, have - used);
         have -= used;
-        if (ev.type == MH_WS_ERROR)
+        if (ev.type == mh_ws_error)
             break;
     }
     free(pending);

@@ -17,7 +17,7 @@ list=$(dpkg-deb -c "$deb")
 for f in ./usr/bin/moonhttp ./usr/share/lua/5.4/moonhttp/test.lua ./usr/share/lua/5.4/moonhttp/init.lua \
     ./usr/share/lua/5.4/moonhttp/pg/proto.lua ./usr/share/man/man1/moonhttp.1.gz \
     ./usr/share/doc/moonhttp/examples/api.lua ./usr/share/moonhttp/meta/moonhttp/init.lua \
-    ./lib/systemd/system/moonhttp.service ./etc/moonhttp/app.lua; do
+    ./lib/systemd/system/moonhttp.service ./lib/systemd/system/moonhttp.socket ./etc/moonhttp/app.lua; do
     echo "$list" | grep -q " $f\$" || fail "$f is not in the package"
 done
 
@@ -38,7 +38,9 @@ grep -q "^ExecStart=/usr/bin/moonhttp /etc/moonhttp/app.lua" "$unit" || fail "Ex
 # systemd-analyze looks for ExecStart's binary on this machine: point it into the
 # extracted root (and for the man page, which is not installed: --man=no).
 sed "s#/usr/bin/moonhttp#$tmp/root/usr/bin/moonhttp#g" "$unit" >"$tmp/moonhttp.service"
-out=$(systemd-analyze verify --man=no "$tmp/moonhttp.service" 2>&1) || fail "systemd-analyze verify: $out"
+cp "$tmp/root/lib/systemd/system/moonhttp.socket" "$tmp/moonhttp.socket"
+out=$(systemd-analyze verify --man=no "$tmp/moonhttp.service" "$tmp/moonhttp.socket" 2>&1) ||
+    fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify: $out"
 "$tmp/root/usr/bin/moonhttp" --check "$tmp/root/etc/moonhttp/app.lua" >/dev/null || fail "the starter app does not load"
 echo "check_deb: $deb ok"

@@ -20,9 +20,11 @@ set -e
 # strace: spec/client_watch_spec.lua counts the client's epoll_ctl calls.
 # lua-filesystem: docs/guide/lua-libraries.md's example loads it (a Debian
 # Lua library, as an app would), and spec/docs_spec.lua runs that example.
+# lua-sec: moonhttp.test's TLS client (an app's https listeners, client
+# certificates), which spec/app_test_spec.lua drives.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
-media-types lua-busted lua-cjson lua-socket lua-filesystem curl openssl procps ca-certificates haproxy wrk \
+media-types lua-busted lua-cjson lua-socket lua-sec lua-filesystem curl openssl procps ca-certificates haproxy wrk \
 redis-server postgresql python3 python3-websockets python3-h2 python3-h11 nghttp2-client \
 dpkg-dev debhelper fakeroot lintian systemd strace"
 if [ "$1" = "--bench" ]; then

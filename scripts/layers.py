@@ -23,6 +23,10 @@ Three checks, each a failure when broken:
    and Lua module as its first comment says (scripts/layout_doc.py --check),
    and every function docs/guide/life-of-a-request.md names (`name()`) is
    defined in src/.
+6. Error constants in one case: an exported `const char` string of src/
+   (`mh_client_err_refused`) and a file's own error string (`err_malformed`)
+   are named in lower case, as h2o's socket errors; upper case is for macros
+   and enum members.
 
 An allowlist entry that no longer matches anything fails too, so what a
 branch fixes comes off the list. --list prints every cycle found (allowed
@@ -269,6 +273,24 @@ def undefined_functions(path):
             for n in names if n not in defined]
 
 
+STRING_CONST_RE = re.compile(
+    r"^(?:static\s+|extern\s+)?const\s+char\s*(?:\*\s*const\s*)?([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*[=;]", re.M)
+
+
+def upper_case_constants(files):
+    """Exported string constants and error strings of src/ whose names are not lower case."""
+    errors = []
+    for f in files:
+        text = open(os.path.join(SRC, f), encoding="utf-8", errors="replace").read()
+        for m in STRING_CONST_RE.finditer(text):
+            name = m.group(1)
+            exported = not m.group(0).startswith("static")
+            if name != name.lower() and (exported or "ERR" in name):
+                errors.append("%s: string constant %s: name it in lower case (%s), as every "
+                              "error constant" % (f, name, name.lower()))
+    return errors
+
+
 def read_allow():
     """scripts/layers-allow.txt: {line: (kind, args)}."""
     entries = {}
@@ -334,6 +356,7 @@ def main():
 
     errors += layout_doc.check()
     errors += undefined_functions(LIFE)
+    errors += upper_case_constants(files)
 
     for n, (kind, _) in sorted(allow.items()):
         if n not in used and (args.objects or kind != "cycle"):  # a call cycle is only seen with --objects

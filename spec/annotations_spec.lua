@@ -92,6 +92,7 @@ local OPTION_TABLES = {
   { page = "docs/reference/ratelimit.md", class = "moonhttp.RateLimitOptions" },
   { page = "docs/reference/websocket-client.md", class = "moonhttp.WebSocketClientOptions" },
   { page = "docs/reference/websocket-proxy.md", class = "moonhttp.RelayOptions" },
+  { page = "docs/reference/test.md", class = "moonhttp.TestOptions" },
 }
 
 describe("editor annotations (share/meta/moonhttp)", function()

@@ -479,6 +479,25 @@ E["docs/guide/cluster.md lobby.lua"] = {
   end,
 }
 
+E["docs/guide/cluster.md feed.lua"] = {
+  redis = true,
+  replace = { ["redis://127.0.0.1:6379/0"] = "redis://127.0.0.1:{redis}/0" },
+  start = { flags = { "--workers", "2" } },
+  check = function(app, stand)
+    local waiting = H.connect(app.port)
+    waiting:send("GET /news/next HTTP/1.1\r\nHost: x\r\n\r\n")
+    -- subscribed in Redis: the instance's one subscription connection has "news"
+    local deadline = H.now() + 5
+    while not H.sh(("redis-cli -p %d PUBSUB CHANNELS '*news'"):format(stand.redis.port)):find("news")
+      and H.now() < deadline do H.sleep(0.05) end
+    expect(app:request("POST", "/news", {}, "rain at noon\n"), 200, "sent\n")
+    local res = waiting:read_response()
+    assert.equal(200, res.status)
+    assert.equal("rain at noon\n", res.body)
+    waiting:close()
+  end,
+}
+
 E["docs/guide/workers.md chat.lua"] = {
   start = { flags = { "--workers", "2" } },
   check = function(app)

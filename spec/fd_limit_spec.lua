@@ -49,6 +49,10 @@ local function flood(srv, n)
       assert.equal("close", res.headers["connection"])
       assert.equal("1", res.headers["retry-after"])
       assert.equal("server out of file descriptors; try again\n", res.body)
+      -- typed and sized as every body the server writes (http/req_policy.c)
+      assert.equal("text/plain; charset=utf-8", res.headers["content-type"])
+      assert.equal(tostring(#res.body), res.headers["content-length"])
+      assert.equal("moonhttp", res.headers["server"])
       assert.is_true(c:closed_by_peer(2), "a 503 connection stayed open")
       got[503] = got[503] + 1
     else

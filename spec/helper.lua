@@ -133,12 +133,18 @@ function Server:wait(timeout)
   return nil
 end
 
---- Stops the server (SIGTERM, then SIGKILL) and returns its exit status.
+--- Stops the server (SIGTERM; SIGINT after 3 s, then SIGKILL) and returns its exit status.
+-- SIGTERM drains WebSockets and streams a spec left open for shutdown_timeout
+-- (10 s by default); SIGINT ends that drain at once (spec/drain_stop_spec.lua).
 function Server:stop()
   if self.stopped then return self.status end
   self.stopped = true
   self:signal("TERM")
-  local status = self:wait(15)
+  local status = self:wait(3)
+  if not status then
+    self:signal("INT")
+    status = self:wait(12)
+  end
   if not status then
     self:signal("KILL")
     status = self:wait(5)

@@ -1,7 +1,8 @@
 -- `make install` into a staging root (DESTDIR): the files land where Debian's
 -- lua5.4 and systemd look, the installed binary serves an app with no
 -- environment, and a busted spec outside the source tree tests an app with
--- nothing but the installed moonhttp.test (which finds the installed binary).
+-- nothing but the installed moonhttp.test (which finds the installed binary),
+-- or with nothing but the installed binary (`moonhttp test`).
 local H = require "helper"
 
 local build_dir = H.bin:match("^(.*)/[^/]+$") or "."
@@ -32,6 +33,7 @@ describe("make install", function()
       "/share/moonhttp/meta/moonhttp/init.lua", -- the editor annotations (docs/guide/editor.md)
       "/share/moonhttp/meta/moonhttp/pg.lua",
       "/lib/systemd/system/moonhttp.service",
+      "/lib/systemd/system/moonhttp.socket", -- socket activation, off until enabled
     } do
       assert.truthy(H.read_file(prefix .. f), "missing " .. prefix .. f)
     end
@@ -42,6 +44,20 @@ describe("make install", function()
     assert.matches("moonhttp --check " .. etc .. "/moonhttp/app.lua", app, 1, true)
     assert.matches("More examples: " .. configured .. "/share/doc/moonhttp/examples/", app, 1, true)
     assert.matches("ExecStart=" .. configured .. "/bin/moonhttp " .. etc .. "/moonhttp/app.lua", unit, 1, true)
+  end)
+
+  it("installs pages that link only to installed files", function()
+    local broken_links = require "helpers.links"
+    local docdir = prefix .. "/share/doc/moonhttp"
+    local pages, broken = 0, {}
+    local p = assert(io.popen("find " .. H.shell_quote(docdir) .. " -name '*.md' | sort"))
+    for page in p:lines() do
+      pages = pages + 1
+      for _, b in ipairs(broken_links(page)) do broken[#broken + 1] = b:sub(#docdir + 2) end
+    end
+    p:close()
+    assert.is_true(pages > 20, docdir)
+    assert.same({}, broken)
   end)
 
   it("has a man page with every flag of --help", function()
@@ -91,6 +107,11 @@ end)
     local lua_path = prefix .. "/share/lua/5.4/?.lua;" .. prefix .. "/share/lua/5.4/?/init.lua;;"
     local out, ok = H.sh("cd " .. H.shell_quote(dir) .. " && " .. clean_env .. " LUA_PATH="
       .. H.shell_quote(lua_path) .. " busted -o TAP spec/api_spec.lua")
+    assert(ok, out)
+    assert.matches("ok 1 - the installed example answers", out, 1, true)
+    -- `moonhttp test`: no LUA_PATH, nothing but the installed binary
+    out, ok = H.sh("cd " .. H.shell_quote(dir) .. " && " .. clean_env .. " " .. H.shell_quote(prefix .. "/bin/moonhttp")
+      .. " test -o TAP spec/api_spec.lua")
     assert(ok, out)
     assert.matches("ok 1 - the installed example answers", out, 1, true)
   end)

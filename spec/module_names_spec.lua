@@ -14,6 +14,7 @@ local ROWS = {
   { [[csrf.midleware{}]], "csrf.midleware does not exist (did you mean csrf.middleware?)" },
   { [[template.rendr("x")]], "template.rendr does not exist (did you mean template.render?)" },
   { [[cache.neww{}]], "cache.neww does not exist (did you mean cache.new?)" },
+  { [[ratelimit.midleware{}]], "ratelimit.midleware does not exist (did you mean ratelimit.middleware?)" },
   -- nothing close: the names it has
   { [[redis.pool{}]], "redis.pool does not exist (redis has: ErrorReply, connect," },
 }
@@ -26,6 +27,7 @@ local session = require "moonhttp.session"
 local csrf = require "moonhttp.csrf"
 local template = require "moonhttp.template"
 local cache = require "moonhttp.cache"
+local ratelimit = require "moonhttp.ratelimit"
 ]]
 
 describe("a module name that does not exist", function()
@@ -35,7 +37,7 @@ describe("a module name that does not exist", function()
       local code, out = H.run({ "--check", path })
       os.remove(path)
       assert.equal(1, code, out)
-      assert.truthy(out:find(":8: " .. row[2], 1, true), out)
+      assert.truthy(out:find(":9: " .. row[2], 1, true), out)
     end)
   end
 

@@ -16,6 +16,7 @@ P.users = {
   md5 = { user = "md5_user", password = "md5 pass'word" },
   scram = { user = "scram_user", password = "scram-pass\"word" },
   tls = { user = "tls_user", password = "tls-password" },
+  cert = { user = "cert_user" }, -- authenticated by its client certificate (c.client_cert)
 }
 
 local q = H.shell_quote
@@ -109,6 +110,8 @@ function P.start()
     must(string.format("cp -a %s %s", q(template()), q(c.data)))
     c.cert, c.key = make_cert(dir, "server", "localhost")
     c.other_ca = make_cert(dir, "other", "other-ca")
+    -- self-signed, so its own CA (ssl_ca_file): pg_hba's `cert` wants CN = the user
+    c.client_cert, c.client_key = certs.self_signed(dir, "client", "/CN=cert_user")
     must("chown postgres: " .. q(c.key) .. " && chmod 600 " .. q(c.key))
     local conf = assert(io.open(c.data .. "/postgresql.conf", "a"))
     conf:write(string.format([[
@@ -119,18 +122,20 @@ password_encryption = 'scram-sha-256'
 ssl = on
 ssl_cert_file = '%s'
 ssl_key_file = '%s'
+ssl_ca_file = '%s'
 max_connections = 60
 fsync = off
 synchronous_commit = off
 full_page_writes = off
 log_min_messages = warning
 timezone = 'UTC'
-]], c.port, dir, c.cert, c.key))
+]], c.port, dir, c.cert, c.key, c.client_cert))
     conf:close()
     local hba = assert(io.open(c.data .. "/pg_hba.conf", "w"))
     hba:write([[
 local   all  all                       trust
 hostssl all  tls_user    127.0.0.1/32  scram-sha-256
+hostssl all  cert_user   127.0.0.1/32  cert
 host    all  tls_user    127.0.0.1/32  reject
 host    all  md5_user    127.0.0.1/32  md5
 host    all  scram_user  127.0.0.1/32  scram-sha-256
@@ -148,6 +153,7 @@ RESET password_encryption;
 CREATE ROLE scram_user LOGIN SUPERUSER PASSWORD '%s';
 CREATE ROLE tls_user LOGIN SUPERUSER PASSWORD '%s';
 CREATE ROLE trust_user LOGIN SUPERUSER;
+CREATE ROLE cert_user LOGIN SUPERUSER;
 ]], U.md5.password:gsub("'", "''"), U.scram.password:gsub("'", "''"), U.tls.password:gsub("'", "''")))
   end)
   if not ok then

@@ -401,16 +401,23 @@ print("next", db:query("select 7 as v")[1].v)
     assert.equal(7, kv.next)
   end)
 
-  test("verifies the server's certificate over TLS (SSLRequest)", function()
-    local kv = run(string.format([==[
-local function try(tls)
+  -- try(tls, column): a pool of OPTS with that tls table asks the server
+  -- whether its connection is over TLS, and `column` of pg_stat_ssl.
+  local TRY = [==[
+local function try(tls, column)
   local o = {}
   for k, v in pairs(OPTS) do o[k] = v end
   o.tls = tls
-  local r, e = pg.pool(o):query("select ssl, version from pg_stat_ssl where pid = pg_backend_pid()")
+  local r, e = pg.pool(o):query("select ssl, " .. column .. " as c from pg_stat_ssl where pid = pg_backend_pid()")
   if not r then return "error", tostring(e) end
-  return tostring(r[1].ssl), r[1].version
+  return tostring(r[1].ssl), r[1].c
 end
+]==]
+
+  test("verifies the server's certificate over TLS (SSLRequest)", function()
+    local kv = run(TRY .. string.format([==[
+local try0 = try
+local function try(tls) return try0(tls, "version") end
 print("verified", try({ ca = %q, server_name = "localhost" }))
 print("wrong_ca", try({ ca = %q, server_name = "localhost" }))
 print("wrong_name", try({ ca = %q, server_name = "db.example" }))
@@ -422,6 +429,21 @@ print("plain", try(false))
     assert.matches("^error\t", kv.wrong_name)
     assert.equal("true\tTLSv1.3", kv.unverified)
     assert.matches("^error\tFATAL: .*28000", kv.plain) -- pg_hba: tls_user only over TLS
+  end)
+
+  -- pg_hba's `cert` method: the server asks for a client certificate and
+  -- takes the user from its CN (pg_helper: cert_user).
+  test("presents a client certificate over TLS (tls.cert, tls.key)", function()
+    local kv = run(TRY .. string.format([==[
+local try0 = try
+local function try(tls) return try0(tls, "client_dn") end
+print("with_cert", try({ ca = %q, server_name = "localhost", cert = %q, key = %q }))
+print("without", try({ ca = %q, server_name = "localhost" }))
+print("half", select(2, pcall(pg.pool, { tls = { cert = "x.pem" } })))
+]==], cluster.cert, cluster.client_cert, cluster.client_key, cluster.cert), "cert")
+    assert.equal("true\t/CN=cert_user", kv.with_cert)
+    assert.matches("^error\tFATAL: .*28000", kv.without)
+    assert.matches("pg.pool: tls.cert and tls.key go together$", kv.half)
   end)
 
   -- An app serving one query per request, with a pool of `size`.

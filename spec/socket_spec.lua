@@ -267,7 +267,8 @@ describe("http.tcp() over TLS, against moonhttp's own HTTPS listener", function(
   setup(function()
     dir = certs.ca_and_server("-tls", "/CN=mh-sock-ca")
     local app = H.script('local http = require "moonhttp"\n'
-      .. 'http.handle("GET /hello", function(req, res) res:write("hello over tls") end)\n')
+      .. 'http.handle("GET /hello", function(req, res) res:write("hello over tls") end)\n'
+      .. 'http.handle("GET /sni", function(req, res) res:write(req:tls().sni or "none") end)\n')
     srv = H.start(app, { no_listen = true, flags = { "--listen", "https://127.0.0.1:0",
       "--tls-cert", path("srv.pem"), "--tls-key", path("srv.key") } })
   end)
@@ -330,6 +331,28 @@ describe("http.tcp() over TLS, against moonhttp's own HTTPS listener", function(
     ]], path("ca.pem")), srv.port)
     assert.equal("false\thello over tls\ntrue\thello over tls\ntrue\thello over tls\nfalse\n", out)
   end)
+
+  -- The name sent (SNI) and checked is the host connect was given, whatever
+  -- the pool is named: the handshake once read it back out of the pool key.
+  for _, row in ipairs({
+    { "host:port pool", '"localhost", PORT', "localhost" },
+    { "a custom pool name", '"localhost", PORT, { pool = "custom" }', "localhost" },
+    { "a custom pool name with a colon", '"localhost", PORT, { pool = "db:replica" }', "localhost" },
+    { "an explicit server_name", '"127.0.0.1", PORT, { pool = "custom" }', "localhost",
+      ', server_name = "localhost"' },
+  }) do
+    it("tls_handshake sends the connect host as SNI with " .. row[1], function()
+      local out = run(string.format([[
+        local s = http.tcp()
+        s:settimeouts(2, 2, 2)
+        assert(s:connect(%s))
+        print(s:tls_handshake({ ca = %q%s }))
+        s:send("GET /sni HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        print((s:receive("a") or ""):match("\r\n\r\n(.*)$"))
+      ]], row[2], path("ca.pem"), row[4] or ""), srv.port)
+      assert.equal("true\n" .. row[3] .. "\n", out)
+    end)
+  end
 
   it("upgrades a plain connection with tls_handshake", function()
     local out = run(string.format([[

@@ -1,6 +1,8 @@
--- Streams learn about a graceful stop: after shutdown_delay, http.sleep and
--- res:write in a streaming handler return nil, "stopping", so an SSE-like
--- loop ends on its own instead of holding SIGTERM for shutdown_timeout.
+-- Streams learn about a stop: http.sleep and res:write in a streaming
+-- handler return nil, "stopping", so an SSE-like loop ends on its own. A
+-- graceful stop (SIGTERM) first keeps them going through shutdown_delay and
+-- then its drain (shutdown_timeout, then drain_spread: spec/drain_stop_spec.lua);
+-- SIGINT tells them at once.
 local H = require "helper"
 
 local APP = [[
@@ -35,45 +37,52 @@ local function open_stream(srv, every)
 end
 
 describe("a graceful stop with open streams", function()
-  it("ends an SSE loop promptly after shutdown_delay, with a clean end of stream", function()
-    local srv = H.start(APP, { flags = { "--shutdown-delay", "0.3", "--shutdown-timeout", "10" } })
+  it("keeps an SSE loop going through shutdown_delay and the drain, then ends it cleanly", function()
+    local srv = H.start(APP, { flags = { "--shutdown-delay", "0.3", "--shutdown-timeout", "0.6",
+      "--drain-spread", "0" } })
     local c = open_stream(srv, 0.05)
     assert.truthy(c:read_bytes(1)) -- the stream flows
     local t0 = H.now()
     srv:signal("TERM")
-    H.sleep(0.15)
+    H.sleep(0.6)
     c.buf = ""
-    local during = c:fill() -- events keep coming during the delay
+    local during = c:fill() -- events keep coming after the delay, in the drain
     local rest = c:read_all() -- until the server closes
     local took = H.now() - t0
     c:close()
     assert.equal(0, srv:wait(5))
-    assert.is_true(took < 1.5, "the stream ended after " .. took .. " s (shutdown_timeout is 10 s)")
+    -- ended by the drain's end (0.3 + 0.6 s), not at the delay's (before the drain on
+    -- stop, at 0.3 s)
+    assert.is_true(took >= 0.85 and took < 2.5, "the stream ended after " .. took .. " s")
     assert.truthy(rest:find("0\r\n\r\n$"), rest) -- the chunked body ended properly
     assert.falsy(rest:find("not sent", 1, true))
     assert.truthy(during)
     -- The loop hears it from its sleep or, when its 0.05 s tick fell in the
-    -- same loop turn as the stop (0.3 s is six ticks), from its next write;
-    -- the next case checks the sleep alone.
+    -- same loop turn as the drain's end, from its next write; the next rows
+    -- check the sleep alone.
     local log = srv:logtext()
     assert.truthy(log:find("stream ended by sleep: stopping", 1, true)
       or log:find("stream ended by write: stopping", 1, true), log)
     srv.stopped = true
   end)
 
-  it("wakes a stream already sleeping a long time", function()
-    local srv = H.start(APP, { flags = { "--shutdown-timeout", "10" } })
-    local c = open_stream(srv, 30)
-    local t0 = H.now()
-    srv:signal("TERM")
-    local rest = c:read_all()
-    assert.is_true(H.now() - t0 < 1.5)
-    assert.truthy(rest:find("0\r\n\r\n$"), rest)
-    c:close()
-    assert.equal(0, srv:wait(5))
-    assert.truthy(srv:logtext():find("stream ended by sleep: stopping", 1, true), srv:logtext())
-    srv.stopped = true
-  end)
+  -- Rows: the signal, shutdown_timeout, and when a stream sleeping 30 s must have ended.
+  for _, row in ipairs({ { "TERM", "0.5", 0.45, 2 }, { "INT", "10", 0, 1.5 } }) do
+    it(("wakes a stream already sleeping a long time (SIG%s)"):format(row[1]), function()
+      local srv = H.start(APP, { flags = { "--shutdown-timeout", row[2], "--drain-spread", "0" } })
+      local c = open_stream(srv, 30)
+      local t0 = H.now()
+      srv:signal(row[1])
+      local rest = c:read_all()
+      local took = H.now() - t0
+      assert.is_true(took >= row[3] and took < row[4], took)
+      assert.truthy(rest:find("0\r\n\r\n$"), rest)
+      c:close()
+      assert.equal(0, srv:wait(5))
+      assert.truthy(srv:logtext():find("stream ended by sleep: stopping", 1, true), srv:logtext())
+      srv.stopped = true
+    end)
+  end
 
   it("lets a request that is not streaming finish as before", function()
     local srv = H.start(APP, { flags = { "--shutdown-timeout", "10" } })

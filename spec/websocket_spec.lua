@@ -410,8 +410,8 @@ describe("WebSocket", function()
 end)
 
 describe("WebSocket and the graceful stop", function()
-  it("closes open sockets with 1001 and the server exits", function()
-    local srv = H.start(app)
+  it("keeps open sockets through the drain (within shutdown_timeout), then closes them with 1001", function()
+    local srv = H.start(app, { flags = { "--shutdown-timeout", "1", "--drain-spread", "0.2" } })
     -- The client runs in the background and holds the socket while the server stops.
     local tmp = os.tmpname()
     os.execute(("(/usr/bin/python3 spec/clients/ws_client.py ws://127.0.0.1:%d/hold stop > %s 2>&1 &)")
@@ -419,8 +419,13 @@ describe("WebSocket and the graceful stop", function()
     local deadline = socket.gettime() + 5
     while socket.gettime() < deadline and not (io.open(tmp):read("a")):find("ready") do socket.sleep(0.05) end
     local t0 = socket.gettime()
-    assert.equal(0, srv:stop())
-    assert.is_true(socket.gettime() - t0 < 5)
+    srv:signal("TERM")
+    socket.sleep(0.6)
+    assert.equal("ready ready\n", io.open(tmp):read("a")) -- still open in the drain
+    assert.equal(0, srv:wait(5))
+    srv.stopped = true
+    local took = socket.gettime() - t0
+    assert.is_true(took >= 0.75 and took < 1 + 3, took)
     deadline = socket.gettime() + 5
     local text = ""
     while socket.gettime() < deadline do

@@ -2,10 +2,28 @@
 -- cluster (http.server{ cluster = { redis =, name = } }) find each other
 -- and share run-once work only through Redis.
 --
--- Instances: every worker of an instance beats (one script call each
--- `heartbeat` seconds) into a sorted set scored by when the beat expires,
--- on Redis's clock; http.cluster.instances() drops the expired ones and
--- lists the rest. A stop removes the instance at once.
+-- Once per instance: what an instance does toward Redis (its heartbeat, its
+-- bid for a job's lease) runs in one of its workers, the holder of a local
+-- run-once lease (http.every's { once = true }, base/shm_once.h); when that
+-- worker dies the master gives the local lease back and another worker's
+-- next tick takes the duty over.
+--
+-- Instances: an instance beats (one script call each `heartbeat` seconds)
+-- into a sorted set scored by when the beat expires, on Redis's clock;
+-- http.cluster.instances() drops the expired ones and lists the rest. A
+-- stop removes the instance at once.
+--
+-- Channels: with a cluster, ch:publish(msg) is a PUBLISH to the channel's
+-- Redis name (through core.channel_remote); each instance keeps one Redis
+-- connection subscribed to the names its workers listen to (the shared
+-- zone's listened set, so reference-counted per instance), held by one
+-- worker (the relay, a local once lease), which hands each message to the
+-- zone: the existing local fan-out takes it to every worker's subscribers,
+-- the publisher's instance included. The relay reconnects with a backoff
+-- and subscribes again; every channel it had to subscribe anew after a
+-- lost connection (or taking over from a dead relay) gets a gap notice once
+-- Redis confirmed it, so a subscriber's receive answers nil, "gap" where
+-- messages may have been lost (at most once delivery).
 --
 -- Run-once: a job of { once = "cluster" } has a lease in Redis, a key held
 -- by one worker of one instance for `lease` seconds and renewed every third
@@ -90,16 +108,9 @@ local function read_file(path)
   return s
 end
 
-local function check_seconds(v, what, default, level)
-  if v == nil then return default end
-  if type(v) ~= "number" or v ~= v or v <= 0 or v == math.huge then
-    error("http.server: cluster." .. what .. " must be a number of seconds > 0", level)
-  end
-  return v
-end
-
 -- http.server{ cluster = {...} }: called by http.server while the script loads (in the
--- process that forks the workers, which inherit what is set here).
+-- process that forks the workers, which inherit what is set here), for the setting's row
+-- in src/settings/settings_table.c; level names the script's line for errors.
 function M.configure(opts, level)
   if type(opts) ~= "table" then error("http.server: cluster must be a table { redis =, name = }", level) end
   core.check_opts(opts, "http.server: cluster", KEYS, level)
@@ -118,10 +129,11 @@ function M.configure(opts, level)
   else
     error("http.server: cluster.redis must be a redis:// URL or redis.connect's options table", level)
   end
-  local heartbeat = check_seconds(opts.heartbeat, "heartbeat", 1, level + 1)
-  local ttl = check_seconds(opts.ttl, "ttl", 3 * heartbeat, level + 1)
+  local what = "http.server: cluster"
+  local heartbeat = core.opt_seconds(opts, "heartbeat", 1, what, level, 0)
+  local ttl = core.opt_seconds(opts, "ttl", 3 * heartbeat, what, level, 0)
   if ttl <= heartbeat then error("http.server: cluster.ttl must be longer than cluster.heartbeat", level) end
-  local lease = check_seconds(opts.lease, "lease", 5, level + 1)
+  local lease = core.opt_seconds(opts, "lease", 5, what, level, 0)
   copts.timeout = copts.timeout or math.min(2, lease / 3)
   copts.auto_pipeline = true
   redis.connect(copts) -- checks redis.connect's options now
@@ -132,8 +144,9 @@ function M.configure(opts, level)
     name = name, redis = copts, heartbeat = heartbeat, ttl = ttl, lease = lease,
     host = host, pid = pid, id = host .. ":" .. pid, started = os.time(),
     k_instances = prefix .. "instances", k_info = prefix .. "info", k_done = prefix .. "done",
-    k_lease = prefix .. "lease:", k_fence = prefix .. "fence:",
+    k_lease = prefix .. "lease:", k_fence = prefix .. "fence:", k_channel = prefix .. "channel:",
   }
+  core.channel_remote(M.publish)
   -- Logs and metrics name the instance, so those of many servers can be merged.
   core.log_instance(name .. "/" .. conf.id)
   gauge = gauge or core.metric_gauge("cluster_instance",
@@ -190,27 +203,140 @@ end
 
 local function worker_pid() return math.tointeger(io.open("/proc/self/stat"):read("n")) end
 
--- Every worker: beats until a stop, then says the instance left (a reload's old
--- generation only ends: the new one beats on).
-function M._worker_started()
-  local info = core.json_encode({ id = conf.id, host = conf.host, pid = conf.pid, started = conf.started })
-  local ttl_ms = math.floor(conf.ttl * 1000)
-  local warned = false
-  gauge:set(1, { conf.name, conf.id })
-  local last = false
-  while true do
-    last = last_words(last)
-    local ok, err = run(BEAT, 3, conf.k_instances, conf.k_info, conf.k_done, conf.id, ttl_ms, info)
-    if not ok and not core.stopping() and err ~= "stopping" then
-      if not warned then core.log("warn", "cluster " .. conf.name .. ": heartbeat: " .. tostring(err)) end
-      warned = true
-    elseif ok and warned then
-      core.log("info", "cluster " .. conf.name .. ": heartbeat: redis answers again")
-      warned = false
-    end
-    if not core.sleep(conf.heartbeat) then break end
+-- ch:publish(msg) with a cluster: true, or nil, err (Redis away: nothing is queued).
+function M.publish(name, msg)
+  local c, err = redis.connect(conf.redis)
+  if not c then return nil, err end
+  local n
+  n, err = c:publish(conf.k_channel .. name, msg)
+  c:keepalive()
+  if not n then return nil, err end
+  return true
+end
+
+-- The relay: one per instance, in the worker holding its local lease; see the top.
+local relay = { running = false }
+local POLL = 0.05 -- seconds a read waits before the listened set is looked at again
+local BATCH = 512 -- names per SUBSCRIBE
+
+local function send_names(c, cmd, names)
+  for i = 1, #names, BATCH do
+    local ok, err = c.sock:send(redis.encode(cmd, table.unpack(names, i, math.min(i + BATCH - 1, #names))))
+    if not ok then return nil, err end
   end
-  if core.stopping() then send_last(last, LEAVE, 2, conf.k_instances, conf.k_info, conf.id) end
+  return true
+end
+
+-- Connected and subscribed to the control name (the connection is then in pub/sub mode).
+local function relay_connect()
+  local o = M.redis_options()
+  o.auto_pipeline = nil
+  local c, err = redis.connect(o)
+  if not c then return nil, err end
+  local ok
+  ok, err = c:subscribe(conf.k_channel)
+  if not ok then c:close(); return nil, err end
+  c:settimeout(POLL)
+  return c
+end
+
+-- Runs until a stop: one connection at a time, its subscriptions kept equal to the names
+-- listened to on this instance.
+local function relay_run()
+  local prefix, plen = conf.k_channel, #conf.k_channel + 1
+  local lost = core.channel_relay_started() > 0 -- a relay before this one died: messages were lost
+  local backoff, warned = 0.05, false
+  while not core.stopping() do
+    local c, err = relay_connect()
+    if not c then
+      if not warned then core.log("warn", "cluster " .. conf.name .. ": channels: " .. tostring(err)) end
+      warned = true
+      if not core.sleep(backoff) then return end
+      backoff = math.min(backoff * 2, 1)
+    else
+      if warned then core.log("info", "cluster " .. conf.name .. ": channels: redis answers again") end
+      warned, backoff = false, 0.05
+      local subscribed, version, gap = {}, nil, {}
+      while true do
+        local v, names = core.channel_listened(version)
+        if v then
+          version = v
+          local add, want = {}, {}
+          for _, name in ipairs(names) do
+            want[name] = true
+            if not subscribed[name] then
+              add[#add + 1] = prefix .. name
+              subscribed[name] = true
+              if lost then gap[name] = true end
+            end
+          end
+          local drop = {}
+          for name in pairs(subscribed) do
+            if not want[name] then drop[#drop + 1] = prefix .. name; subscribed[name] = nil end
+          end
+          lost = false
+          local ok
+          ok, err = send_names(c, "SUBSCRIBE", add)
+          if ok then ok, err = send_names(c, "UNSUBSCRIBE", drop) end
+          if not ok then break end
+        end
+        local kind, channel, payload = c:read_message()
+        if kind == "message" then
+          core.channel_relay(channel:sub(plen), payload)
+        elseif kind == "subscribe" then
+          local name = channel:sub(plen)
+          if gap[name] then -- Redis delivers from here on: what came before may be lost
+            gap[name] = nil
+            core.channel_relay(name, nil)
+          end
+        elseif kind == nil and channel ~= "timeout" then
+          err = channel
+          break
+        end
+        if core.stopping() then break end
+      end
+      c:close()
+      lost = true
+      if not core.stopping() then
+        core.log("warn", "cluster " .. conf.name .. ": channels: subscription lost: " .. tostring(err))
+      end
+    end
+  end
+end
+
+local function relay_tick()
+  if relay.running then return end
+  relay.running = true
+  relay_run()
+  relay.running = false
+end
+
+-- The instance's heartbeat, in the worker holding the local lease of it.
+local beats = { warned = false, mine = false }
+local function beat()
+  local info = core.json_encode({ id = conf.id, host = conf.host, pid = conf.pid, started = conf.started })
+  beats.mine = true
+  local ok, err = run(BEAT, 3, conf.k_instances, conf.k_info, conf.k_done, conf.id, math.floor(conf.ttl * 1000), info)
+  if not ok and not core.stopping() and err ~= "stopping" then
+    if not beats.warned then core.log("warn", "cluster " .. conf.name .. ": heartbeat: " .. tostring(err)) end
+    beats.warned = true
+  elseif ok and beats.warned then
+    core.log("info", "cluster " .. conf.name .. ": heartbeat: redis answers again")
+    beats.warned = false
+  end
+end
+
+-- Every worker: offers to beat (one beats), and at a stop the one that beat says the
+-- instance left (a reload's old generation only ends: the new one beats on).
+function M._worker_started()
+  gauge:set(1, { conf.name, conf.id })
+  core.every(conf.heartbeat, beat, { once = true })
+  core.every(0.2, relay_tick, { once = true })
+  local last = false -- this task's: a socket belongs to the task that connected it
+  while core.sleep(conf.heartbeat) do
+    if beats.mine then last = last_words(last) end
+  end
+  if core.stopping() and beats.mine then send_last(last, LEAVE, 2, conf.k_instances, conf.k_info, conf.id) end
 end
 
 -- http.cluster.instances() → { { id =, host =, pid =, started =, expires = seconds }, ... } | nil, err
@@ -283,37 +409,44 @@ function Lease:release()
   end
 end
 
--- http.every(interval, fn, { once = "cluster" }, ...): every worker of every instance ticks;
--- the one holding the job's lease runs fn(token, ...).
+-- http.every(interval, fn, { once = "cluster" }, ...): one worker of every instance ticks
+-- (the local once lease); the one holding the job's cluster lease runs fn(token, ...).
 function M.every(key, interval, fn, ...)
   local lease = new_lease(key)
   local args = table.pack(...)
   return core.every(interval, function()
     local token = lease:held() or lease:take()
     if token then fn(token, table.unpack(args, 1, args.n)) end
-  end)
+  end, { once = true })
 end
 
--- http.on_start(fn, { once = "cluster" }) in each worker: waits for the job's lease (or its
--- done mark: the job ran, and some instance has beaten since), runs fn(token) holding it,
--- then marks it done and gives the lease back.
+-- http.on_start(fn, { once = "cluster" }) in each worker: one worker of the instance at a
+-- time (the local once lease) waits for the job's cluster lease (or its done mark: the job
+-- ran, and some instance has beaten since), runs fn(token) holding it, then marks it done
+-- and gives the lease back; then every worker's timer ends.
 function M.run_start(key, fn)
   local lease = new_lease(key)
-  while true do
+  local state = "waiting" -- "trying" | "done"
+  local timer
+  timer = core.every(math.min(conf.lease / 3, 1), function()
+    if state ~= "waiting" then return end
+    state = "trying"
     local done = run("return redis.call('HEXISTS', KEYS[1], ARGV[1])", 1, conf.k_done, key)
-    if done == 1 then return end
-    local token = lease:take()
-    if token then
-      local ok, err = pcall(fn, token)
-      if lease:held() then
-        run("return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])", 1, conf.k_done, key, token)
-        lease:release()
-      end
-      if not ok then error(err, 0) end
+    local token = done ~= 1 and lease:take()
+    if not token then
+      state = done == 1 and "done" or "waiting"
+      if state == "done" then timer:cancel() end
       return
     end
-    if not core.sleep(math.min(conf.lease / 3, 1)) then return end
-  end
+    local ok, err = pcall(fn, token)
+    if lease:held() then
+      run("return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])", 1, conf.k_done, key, token)
+      lease:release()
+    end
+    state = "done"
+    timer:cancel()
+    if not ok then error(err, 0) end
+  end, { once = true })
 end
 
 return M

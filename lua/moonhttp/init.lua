@@ -44,16 +44,9 @@ local M = {
 -- The cluster setting and { once = "cluster" } (lua/moonhttp/cluster.lua, docs/guide/cluster.md).
 local cluster = require "moonhttp.cluster"
 
--- http.server{ ..., cluster = { redis =, name = } }: the cluster is read here, the rest by the core.
-function M.server(t)
-  if type(t) == "table" and t.cluster ~= nil then
-    cluster.configure(t.cluster, 3)
-    local rest = {}
-    for k, v in pairs(t) do if k ~= "cluster" then rest[k] = v end end
-    t = rest
-  end
-  return core.server(t, 2) -- errors and the settings' line name the caller's line, not this one
-end
+-- http.server{...}: the core reads the settings; the cluster setting's row (settings_table.c)
+-- has it call cluster.configure.
+M.server = core.server
 
 -- A job's key, the same in every process that loads the script: where its function was
 -- written and how many jobs were made there before (as lua_timer.c's for { once = true }).

@@ -43,7 +43,8 @@ Pool.__index = Pool
 local POOL_KEYS = { "host", "port", "path", "user", "password", "database", "tls", "size",
   "idle_timeout", "connect_timeout", "acquire_timeout", "query_timeout", "statement_cache",
   "on_notice", "application_name" }
-local TLS_KEYS = { "verify", "ca", "server_name", "min_version" }
+-- What sock:connect's and sock:tls_handshake's tls table accepts (lua_socket.c, read_tls_opts).
+local TLS_KEYS = { "verify", "ca", "cert", "key", "server_name", "min_version" }
 
 local function check_opts(o)
   if type(o) ~= "table" then error("pg.pool: expects a table of options", 3) end
@@ -54,13 +55,16 @@ local function check_opts(o)
     if v ~= nil and v ~= "1.2" and v ~= "1.3" then
       error('pg.pool: tls.min_version: expected "1.2" or "1.3"', 3)
     end
+    if (o.tls.cert == nil) ~= (o.tls.key == nil) then
+      error("pg.pool: tls.cert and tls.key go together", 3)
+    end
   end
   -- num is called here, for pg.pool's caller: 4 up
   local function num(k, default, min) return core.opt_number(o, k, default, min, "pg.pool", 4) end
   local tls = o.tls
   if tls == true then tls = {} end
   if tls ~= nil and tls ~= false and type(tls) ~= "table" then
-    error("pg.pool: tls must be false, true or { verify =, ca =, server_name =, min_version = }", 3)
+    error("pg.pool: tls must be false, true or { verify =, ca =, cert =, key =, server_name =, min_version = }", 3)
   end
   if tls and o.path then error("pg.pool: tls does not apply to a unix socket (path)", 3) end
   local user = o.user or "postgres"

@@ -273,4 +273,4 @@ function M.middleware(opts)
   end
 end
 
-return M
+return core.strict_module(M, "ratelimit")

@@ -1,5 +1,7 @@
 -- moonhttp.test: test an app through the real binary, from busted (or any
--- Lua 5.4 with luasocket). It is not loaded inside the server.
+-- Lua 5.4 with luasocket; luasec for TLS listeners). It is not loaded inside
+-- the server. `moonhttp test [busted args]` runs busted with this module and
+-- the binary it came with, so an app's specs need nothing but the binary.
 --
 --   local test = require "moonhttp.test"
 --   local app = test.start("examples/webapp.lua", { max_body_bytes = "2m" })
@@ -8,14 +10,23 @@
 --   local ws = app:websocket("/chat")   -- ws:send(s), ws:receive(), ws:close()
 --   app:stop()
 --
+-- The app keeps its own listen list (TLS listeners too) with free ports
+-- (the free_ports setting); app.listeners[i] is its i-th listener and a
+-- request goes to the first unless it names another ({ listener = i }).
+-- TLS client options ({ tls = { ca =, verify =, cert =, key =, server_name = } })
+-- are given to test.start for every request, or to one request.
 -- settings become command-line flags (max_body_bytes = "2m" -> --max-body-bytes 2m;
--- true -> a bare flag). The binary is opts.bin, $MOONHTTP_BIN, the one installed
+-- true/false -> on/off; dev = true -> --dev). The binary is opts.bin, $MOONHTTP_BIN, the one installed
 -- beside this file (<prefix>/bin/moonhttp for <prefix>/share/lua/5.4/moonhttp/test.lua)
 -- or "moonhttp" on the PATH.
 -- headers come back with lowercase names (repeated ones joined with ", ";
 -- headers["set-cookie"] is a list). Requests that fail raise with the
 -- server's log attached, so a busted failure shows what the server said.
-local socket = require "socket"
+local found, socket = pcall(require, "socket")
+if not found then
+  error("moonhttp.test needs luasocket (Debian: apt install lua-socket; LuaRocks: luarocks "
+    .. "--lua-version 5.4 install luasocket):\n" .. tostring(socket), 0)
+end
 
 local M = {}
 
@@ -56,30 +67,70 @@ local function installed_bin()
   return prefix .. "/bin/moonhttp"
 end
 
+local TLS_OPTS = { "ca", "verify", "cert", "key", "server_name" }
+
+-- The flags of the settings table: one per setting, in a stable order.
+local function flags(settings)
+  local names, args = {}, {}
+  for k in pairs(settings) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v = settings[k]
+    if k == "dev" then
+      if v then args[#args + 1] = "--dev" end
+    else
+      args[#args + 1] = "--" .. k:gsub("_", "-")
+      args[#args + 1] = v == true and "on" or v == false and "off" or tostring(v)
+    end
+  end
+  return args
+end
+
+-- The listeners the log names ("listening on https://127.0.0.1:0 (port 41234)"),
+-- in the order of the app's listen list, and the metrics port.
+local function listeners_of(text)
+  local list = {}
+  for scheme, addr, port in text:gmatch("listening on (%a+)://(%S+) %(port (%d+)%)") do
+    local host = addr:match("^%[(.*)%]:%d+$") or addr:match("^(.*):%d+$") or ""
+    if host == "" or host == "*" or host == "0.0.0.0" then host = "127.0.0.1" end
+    if host == "::" then host = "::1" end
+    port = tonumber(port)
+    local hostport = (host:find(":", 1, true) and "[" .. host .. "]" or host) .. ":" .. port
+    list[#list + 1] = { tls = scheme == "https", host = host, port = port, hostport = hostport,
+                        url = scheme .. "://" .. hostport }
+  end
+  return list, tonumber(text:match("metrics on %S+ %(port (%d+)%)"))
+end
+
+--- test.start(script [, settings [, { bin =, tls = }]]) -> app
 function M.start(script, settings, opts)
   opts = opts or {}
-  check_opts(opts, "test.start", { "bin" })
+  check_opts(opts, "test.start", { "bin", "tls" })
+  check_opts(opts.tls, "test.start's tls", TLS_OPTS)
   local bin = opts.bin or os.getenv("MOONHTTP_BIN") or installed_bin() or "moonhttp"
-  local args = { "--listen", "127.0.0.1:0", "--workers", "1" }
-  for k, v in pairs(settings or {}) do
-    local flag = "--" .. k:gsub("_", "-")
-    if v == true then args[#args + 1] = flag
-    elseif v ~= false then args[#args + 1] = flag; args[#args + 1] = tostring(v) end
-  end
+  local all = { workers = 1, free_ports = true }
+  for k, v in pairs(settings or {}) do all[k] = v end
   local log = os.tmpname()
   local cmd = quote(bin)
-  for _, a in ipairs(args) do cmd = cmd .. " " .. quote(a) end
+  for _, a in ipairs(flags(all)) do cmd = cmd .. " " .. quote(a) end
   cmd = cmd .. " " .. quote(script)
   local pipe = assert(io.popen("sh -c " .. quote(cmd .. " >" .. log .. " 2>&1 </dev/null & echo $!"), "r"))
   local pid = tonumber(pipe:read("l"))
   pipe:close()
-  local self = setmetatable({ pid = pid, log = log, script = script }, App)
+  local self = setmetatable({ pid = pid, log = log, script = script, tls = opts.tls }, App)
   local deadline = socket.gettime() + 10
+  local seen = 0
   while socket.gettime() < deadline do
-    local port = slurp(log):match("listening on [^\n]* %(port (%d+)%)")
-    if port then self.port = tonumber(port); return self end
+    -- The server writes its listeners' lines one after another: the list is
+    -- whole once a look 50 ms later finds no more.
+    local list, metrics = listeners_of(slurp(self.log))
+    if #list > 0 and #list == seen then
+      self.listeners, self.port, self.metrics_port = list, list[1].port, metrics
+      return self
+    end
+    seen = #list
     if not self:alive() then break end
-    socket.sleep(0.02)
+    socket.sleep(#list > 0 and 0.05 or 0.02)
   end
   local text = slurp(log)
   self:stop()
@@ -137,15 +188,52 @@ local function read_response(app, s)
   return status, headers, body
 end
 
---- app:request(method, path, body, { headers = {} }) -> status, headers, body
-function App:request(method, path, body, opts)
-  check_opts(opts, "app:request", { "headers", "timeout" })
+-- A connection to the listener opts.listener names (the first by default),
+-- through TLS when it is an https one, and the Host header it answers to.
+function App:connect(opts, level)
+  local l = self.listeners[opts.listener or 1]
+  if not l then self:fail("no listener " .. tostring(opts.listener) .. " (the app has " .. #self.listeners .. ")", level) end
   local s = socket.tcp()
-  s:settimeout(opts and opts.timeout or 10)
-  local ok, err = s:connect("127.0.0.1", self.port)
-  if not ok then self:fail("connect: " .. tostring(err)) end
-  local lines = { method .. " " .. path .. " HTTP/1.1", "Host: 127.0.0.1:" .. self.port, "Connection: close" }
-  for k, v in pairs(opts and opts.headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+  s:settimeout(opts.timeout or 10)
+  local ok, err = s:connect(l.host, l.port)
+  if not ok then self:fail("connect to " .. l.url .. ": " .. tostring(err), level) end
+  if not l.tls then return s, l.hostport end
+  local tls = opts.tls or self.tls or {}
+  local has_ssl, ssl = pcall(require, "ssl")
+  if not has_ssl then
+    self:fail("a TLS listener needs luasec (Debian: apt install lua-sec; LuaRocks: luarocks "
+      .. "--lua-version 5.4 install luasec)", level)
+  end
+  local verify = tls.verify
+  if verify == nil then verify = tls.ca ~= nil end
+  local c, werr = ssl.wrap(s, { mode = "client", protocol = "any", options = "all",
+    verify = verify and "peer" or "none", cafile = tls.ca, certificate = tls.cert, key = tls.key })
+  if not c then self:fail("TLS options: " .. tostring(werr), level) end
+  if tls.server_name then c:sni(tls.server_name) end
+  ok, err = c:dohandshake()
+  if not ok then self:fail("TLS handshake with " .. l.url .. ": " .. tostring(err), level) end
+  return c, tls.server_name and (tls.server_name .. ":" .. l.port) or l.hostport
+end
+
+-- The request head's lines: the request line, Host unless headers give one, the headers.
+local function head(first, host, headers, extra)
+  local lines, has_host = { first }, false
+  for k in pairs(headers or {}) do has_host = has_host or k:lower() == "host" end
+  if not has_host then lines[2] = "Host: " .. host end
+  for _, l in ipairs(extra) do lines[#lines + 1] = l end
+  for k, v in pairs(headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+  return lines
+end
+
+local REQUEST_OPTS = { "headers", "timeout", "listener", "tls" }
+
+--- app:request(method, path, body, { headers =, timeout =, listener =, tls = }) -> status, headers, body
+function App:request(method, path, body, opts)
+  opts = opts or {}
+  check_opts(opts, "app:request", REQUEST_OPTS)
+  check_opts(opts.tls, "app:request's tls", TLS_OPTS)
+  local s, host = self:connect(opts, 4)
+  local lines = head(method .. " " .. path .. " HTTP/1.1", host, opts.headers, { "Connection: close" })
   if body then lines[#lines + 1] = "Content-Length: " .. #body end
   assert(s:send(table.concat(lines, "\r\n") .. "\r\n\r\n" .. (body or "")))
   local status, headers, rbody = read_response(self, s)
@@ -188,22 +276,19 @@ local function ws_frame(op, payload)
   return hdr .. string.char(table.unpack(key)) .. table.concat(out)
 end
 
---- app:websocket(path, { headers =, protocols = { ... } }) -> ws, headers; or
+--- app:websocket(path, { headers =, protocols = { ... }, listener =, tls = }) -> ws, headers; or
 --- nil, status, headers, body when the server did not switch (101).
 --- ws:send(data [, "binary"]), ws:receive() -> data, "text" | "binary" or
 --- nil, "closed", code, reason (pings are answered inside), ws:close([code, reason]).
 function App:websocket(path, opts)
   opts = opts or {}
-  check_opts(opts, "app:websocket", { "headers", "protocols", "timeout" })
-  local s = socket.tcp()
-  s:settimeout(opts.timeout or 10)
-  local ok, err = s:connect("127.0.0.1", self.port)
-  if not ok then self:fail("connect: " .. tostring(err)) end
-  local lines = { "GET " .. path .. " HTTP/1.1", "Host: 127.0.0.1:" .. self.port,
-                  "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+  check_opts(opts, "app:websocket", { "headers", "protocols", "timeout", "listener", "tls" })
+  check_opts(opts.tls, "app:websocket's tls", TLS_OPTS)
+  local s, host = self:connect(opts, 4)
+  local extra = { "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
                   "Sec-WebSocket-Key: " .. ws_key() }
-  if opts.protocols then lines[#lines + 1] = "Sec-WebSocket-Protocol: " .. table.concat(opts.protocols, ", ") end
-  for k, v in pairs(opts.headers or {}) do lines[#lines + 1] = k .. ": " .. v end
+  if opts.protocols then extra[#extra + 1] = "Sec-WebSocket-Protocol: " .. table.concat(opts.protocols, ", ") end
+  local lines = head("GET " .. path .. " HTTP/1.1", host, opts.headers, extra)
   assert(s:send(table.concat(lines, "\r\n") .. "\r\n\r\n"))
   local status, headers, body = read_response(self, s)
   if status ~= 101 then

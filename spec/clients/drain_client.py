@@ -1,17 +1,19 @@
-"""Many WebSockets and SSE streams through a reload, for spec/drain_spec.lua.
+"""Many WebSockets and SSE streams through a reload or a stop, for
+spec/drain_spec.lua and spec/drain_stop_spec.lua.
 
-usage: drain_client.py PORT PID NWS NSSE
+usage: drain_client.py PORT PID NWS NSSE [hup|term]
 
 Opens NWS WebSockets on /ws and NSSE event streams on /sse (each first says
 its code's VERSION, "v1"), sends SIGHUP to PID (the spec has written v2 of
 the app already), and then watches every connection: what the old code
 still says (each WebSocket echoes a message and hears its on_drain; each
 stream's events say http.draining()), what a new connection gets, and when
-each one is closed, in seconds after the SIGHUP. Prints one JSON object.
+each one is closed, in seconds after the SIGHUP. With "term", SIGTERM
+instead: the same code drains, and a new connection is refused (the
+listeners closed). Prints one JSON object.
 Plain sockets and asyncio: luasocket's select stops at 1,024 descriptors.
 """
 import asyncio
-import base64
 import json
 import re
 import os
@@ -19,41 +21,16 @@ import signal
 import struct
 import sys
 
+from ws_frames import frame, read_frame
+from ws_frames import open_ws as open_ws_on
+
 PORT, PID, NWS, NSSE = (int(a) for a in sys.argv[1:5])
+STOP = sys.argv[5:6] == ["term"]
 OPEN_AT_ONCE = 50
 
 
-def frame(payload, opcode=1):
-    data = payload.encode()
-    mask = os.urandom(4)
-    head = bytes([0x80 | opcode])
-    if len(data) < 126:
-        head += bytes([0x80 | len(data)])
-    else:
-        head += bytes([0x80 | 126]) + struct.pack("!H", len(data))
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data))
-
-
-async def read_frame(reader):
-    b0, b1 = await reader.readexactly(2)
-    n = b1 & 0x7F
-    if n == 126:
-        n = struct.unpack("!H", await reader.readexactly(2))[0]
-    elif n == 127:
-        n = struct.unpack("!Q", await reader.readexactly(8))[0]
-    return b0 & 0x0F, await reader.readexactly(n)
-
-
-async def open_ws():
-    reader, writer = await asyncio.open_connection("127.0.0.1", PORT, limit=1 << 20)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        ("GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-         "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n" % key).encode())
-    head = await reader.readuntil(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 101"), head
-    _, first = await read_frame(reader)
-    return reader, writer, first.decode()
+def open_ws():
+    return open_ws_on(PORT)
 
 
 async def open_sse():
@@ -169,6 +146,23 @@ async def main():
     tasks = [asyncio.create_task(watch_ws(w, r, wr, i, reloaded)) for i, (r, wr, _) in enumerate(wss)]
     tasks += [asyncio.create_task(watch_sse(w, r, wr, i)) for i, (r, wr, _) in enumerate(sses)]
     w.t0 = asyncio.get_running_loop().time()
+    if STOP:
+        os.kill(PID, signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        try:
+            await get(b"/version")
+            refused = False
+        except ConnectionRefusedError:
+            refused = True
+        reloaded.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        print(json.dumps({
+            "opened_ws": len(wss), "opened_sse": len(sses), "first_versions": firsts,
+            "refused": refused, "echo_old": w.echo_old, "drain_msgs": w.drain_msgs,
+            "sse_draining": w.sse_draining, "close_codes": {str(k): v for k, v in w.close_codes.items()},
+            "closes": sorted(w.closes), "errors": w.errors[:5],
+        }))
+        return
     os.kill(PID, signal.SIGHUP)
     new_version, waited = None, 0
     while new_version != "v2" and waited < 100:

@@ -67,8 +67,10 @@ static void on_record(void *ud, uint32_t id, uint64_t seq, const char *data, siz
                 continue;
             }
             m->refs = 1; /* ours until the loop ends */
+            m->gap = !data;
             m->len = len;
-            memcpy(m->data, data, len);
+            if (data)
+                memcpy(m->data, data, len);
         }
         push(s, m);
     }

@@ -28,6 +28,7 @@
 /* One message as this process holds it: shared by the queues it is in. */
 struct mh_chan_msg {
     unsigned refs;
+    bool gap; /* a gap notice (no data): messages before it may have been lost */
     size_t len;
     char data[];
 };
@@ -70,9 +71,9 @@ const char *mh_chan_endpoint_init(struct mh_chan_endpoint *ep, struct ev_loop *l
  */
 void mh_chan_endpoint_close(struct mh_chan_endpoint *ep);
 
-/* The channel's id (see mh_shm_chan_lookup). */
+/* The channel's id (see mh_shm_chan_lookup; an id may go stale: mh_shm_chan_err_stale). */
 const char *mh_chan_lookup(struct mh_chan_endpoint *ep, const char *name, size_t len, uint32_t *id);
-/* Publishes to channel id; never waits. */
+/* Publishes to channel id (msg NULL: a gap notice); never waits. */
 const char *mh_chan_publish(struct mh_chan_endpoint *ep, uint32_t id, const void *msg, size_t len);
 
 /*

@@ -15,30 +15,44 @@ const char mh_shm_chan_err_too_large[] = "too large";
 const char mh_shm_chan_err_too_many[] = "too many channels";
 const char mh_shm_chan_err_lock[] = "lock lost";
 const char mh_shm_chan_err_no_slot[] = "no slot";
+const char mh_shm_chan_err_stale[] = "stale";
 
 #define ZONE_MAGIC 0x6d686368616e6e6cULL /* "mhchannl" */
 
-/* A record in the ring: this header, then len bytes, padded to 8. id 0: padding to the end. */
+/*
+ * A record in the ring: this header, then len bytes, padded to 8. id 0:
+ * padding to the end. GAP in len: a gap notice (no bytes).
+ */
 struct record {
     uint32_t len;
     uint32_t id;
     uint64_t seq;
 };
 #define HDR ((uint64_t)sizeof(struct record))
+#define GAP 0x80000000u
 
 struct slot {
     pid_t pid;           /* 0: free */
     atomic_uint pending; /* its eventfd was written and not read yet */
 };
 
+/*
+ * An entry: len 0 is unused, and ends a probe chain unless it is `retired`
+ * (a name was there: the chain goes on past it). An id is the entry's
+ * index + 1 in its low 16 bits and its generation, counted up each time the
+ * entry takes a name, in the high 16.
+ */
 struct chan {
-    uint32_t len; /* 0: unused entry */
+    uint32_t len;
     char name[MH_SHM_CHAN_NAME_MAX];
+    uint16_t gen;
+    bool retired;
     uint64_t seq;       /* of its last record */
     uint64_t listeners; /* bit i: slot i has a subscriber */
 };
 _Static_assert(MH_SHM_CHAN_SLOTS <= 64, "a channel's listeners fit one word");
 _Static_assert((MH_SHM_CHAN_MAX & (MH_SHM_CHAN_MAX - 1)) == 0, "the table is a power of two");
+_Static_assert(MH_SHM_CHAN_MAX < 0xffff, "an entry's index + 1 fits an id's low 16 bits");
 
 /*
  * head and tail are byte offsets that only grow (the ring position is
@@ -52,7 +66,9 @@ struct zone {
     uint64_t head;
     _Atomic uint64_t tail;
     uint64_t recoveries;
-    uint32_t nchans;
+    uint64_t listen_version;   /* see mh_shm_chan_listen_version */
+    _Atomic uint64_t relays;   /* see mh_shm_chan_relay_started */
+    uint32_t nchans;           /* entries holding a name */
     struct slot slots[MH_SHM_CHAN_SLOTS];
     struct chan chans[MH_SHM_CHAN_MAX];
 };
@@ -147,13 +163,34 @@ static void drain_fd(int fd)
     (void)r;
 }
 
+/* Under the lock: the entry gives its name up (ids of it become stale). */
+static void retire(struct zone *z, struct chan *ch)
+{
+    ch->len = 0;
+    ch->retired = true;
+    if (--z->nchans == 0) /* no name left: no chain to keep, so misses stop at once again */
+        for (uint32_t k = 0; k < MH_SHM_CHAN_MAX; k++)
+            z->chans[k].retired = false;
+}
+
+/* Under the lock: clears the listening bits `bits` of ch; the name goes when none is left. */
+static void unlisten(struct zone *z, struct chan *ch, uint64_t bits)
+{
+    if (!ch->len || !(ch->listeners & bits))
+        return;
+    ch->listeners &= ~bits;
+    if (!ch->listeners) {
+        z->listen_version++;
+        retire(z, ch);
+    }
+}
+
 /* Under the lock: slot i no longer listens anywhere and has nothing pending. */
 static void clear_slot(struct mh_shm_chan *c, int i)
 {
     struct zone *z = c->z;
-    uint64_t bit = ~((uint64_t)1 << i);
     for (uint32_t k = 0; k < MH_SHM_CHAN_MAX; k++)
-        z->chans[k].listeners &= bit;
+        unlisten(z, &z->chans[k], (uint64_t)1 << i);
     atomic_store(&z->slots[i].pending, 0);
     drain_fd(c->fds[i]);
 }
@@ -209,6 +246,38 @@ static uint32_t hash_name(const char *k, size_t n)
     return h ^ (h >> 15);
 }
 
+static uint32_t id_of(const struct zone *z, const struct chan *ch)
+{
+    return (uint32_t)ch->gen << 16 | (uint32_t)(ch - z->chans + 1);
+}
+
+/* Under the lock: the entry of name, or NULL; *slot gets the first entry a new name may take. */
+static struct chan *find(struct zone *z, const char *name, size_t len, struct chan **slot)
+{
+    uint32_t mask = MH_SHM_CHAN_MAX - 1, i = hash_name(name, len) & mask;
+    *slot = NULL;
+    for (uint32_t probes = 0; probes < MH_SHM_CHAN_MAX; probes++, i = (i + 1) & mask) {
+        struct chan *ch = &z->chans[i];
+        if (ch->len == 0) {
+            if (!*slot)
+                *slot = ch;
+            if (!ch->retired)
+                return NULL; /* the chain ends */
+        } else if (ch->len == len && !memcmp(ch->name, name, len)) {
+            return ch;
+        }
+    }
+    return NULL;
+}
+
+/* Under the lock: retires every name nobody listens to (only publishers used them). */
+static void sweep(struct zone *z)
+{
+    for (uint32_t k = 0; k < MH_SHM_CHAN_MAX; k++)
+        if (z->chans[k].len && !z->chans[k].listeners)
+            retire(z, &z->chans[k]);
+}
+
 const char *mh_shm_chan_lookup(struct mh_shm_chan *c, const char *name, size_t len, uint32_t *id,
                                uint64_t *seq)
 {
@@ -218,33 +287,46 @@ const char *mh_shm_chan_lookup(struct mh_shm_chan *c, const char *name, size_t l
     const char *err = lock(z);
     if (err)
         return err;
-    uint32_t mask = MH_SHM_CHAN_MAX - 1, i = hash_name(name, len) & mask;
-    for (uint32_t probes = 0; probes < MH_SHM_CHAN_MAX; probes++, i = (i + 1) & mask) {
-        struct chan *ch = &z->chans[i];
-        if (ch->len == 0) {
-            if (z->nchans >= MH_SHM_CHAN_MAX / 2) /* keep probe chains short */
-                break;
-            memcpy(ch->name, name, len);
-            ch->seq = 0;
-            ch->listeners = 0;
-            ch->len = (uint32_t)len; /* last: a dying creator leaves no half entry */
-            z->nchans++;
-        } else if (ch->len != len || memcmp(ch->name, name, len)) {
-            continue;
-        }
-        *id = i + 1;
+    struct chan *slot, *ch = find(z, name, len, &slot);
+    if (!ch && z->nchans >= MH_SHM_CHAN_MAX / 2) { /* keep probe chains short */
+        sweep(z);
+        find(z, name, len, &slot);
+    }
+    if (!ch && slot && z->nchans < MH_SHM_CHAN_MAX / 2) {
+        ch = slot;
+        memcpy(ch->name, name, len);
+        ch->seq = 0;
+        ch->listeners = 0;
+        ch->gen++;
+        ch->len = (uint32_t)len; /* last: a dying creator leaves no half entry */
+        z->nchans++;
+    }
+    if (ch) {
+        *id = id_of(z, ch);
         if (seq)
             *seq = ch->seq;
-        unlock(z);
-        return NULL;
     }
     unlock(z);
-    return mh_shm_chan_err_too_many;
+    return ch ? NULL : mh_shm_chan_err_too_many;
 }
 
+uint32_t mh_shm_chan_find(struct mh_shm_chan *c, const char *name, size_t len)
+{
+    struct zone *z = c->z;
+    if (len == 0 || len > MH_SHM_CHAN_NAME_MAX || lock(z))
+        return 0;
+    struct chan *slot, *ch = find(z, name, len, &slot);
+    uint32_t id = ch ? id_of(z, ch) : 0;
+    unlock(z);
+    return id;
+}
+
+/* Under the lock: the entry id names, or NULL when its name was retired. */
 static struct chan *chan_of(struct zone *z, uint32_t id)
 {
-    return id >= 1 && id <= MH_SHM_CHAN_MAX && z->chans[id - 1].len ? &z->chans[id - 1] : NULL;
+    uint32_t i = id & 0xffff;
+    struct chan *ch = i >= 1 && i <= MH_SHM_CHAN_MAX ? &z->chans[i - 1] : NULL;
+    return ch && ch->len && ch->gen == id >> 16 ? ch : NULL;
 }
 
 const char *mh_shm_chan_listen(struct mh_shm_chan *c, int slot, uint32_t id, bool on, uint64_t *seq)
@@ -256,14 +338,18 @@ const char *mh_shm_chan_listen(struct mh_shm_chan *c, int slot, uint32_t id, boo
     if (err)
         return err;
     struct chan *ch = chan_of(z, id);
-    if (ch) {
-        uint64_t bit = (uint64_t)1 << slot;
-        ch->listeners = on ? ch->listeners | bit : ch->listeners & ~bit;
-        if (seq)
-            *seq = ch->seq;
+    uint64_t bit = (uint64_t)1 << slot;
+    if (ch && seq)
+        *seq = ch->seq;
+    if (ch && on) {
+        if (!ch->listeners)
+            z->listen_version++;
+        ch->listeners |= bit;
+    } else if (ch) {
+        unlisten(z, ch, bit);
     }
     unlock(z);
-    return NULL;
+    return ch || !on ? NULL : mh_shm_chan_err_stale;
 }
 
 /* Bytes the thing at ring offset pos takes: a record, or the padding to the ring's end. */
@@ -273,7 +359,7 @@ static uint64_t size_at(const struct mh_shm_chan *c, uint64_t pos)
     if (rem < HDR)
         return rem;
     const struct record *r = (const struct record *)(c->ring + off);
-    return r->id == 0 ? rem : HDR + align8(r->len);
+    return r->id == 0 ? rem : HDR + align8(r->len & ~GAP);
 }
 
 /*
@@ -289,13 +375,15 @@ const char *mh_shm_chan_publish(struct mh_shm_chan *c, uint32_t id, const void *
         *woken = 0;
     if (len > MH_SHM_CHAN_MSG_MAX)
         return mh_shm_chan_err_too_large;
+    if (!msg)
+        len = 0;
     const char *err = lock(z);
     if (err)
         return err;
     struct chan *ch = chan_of(z, id);
     if (!ch) {
         unlock(z);
-        return mh_shm_chan_err_too_many; /* an id lookup never gave */
+        return mh_shm_chan_err_stale;
     }
     uint64_t cap = z->cap, tail = atomic_load_explicit(&z->tail, memory_order_relaxed);
     uint64_t need = HDR + align8(len), rem = cap - tail % cap;
@@ -305,10 +393,11 @@ const char *mh_shm_chan_publish(struct mh_shm_chan *c, uint32_t id, const void *
     if (pad >= HDR)
         memset(c->ring + tail % cap, 0, HDR); /* id 0: the rest of the ring is padding */
     struct record *r = (struct record *)(c->ring + (tail + pad) % cap);
-    r->len = (uint32_t)len;
+    r->len = msg ? (uint32_t)len : GAP;
     r->id = id;
     r->seq = ch->seq + 1;
-    memcpy(r + 1, msg, len);
+    if (msg)
+        memcpy(r + 1, msg, len);
     if (c->hook)
         c->hook(msg, len);
     ch->seq = r->seq;
@@ -368,7 +457,7 @@ const char *mh_shm_chan_read(struct mh_shm_chan *c, int slot, struct mh_shm_chan
         uint64_t n = size_at(c, cur->pos), off = cur->pos % z->cap;
         const struct record *r = (const struct record *)(c->ring + off);
         if (z->cap - off >= HDR && r->id != 0)
-            fn(ud, r->id, r->seq, (const char *)(r + 1), r->len);
+            fn(ud, r->id, r->seq, r->len & GAP ? NULL : (const char *)(r + 1), r->len & ~GAP);
         cur->pos += n;
     }
     unlock(z);
@@ -389,6 +478,34 @@ void mh_shm_chan_usage(struct mh_shm_chan *c, size_t *bytes, size_t *records)
             (*records)++;
     }
     unlock(z);
+}
+
+uint64_t mh_shm_chan_listen_version(struct mh_shm_chan *c)
+{
+    if (lock(c->z))
+        return 0;
+    uint64_t v = c->z->listen_version;
+    unlock(c->z);
+    return v;
+}
+
+const char *mh_shm_chan_listened(struct mh_shm_chan *c,
+                                 void (*fn)(void *ud, const char *name, size_t len), void *ud)
+{
+    struct zone *z = c->z;
+    const char *err = lock(z);
+    if (err)
+        return err;
+    for (uint32_t k = 0; k < MH_SHM_CHAN_MAX; k++)
+        if (z->chans[k].len && z->chans[k].listeners)
+            fn(ud, z->chans[k].name, z->chans[k].len);
+    unlock(z);
+    return NULL;
+}
+
+uint64_t mh_shm_chan_relay_started(struct mh_shm_chan *c)
+{
+    return atomic_fetch_add(&c->z->relays, 1);
 }
 
 uint64_t mh_shm_chan_recoveries(struct mh_shm_chan *c)

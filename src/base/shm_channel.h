@@ -28,6 +28,16 @@
  * which its subscribers see as one missed message. The master clears a dead
  * worker's slot (mh_shm_chan_forget), so nobody keeps waking it.
  *
+ * Names: a table of MH_SHM_CHAN_MAX entries, kept at most half full so
+ * probe chains stay short. A name holds its entry while some slot listens
+ * to it; one nobody listens to any more is retired (its entry may serve
+ * another name), and the names only publishers use are retired when the
+ * table needs their room. So the bound is on names listened to at once,
+ * not on names ever used (a room per channel, thousands of rooms). An id
+ * carries its entry's generation: a publisher or subscriber holding the id
+ * of a retired name gets mh_shm_chan_err_stale and looks the name up again,
+ * and a record left in the ring under an old id reaches nobody.
+ *
  * Errors are the static strings below, compared by identity.
  */
 #include <stdbool.h>
@@ -36,7 +46,7 @@
 #include <sys/types.h>
 
 #define MH_SHM_CHAN_SLOTS    64 /* workers, with the old ones of a reload still finishing */
-#define MH_SHM_CHAN_MAX      1024
+#define MH_SHM_CHAN_MAX      8192 /* entries: names listened to at once, up to half of it */
 #define MH_SHM_CHAN_NAME_MAX 64
 #define MH_SHM_CHAN_MSG_MAX  (64 * 1024)
 #define MH_SHM_CHAN_MIN_RING (4 * (MH_SHM_CHAN_MSG_MAX + 16))
@@ -45,6 +55,7 @@ extern const char mh_shm_chan_err_too_large[]; /* "too large": a message over MS
 extern const char mh_shm_chan_err_too_many[];  /* "too many channels" */
 extern const char mh_shm_chan_err_lock[];      /* "lock lost" */
 extern const char mh_shm_chan_err_no_slot[];   /* "no slot": all slots taken */
+extern const char mh_shm_chan_err_stale[];     /* "stale": the id's name was retired */
 
 struct mh_shm_chan;
 
@@ -68,10 +79,14 @@ int mh_shm_chan_fd(const struct mh_shm_chan *c, int slot);
 /*
  * The id of the channel called name (1..MH_SHM_CHAN_NAME_MAX bytes),
  * creating it; *seq gets its last sequence number (0 before the first
- * publish). Channels are never removed: at most MH_SHM_CHAN_MAX names.
+ * publish). mh_shm_chan_err_too_many when MH_SHM_CHAN_MAX / 2 names are
+ * listened to.
  */
 const char *mh_shm_chan_lookup(struct mh_shm_chan *c, const char *name, size_t len, uint32_t *id,
                                uint64_t *seq);
+
+/* The id of name if it has an entry now (no entry made), else 0. */
+uint32_t mh_shm_chan_find(struct mh_shm_chan *c, const char *name, size_t len);
 
 /*
  * Marks (on) or clears the slot as listening to channel id: publishes to id
@@ -84,7 +99,10 @@ const char *mh_shm_chan_listen(struct mh_shm_chan *c, int slot, uint32_t id, boo
 /*
  * Appends msg to channel id and wakes the slots listening to it. *woken
  * (may be NULL) gets how many eventfds were written. Never waits for a
- * reader: the oldest records are evicted to make room.
+ * reader: the oldest records are evicted to make room. msg NULL (len 0) is
+ * a gap notice: its readers get it as a record with msg NULL (messages of
+ * the channel may have been lost before it, e.g. while a relay from
+ * elsewhere was cut off).
  */
 const char *mh_shm_chan_publish(struct mh_shm_chan *c, uint32_t id, const void *msg, size_t len,
                                 unsigned *woken);
@@ -107,6 +125,18 @@ const char *mh_shm_chan_cursor_init(struct mh_shm_chan *c, struct mh_shm_chan_cu
 typedef void (*mh_shm_chan_fn)(void *ud, uint32_t id, uint64_t seq, const char *msg, size_t len);
 const char *mh_shm_chan_read(struct mh_shm_chan *c, int slot, struct mh_shm_chan_cursor *cur,
                              mh_shm_chan_fn fn, void *ud, bool *lapped);
+
+/*
+ * How the set of listened names changed: a number that grows each time a
+ * name gains its first listening slot or loses its last one.
+ */
+uint64_t mh_shm_chan_listen_version(struct mh_shm_chan *c);
+/* Calls fn for each name some slot listens to, under the lock (fn must not call into the zone). */
+const char *mh_shm_chan_listened(struct mh_shm_chan *c, void (*fn)(void *ud, const char *name,
+                                                                   size_t len),
+                                 void *ud);
+/* Counts one more start of a relay into this zone (lua/moonhttp/cluster.lua); returns the ones before. */
+uint64_t mh_shm_chan_relay_started(struct mh_shm_chan *c);
 
 /* For tests: bytes of ring the records from head to tail use, and the record count. */
 void mh_shm_chan_usage(struct mh_shm_chan *c, size_t *bytes, size_t *records);

@@ -4,9 +4,6 @@
 #include "client_tls.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,7 +17,6 @@
 static const llhttp_settings_t *parser_settings(void);
 static void conn_fail(struct mh_client_conn *c, const char *err);
 static void resend(struct mh_client_conn *c, struct mh_client_req *r);
-static void conn_connect_next(struct mh_client_conn *c);
 static void conn_write(struct mh_client_conn *c);
 static void conn_dial(struct mh_client_conn *c);
 
@@ -395,122 +391,39 @@ static void start_exchange(struct mh_client_conn *c)
     conn_write(c);
 }
 
-static void on_handshake(struct mh_client_conn *c)
+/* The dialer's error as the client names it (client_err.h); DNS's and TLS's as they are. */
+static const char *dial_err(const struct mh_dial *d, const char *err)
 {
-    const char *err = NULL;
-    int rc = mh_client_tls_handshake(c->tls, &err);
-    if (rc == MH_TLS_WANT_READ || rc == MH_TLS_WANT_WRITE) {
-        mh_client_conn_set_io(c, rc == MH_TLS_WANT_READ ? EV_READ : EV_WRITE);
-        return;
+    if (err == mh_dial_err_timeout) {
+        if (d->phase == MH_DIAL_RESOLVING)
+            return mh_client_err_timeout_dns;
+        return d->phase == MH_DIAL_HANDSHAKE ? mh_client_err_timeout_tls
+                                             : mh_client_err_connect_timeout;
     }
-    if (rc != 0) {
-        conn_fail(c, err);
-        return;
-    }
-    if (mh_client_tls_resumed(c->tls))
-        c->pool->stats.tls_resumed++;
-    mh_client_tls_save_session(c->tls, &c->host->tls_session);
-    mh_client_tls_transport(c->tls, &c->tp, c->fd); /* the transport owns the session now */
-    c->tls = NULL;
-    start_exchange(c);
+    if (err == mh_dial_err_socket)
+        return mh_client_err_socket;
+    if (err == mh_dial_err_connect)
+        return d->sys_errno == ECONNREFUSED ? mh_client_err_refused
+               : d->sys_errno == ETIMEDOUT  ? mh_client_err_connect_timeout
+                                            : mh_client_err_connect_failed;
+    if (err == mh_dial_err_nomem)
+        return mh_client_err_nomem;
+    return err;
 }
 
-static void start_tls(struct mh_client_conn *c)
-{
-    struct mh_client_pool *p = c->pool;
-    const char *err = NULL;
-    if (!p->tls_cfg && !p->tls_cfg_err)
-        p->tls_cfg = mh_client_tls_cfg_new(
-            &(struct mh_client_tls_opts){.ca = p->s.tls_ca, .verify = p->s.tls_verify,
-                                         .cert = p->s.tls_cert, .key = p->s.tls_key,
-                                         .tls13_only = p->s.tls13_only},
-            &p->tls_cfg_err);
-    if (!p->tls_cfg) {
-        conn_fail(c, p->tls_cfg_err);
-        return;
-    }
-    c->tls = mh_client_tls_new(p->tls_cfg, c->fd, c->req->host,
-                               p->s.tls_resume ? c->host->tls_session : NULL, &err);
-    if (!c->tls) {
-        conn_fail(c, err);
-        return;
-    }
-    c->state = MH_CC_HANDSHAKE;
-    arm_phase_timer(c, p->s.tls_timeout);
-    on_handshake(c);
-}
-
-static void on_connected(struct mh_client_conn *c)
-{
-    int soerr = 0;
-    socklen_t sl = sizeof soerr;
-    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-    if (soerr != 0) {
-        if (c->addr_i + 1 < c->addrs.n) {
-            close(c->fd);
-            c->fd = -1;
-            c->io_events = 0;
-            c->addr_i++;
-            conn_connect_next(c);
-            return;
-        }
-        conn_fail(c, soerr == ECONNREFUSED ? mh_client_err_refused
-                     : soerr == ETIMEDOUT  ? mh_client_err_connect_timeout
-                                           : mh_client_err_connect_failed);
-        return;
-    }
-    mh_client_conn_set_io(c, 0);
-    if (c->req->tls) {
-        start_tls(c);
-    } else {
-        mh_transport_plain_init(&c->tp, c->fd);
-        start_exchange(c);
-    }
-}
-
-static void conn_connect_next(struct mh_client_conn *c)
-{
-    const struct sockaddr_storage *sa = &c->addrs.a[c->addr_i];
-    c->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    c->io_fd_set = false; /* a new socket, perhaps under an old number: libev must re-add it */
-    if (c->fd < 0) {
-        conn_fail(c, mh_client_err_socket);
-        return;
-    }
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c->state = MH_CC_CONNECTING;
-    double ct = c->req->connect_timeout > 0 ? c->req->connect_timeout : c->pool->s.connect_timeout;
-    arm_phase_timer(c, ct);
-    if (connect(c->fd, (const struct sockaddr *)sa, c->addrs.len[c->addr_i]) == 0) {
-        on_connected(c);
-        return;
-    }
-    if (errno == EINPROGRESS) {
-        mh_client_conn_set_io(c, EV_WRITE);
-        return;
-    }
-    if (c->addr_i + 1 < c->addrs.n) {
-        close(c->fd);
-        c->fd = -1;
-        c->addr_i++;
-        conn_connect_next(c);
-        return;
-    }
-    conn_fail(c, errno == ECONNREFUSED ? mh_client_err_refused : mh_client_err_connect_failed);
-}
-
-static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
+static void on_dialed(struct mh_dial *d, const char *err)
 {
     struct mh_client_conn *c =
-        (struct mh_client_conn *)((char *)q - offsetof(struct mh_client_conn, dns));
+        (struct mh_client_conn *)((char *)d - offsetof(struct mh_client_conn, dial));
     if (err) {
-        conn_fail(c, err);
+        conn_fail(c, dial_err(d, err));
         return;
     }
-    c->addrs = *a;
-    c->addr_i = 0;
-    conn_connect_next(c);
+    if (d->resumed)
+        c->pool->stats.tls_resumed++;
+    c->fd = mh_dial_take(d, &c->tp);
+    c->io_fd_set = false; /* a new socket, perhaps under an old number: libev must add it */
+    start_exchange(c);
 }
 
 /* ---- writing ------------------------------------------------------------- */
@@ -618,12 +531,6 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
     struct mh_client_conn *c = w->data;
     (void)loop;
     switch (c->state) {
-    case MH_CC_CONNECTING:
-        on_connected(c);
-        break;
-    case MH_CC_HANDSHAKE:
-        on_handshake(c);
-        break;
     case MH_CC_WRITING:
         if ((revents & EV_READ) && early_input(c))
             break;
@@ -665,16 +572,6 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
     case MH_CC_WAIT_DRAIN:
         c->host->drain_waiter = NULL;
         conn_dial(c);
-        break;
-    case MH_CC_RESOLVING:
-        mh_dns_cancel(&c->dns);
-        conn_fail(c, mh_client_err_timeout_dns);
-        break;
-    case MH_CC_CONNECTING:
-        conn_fail(c, mh_client_err_connect_timeout);
-        break;
-    case MH_CC_HANDSHAKE:
-        conn_fail(c, mh_client_err_timeout_tls);
         break;
     case MH_CC_WRITING:
         c->reused = false; /* a slow server is not a stale connection: no retry */
@@ -764,18 +661,18 @@ static void conn_dial(struct mh_client_conn *c)
     struct mh_client_pool *p = c->pool;
     struct mh_client_req *r = c->req;
     p->stats.dials++;
-    c->state = MH_CC_RESOLVING;
-    c->dns.cb = on_resolved;
-    const char *err = NULL;
-    int rc = mh_dns_resolve(p->dns, r->host, r->port, &c->dns, &c->addrs, &err);
-    if (rc < 0) {
-        conn_fail(c, err);
-    } else if (rc == 0) {
-        arm_phase_timer(c, 0);
-    } else {
-        c->addr_i = 0;
-        conn_connect_next(c);
-    }
+    c->state = MH_CC_DIALING;
+    struct mh_dial_tls tls = {.ca = p->s.tls_ca,
+                              .cert = p->s.tls_cert,
+                              .key = p->s.tls_key,
+                              .verify = p->s.tls_verify,
+                              .tls13_only = p->s.tls13_only,
+                              .resume = p->s.tls_resume};
+    struct mh_dial_key key = {.host = r->host, .port = r->port, .tls = r->tls ? &tls : NULL};
+    c->dial.connect_timeout = r->connect_timeout > 0 ? r->connect_timeout : p->s.connect_timeout;
+    c->dial.tls_timeout = p->s.tls_timeout;
+    c->dial.deadline = r->_deadline;
+    mh_dial_start(&c->dial, p->dialer, &key, on_dialed);
 }
 
 const char *mh_client_head(const struct mh_client_req *r, size_t *len)
@@ -870,8 +767,7 @@ void mh_client_conn_close(struct mh_client_conn *c)
     struct mh_client_pool *p = c->pool;
     if (c->state == MH_CC_CLOSED)
         return;
-    if (c->state == MH_CC_RESOLVING)
-        mh_dns_cancel(&c->dns);
+    mh_dial_cancel(&c->dial);
     if (c->state == MH_CC_WAIT_DRAIN && c->host->drain_waiter == c)
         c->host->drain_waiter = NULL;
     if (c->state == MH_CC_DRAINING)
@@ -881,10 +777,6 @@ void mh_client_conn_close(struct mh_client_conn *c)
     ev_io_stop(p->loop, &c->io);
     c->io_events = 0;
     ev_timer_stop(p->loop, &c->timer);
-    if (c->tls) { /* still in the handshake */
-        mh_client_tls_free(c->tls);
-        c->tls = NULL;
-    }
     if (c->tp.ops) { /* closes the socket (and frees a TLS session) */
         mh_transport_close(&c->tp);
         c->tp.ops = NULL;

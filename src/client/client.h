@@ -3,9 +3,9 @@
 /*
  * Outbound HTTP/1.1: one exchange (struct mh_client_req) runs on one pooled
  * connection (struct mh_client_conn) of a pool (struct mh_client_pool).
- * client.c drives a connection through resolve → connect → TLS handshake →
- * write → head → body; client_pool.c owns idle connections, reuse and the
- * background drain of unread bodies. The pool sits below the exchange: it
+ * client.c drives a connection through a dial (net/dialer.h: resolve →
+ * connect → TLS handshake) → write → head → body; client_pool.c owns idle
+ * connections, reuse and the background drain of unread bodies. The pool sits below the exchange: it
  * calls client.c back only through the mh_client_conn_ops a connection was
  * allocated with. Nothing here blocks the loop and
  * nothing calls into Lua: an exchange reports through its on_event callback,
@@ -21,16 +21,14 @@
 #include <sys/socket.h>
 
 #include "buf.h"
-#include "dns.h"
 #include "client_err.h"
+#include "dialer.h"
 #include "transport.h"
 
 struct mh_client_pool;
 struct mh_client_host;
 struct mh_client_conn;
 struct mh_client_req;
-struct mh_client_tls;
-struct mh_client_tls_cfg;
 
 enum mh_client_event {
     MH_CLIENT_HEAD, /* the response head arrived (or err is set) */
@@ -186,9 +184,7 @@ const struct mh_client_stats *mh_client_pool_stats(const struct mh_client_pool *
 
 enum mh_cconn_state {
     MH_CC_WAIT_DRAIN, /* placeholder: its request waits for a drain to finish, then dials */
-    MH_CC_RESOLVING,
-    MH_CC_CONNECTING,
-    MH_CC_HANDSHAKE,
+    MH_CC_DIALING, /* the dial runs (its own watchers): resolve, connect, TLS handshake */
     MH_CC_WRITING,
     MH_CC_HEAD,
     MH_CC_BODY,
@@ -220,8 +216,7 @@ struct mh_client_conn {
     bool io_fd_set; /* io has been ev_io_set to this fd (client_pool.c, mh_client_conn_set_io) */
     ev_io io;
     ev_timer timer;
-    struct mh_client_tls *tls; /* during the handshake; then the transport owns it */
-    struct mh_transport tp;    /* the byte stream once connected: plain TCP or TLS */
+    struct mh_transport tp; /* the byte stream once connected: plain TCP or TLS */
     llhttp_t parser;
     struct mh_buf head; /* "name\0value\0" pairs: the head's, then the trailers' */
     size_t head_end;    /* where the final head's pairs end in `head` (trailers follow) */
@@ -231,9 +226,7 @@ struct mh_client_conn {
     bool reused, got_byte, keep_alive, msg_done, extra_bytes;
     bool head_overflow;
     bool interim; /* parsing a 1xx response, which is absorbed */
-    struct mh_dns_query dns;
-    struct mh_dns_addrs addrs;
-    int addr_i;
+    struct mh_dial dial;
     struct mh_client_conn *hprev, *hnext; /* host's idle list, most recent first */
     struct mh_client_conn *lprev, *lnext; /* pool-wide idle list, most recent first */
     struct mh_client_conn *aprev, *anext; /* every open connection of the pool */
@@ -248,7 +241,6 @@ struct mh_client_host {
     size_t nidle;
     size_t ndraining;
     struct mh_client_conn *drain_waiter; /* a placeholder in MH_CC_WAIT_DRAIN, or NULL */
-    void *tls_session;                   /* saved session for resumption (client_tls.c) */
 };
 
 struct mh_client_pool {
@@ -260,9 +252,7 @@ struct mh_client_pool {
     size_t nidle, nopen;
     struct mh_client_conn *open;
     struct mh_client_conn *free_conns;
-    struct mh_client_tls_cfg *tls_cfg; /* made on the first https request */
-    const char *tls_cfg_err;
-    struct mh_dns *dns;
+    struct mh_dialer *dialer; /* resolver, TLS configuration, saved sessions per host */
     int refs;
 };
 

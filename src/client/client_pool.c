@@ -6,8 +6,6 @@
 #include "client.h"
 #include "client_err.h"
 
-#include "client_tls.h"
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,7 +73,7 @@ struct mh_client_pool *mh_client_pool_new(struct ev_loop *loop, const struct mh_
     p->loop = loop;
     p->s = *s;
     p->refs = 1;
-    if (!(p->dns = mh_dns_new(loop))) {
+    if (!(p->dialer = mh_dialer_new(loop))) {
         free(p);
         return NULL;
     }
@@ -103,11 +101,9 @@ void mh_client_pool_unref(struct mh_client_pool *p)
     while (p->hosts) {
         struct mh_client_host *h = p->hosts;
         p->hosts = h->next;
-        mh_client_tls_session_free(h->tls_session);
         free(h);
     }
-    mh_client_tls_cfg_free(p->tls_cfg);
-    mh_dns_free(p->dns);
+    mh_dialer_free(p->dialer); /* after the connections, whose TLS uses its configuration */
     free(p->s.tls_ca);
     free(p->s.tls_cert);
     free(p->s.tls_key);
@@ -212,9 +208,7 @@ struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_
     c->fd = -1;
     c->io_events = 0;
     c->io_fd_set = false;
-    c->tls = NULL;
     c->tp.ops = NULL;
-    c->dns._job = NULL;
     c->hprev = c->hnext = c->lprev = c->lnext = NULL;
     c->aprev = NULL;
     c->anext = p->open;

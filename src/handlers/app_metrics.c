@@ -7,9 +7,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-const char MH_APP_METRICS_ERR_SERIES[] = "too many series";
-const char MH_APP_METRICS_ERR_FULL[] = "metrics table full";
-const char MH_APP_METRICS_ERR_CHANGED[] = "declared differently before";
+const char mh_app_metrics_err_series[] = "too many series";
+const char mh_app_metrics_err_full[] = "metrics table full";
+const char mh_app_metrics_err_changed[] = "declared differently before";
 
 enum { SLOT_EMPTY, SLOT_CLAIMED, SLOT_READY };
 
@@ -139,12 +139,12 @@ int mh_app_metrics_family(struct mh_app_metrics *a, const struct mh_app_family_s
         if (settle(&f->state) != SLOT_READY || strcmp(f->spec.name, spec->name) != 0)
             continue;
         if (!same_shape(&f->spec, spec)) {
-            *err = MH_APP_METRICS_ERR_CHANGED;
+            *err = mh_app_metrics_err_changed;
             return -1;
         }
         return i;
     }
-    *err = MH_APP_METRICS_ERR_FULL;
+    *err = mh_app_metrics_err_full;
     return -1;
 }
 
@@ -195,7 +195,7 @@ int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values,
             if (rc > 0)
                 return (int)at;
             if (rc < 0) {
-                *err = MH_APP_METRICS_ERR_SERIES;
+                *err = mh_app_metrics_err_series;
                 return -1;
             }
         }
@@ -211,7 +211,7 @@ int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values,
                                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
             return (int)at; /* a dead worker's share, zeroed: ours now */
     }
-    *err = MH_APP_METRICS_ERR_FULL;
+    *err = mh_app_metrics_err_full;
     return -1;
 }
 

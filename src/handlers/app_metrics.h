@@ -13,7 +13,7 @@
  * fixed (MH_APP_METRICS_FAMILIES, MH_APP_METRICS_SERIES) and each family
  * has its own bound on series (max_series), so label values taken from
  * requests cannot grow memory or the scrape without limit: past the bound an
- * update fails with MH_APP_METRICS_ERR_SERIES and is not counted.
+ * update fails with mh_app_metrics_err_series and is not counted.
  *
  * Names are checked by the caller (mh_app_metrics_check_name,
  * mh_app_metrics_check_label) before they reach the table. Nothing here
@@ -56,9 +56,9 @@ struct mh_app_family_spec {
 };
 
 /* Errors (static strings, compared by identity). */
-extern const char MH_APP_METRICS_ERR_SERIES[];  /* "too many series" */
-extern const char MH_APP_METRICS_ERR_FULL[];    /* "metrics table full" */
-extern const char MH_APP_METRICS_ERR_CHANGED[]; /* "declared differently before" */
+extern const char mh_app_metrics_err_series[];  /* "too many series" */
+extern const char mh_app_metrics_err_full[];    /* "metrics table full" */
+extern const char mh_app_metrics_err_changed[]; /* "declared differently before" */
 
 struct mh_app_metrics;
 
@@ -79,8 +79,8 @@ const char *mh_app_metrics_check_label(const char *name, size_t len, enum mh_app
 
 /*
  * Finds or claims the family spec->name. Returns its index (>= 0), or -1
- * with *err: MH_APP_METRICS_ERR_CHANGED when the name is taken by a family
- * of another type, labels or buckets; MH_APP_METRICS_ERR_FULL when there is
+ * with *err: mh_app_metrics_err_changed when the name is taken by a family
+ * of another type, labels or buckets; mh_app_metrics_err_full when there is
  * no slot left.
  */
 int mh_app_metrics_family(struct mh_app_metrics *a, const struct mh_app_family_spec *spec,
@@ -90,8 +90,8 @@ int mh_app_metrics_family(struct mh_app_metrics *a, const struct mh_app_family_s
  * The series of family `fam` with these label values: `values` holds
  * `nvalues` NUL-terminated strings back to back in `len` bytes (the
  * family's label count; len <= MH_APP_METRICS_VALUES_MAX). Returns its
- * index (>= 0), or -1 with *err (MH_APP_METRICS_ERR_SERIES past the
- * family's max_series, MH_APP_METRICS_ERR_FULL when the table is).
+ * index (>= 0), or -1 with *err (mh_app_metrics_err_series past the
+ * family's max_series, mh_app_metrics_err_full when the table is).
  */
 int mh_app_metrics_series(struct mh_app_metrics *a, int fam, const char *values, size_t len,
                           const char **err);

@@ -87,7 +87,7 @@ static void send_reply(struct mh_files_handler *fh, struct mh_req *r, struct mh_
         mh_req_set_header(r, p->headers[i].name, strlen(p->headers[i].name), p->headers[i].value,
                           p->headers[i].value_len, false);
     if (p->error_body) {
-        mh_req_set_header(r, "Content-Type", 12, "text/plain; charset=utf-8", 25, true);
+        mh_req_set_header(r, "Content-Type", 12, MH_DEFAULT_TYPE, sizeof MH_DEFAULT_TYPE - 1, true);
         mh_req_write(r, p->error_body, strlen(p->error_body));
         return;
     }

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-const char MH_DISPATCH_NOT_FOUND_TEXT[] = "404 page not found\n";
-const char MH_DISPATCH_NOT_ALLOWED_TEXT[] = "Method Not Allowed\n";
+const char mh_dispatch_not_found_text[] = "404 page not found\n";
+const char mh_dispatch_not_allowed_text[] = "Method Not Allowed\n";
 
 static void redirect(struct mh_req *r, const struct mh_site *site, const struct mh_route_match *m)
 {
@@ -91,14 +91,14 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site)
         if (site->method_not_allowed)
             start(r, site, site->method_not_allowed);
         else
-            finish_text(r, MH_DISPATCH_NOT_ALLOWED_TEXT);
+            finish_text(r, mh_dispatch_not_allowed_text);
         return;
     case MH_ROUTE_NOT_FOUND:
         r->res.status = 404;
         if (site->not_found)
             start(r, site, site->not_found);
         else
-            finish_text(r, MH_DISPATCH_NOT_FOUND_TEXT);
+            finish_text(r, mh_dispatch_not_found_text);
         return;
     }
 }

@@ -18,9 +18,9 @@ struct mh_req;
 struct mh_site {
     const struct mh_router *router;
     const struct mh_handler_table *handlers; /* the router's handler ids index this */
-    const struct mh_handler *not_found;      /* NULL: MH_DISPATCH_NOT_FOUND_TEXT */
+    const struct mh_handler *not_found;      /* NULL: mh_dispatch_not_found_text */
     const struct mh_handler
-        *method_not_allowed; /* NULL: MH_DISPATCH_NOT_ALLOWED_TEXT; Allow is set */
+        *method_not_allowed; /* NULL: mh_dispatch_not_allowed_text; Allow is set */
     enum mh_clean_mode clean;
     int redirect_code; /* for non-canonical paths: 301 or 307 */
     /*
@@ -44,7 +44,7 @@ void mh_dispatch(struct mh_req *r, const struct mh_site *site);
  * Lua layer answers with the same when middleware or http.on_error wraps
  * its default 404/405 (core.default_text), so an app sees one text either way.
  */
-extern const char MH_DISPATCH_NOT_FOUND_TEXT[];
-extern const char MH_DISPATCH_NOT_ALLOWED_TEXT[];
+extern const char mh_dispatch_not_found_text[];
+extern const char mh_dispatch_not_allowed_text[];
 
 #endif

@@ -3,10 +3,10 @@
 
 #include <string.h>
 
-const char MH_MULTIPART_ERR_MALFORMED[] = "malformed multipart body";
-const char MH_MULTIPART_ERR_TRUNCATED[] = "truncated multipart body";
-const char MH_MULTIPART_ERR_HEADER_SIZE[] = "part headers too large";
-const char MH_MULTIPART_ERR_PARTS[] = "too many parts";
+const char mh_multipart_err_malformed[] = "malformed multipart body";
+const char mh_multipart_err_truncated[] = "truncated multipart body";
+const char mh_multipart_err_header_size[] = "part headers too large";
+const char mh_multipart_err_parts[] = "too many parts";
 
 enum {
     ST_PREAMBLE,  /* before the first delimiter */
@@ -67,13 +67,13 @@ static size_t parse_header_line(struct mh_multipart *p, const char *in, size_t l
     const char *lf = memchr(in, '\n', len);
     size_t line_len = lf ? (size_t)(lf - in) + 1 : len;
     if (p->_header_bytes + line_len > p->max_header_bytes)
-        return fail(p, ev, MH_MULTIPART_ERR_HEADER_SIZE);
+        return fail(p, ev, mh_multipart_err_header_size);
     if (!lf) {
         ev->type = MH_MP_NEED_MORE;
-        return eof ? fail(p, ev, MH_MULTIPART_ERR_TRUNCATED) : 0;
+        return eof ? fail(p, ev, mh_multipart_err_truncated) : 0;
     }
     if (line_len < 2 || in[line_len - 2] != '\r')
-        return fail(p, ev, MH_MULTIPART_ERR_MALFORMED); /* bare LF */
+        return fail(p, ev, mh_multipart_err_malformed); /* bare LF */
     p->_header_bytes += line_len;
     size_t n = line_len - 2;
     if (n == 0) {
@@ -82,18 +82,18 @@ static size_t parse_header_line(struct mh_multipart *p, const char *in, size_t l
         return line_len;
     }
     if (in[0] == ' ' || in[0] == '\t')
-        return fail(p, ev, MH_MULTIPART_ERR_MALFORMED); /* obsolete line folding */
+        return fail(p, ev, mh_multipart_err_malformed); /* obsolete line folding */
     const char *colon = memchr(in, ':', n);
     if (!colon || colon == in)
-        return fail(p, ev, MH_MULTIPART_ERR_MALFORMED);
+        return fail(p, ev, mh_multipart_err_malformed);
     for (const char *c = in; c < colon; c++) {
         unsigned char ch = (unsigned char)*c;
         if (ch <= ' ' || ch >= 0x7f) /* token characters only, no space before ':' */
-            return fail(p, ev, MH_MULTIPART_ERR_MALFORMED);
+            return fail(p, ev, mh_multipart_err_malformed);
     }
     for (const char *c = colon + 1; c < in + n; c++)
         if (*c == '\r' || *c == '\0')
-            return fail(p, ev, MH_MULTIPART_ERR_MALFORMED);
+            return fail(p, ev, mh_multipart_err_malformed);
     const char *v = colon + 1, *end = in + n;
     while (v < end && (*v == ' ' || *v == '\t'))
         v++;
@@ -120,15 +120,15 @@ static size_t parse_delim_end(struct mh_multipart *p, const char *in, size_t len
     while (i < len && (in[i] == ' ' || in[i] == '\t'))
         i++;
     if (i > 64)
-        return fail(p, ev, MH_MULTIPART_ERR_MALFORMED);
+        return fail(p, ev, mh_multipart_err_malformed);
     if (i + 2 > len) {
         ev->type = MH_MP_NEED_MORE;
-        return eof ? fail(p, ev, MH_MULTIPART_ERR_TRUNCATED) : 0;
+        return eof ? fail(p, ev, mh_multipart_err_truncated) : 0;
     }
     if (in[i] != '\r' || in[i + 1] != '\n')
-        return fail(p, ev, MH_MULTIPART_ERR_MALFORMED);
+        return fail(p, ev, mh_multipart_err_malformed);
     if (++p->_parts > p->max_parts)
-        return fail(p, ev, MH_MULTIPART_ERR_PARTS);
+        return fail(p, ev, mh_multipart_err_parts);
     p->_state = ST_HEADERS;
     p->_header_bytes = 0;
     ev->type = MH_MP_PART;
@@ -151,7 +151,7 @@ size_t mh_multipart_parse(struct mh_multipart *p, const char *in, size_t len, bo
                 return open_len;
             }
             if (len < open_len && memcmp(in, p->_delim + 2, len) == 0)
-                return eof ? fail(p, ev, MH_MULTIPART_ERR_TRUNCATED) : 0;
+                return eof ? fail(p, ev, mh_multipart_err_truncated) : 0;
         }
         at = find_delim(in, len, p->_delim, p->_delim_len, &whole);
         if (at > 0)
@@ -161,7 +161,7 @@ size_t mh_multipart_parse(struct mh_multipart *p, const char *in, size_t len, bo
             return at + p->_delim_len;
         }
         if (eof)
-            return fail(p, ev, MH_MULTIPART_ERR_TRUNCATED);
+            return fail(p, ev, mh_multipart_err_truncated);
         return at; /* the preamble is dropped; a possible delimiter start is kept */
     case ST_DELIM_END:
         return parse_delim_end(p, in, len, eof, ev);
@@ -180,7 +180,7 @@ size_t mh_multipart_parse(struct mh_multipart *p, const char *in, size_t len, bo
             ev->type = MH_MP_PART_END;
             return p->_delim_len;
         }
-        return eof ? fail(p, ev, MH_MULTIPART_ERR_TRUNCATED) : 0;
+        return eof ? fail(p, ev, mh_multipart_err_truncated) : 0;
     case ST_DONE:
         ev->type = MH_MP_DONE;
         return len; /* the epilogue */

@@ -44,13 +44,13 @@ struct mh_multipart {
     bool _at_start; /* nothing consumed yet: "--boundary" may open the body without CRLF */
     size_t _header_bytes;
     unsigned _parts;
-    const char *err; /* one of the MH_MULTIPART_ERR_* strings, or NULL */
+    const char *err; /* one of the mh_multipart_err_* strings, or NULL */
 };
 
-extern const char MH_MULTIPART_ERR_MALFORMED[];   /* "malformed multipart body" */
-extern const char MH_MULTIPART_ERR_TRUNCATED[];   /* "truncated multipart body" */
-extern const char MH_MULTIPART_ERR_HEADER_SIZE[]; /* "part headers too large" */
-extern const char MH_MULTIPART_ERR_PARTS[];       /* "too many parts" */
+extern const char mh_multipart_err_malformed[];   /* "malformed multipart body" */
+extern const char mh_multipart_err_truncated[];   /* "truncated multipart body" */
+extern const char mh_multipart_err_header_size[]; /* "part headers too large" */
+extern const char mh_multipart_err_parts[];       /* "too many parts" */
 
 /*
  * Sets p up for one body. The boundary must be 1..70 bytes (checked: returns

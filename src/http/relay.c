@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char MH_RELAY_UPSTREAM_CLOSED[] = "upstream closed";
-const char MH_RELAY_CLIENT_CLOSED[] = "client closed";
-const char MH_RELAY_IDLE[] = "idle";
+const char mh_relay_upstream_closed[] = "upstream closed";
+const char mh_relay_client_closed[] = "client closed";
+const char mh_relay_idle[] = "idle";
 
 /* Buffer memory kept across writes by a busy relay; an idle one holds none above this. */
 #define KEEP_BUF 16384
@@ -95,7 +95,7 @@ static void to_upstream(struct mh_relay *x)
             const char *err = NULL;
             int rc = mh_socket_write(x->s, x->up_out.data, x->up_out.len, 0, on_up_written, &err);
             if (rc < 0)
-                return end(x, MH_RELAY_UPSTREAM_CLOSED);
+                return end(x, mh_relay_upstream_closed);
             if (rc == 0)
                 x->up_writing = true;
             else
@@ -131,15 +131,15 @@ static void to_client(struct mh_relay *x)
             const char *err = mh_req_write(r, s->in.data, s->in.len);
             s->in.len = 0;
             if (err)
-                return end(x, MH_RELAY_CLIENT_CLOSED);
+                return end(x, mh_relay_client_closed);
             mh_req_flush(r);
             if (s->in.cap > KEEP_BUF)
                 mh_buf_free(&s->in);
         }
         if (r->closed)
-            return end(x, MH_RELAY_CLIENT_CLOSED);
+            return end(x, mh_relay_client_closed);
         if (s->eof)
-            return end(x, MH_RELAY_UPSTREAM_CLOSED);
+            return end(x, mh_relay_upstream_closed);
         if (mh_req_output_high(r)) {
             x->down_paused = true; /* on_writable resumes */
             return;
@@ -147,7 +147,7 @@ static void to_client(struct mh_relay *x)
         const char *err = NULL;
         int rc = mh_socket_fill(s, 0, on_up_read, &err);
         if (rc < 0)
-            return end(x, MH_RELAY_UPSTREAM_CLOSED); /* reset: the same end for the client */
+            return end(x, mh_relay_upstream_closed); /* reset: the same end for the client */
         if (rc == 0)
             x->up_reading = true;
     }
@@ -171,7 +171,7 @@ static void pump(struct mh_relay *x)
         if (!x->why)
             to_upstream(x);
         if (!x->why && x->r->closed)
-            end(x, MH_RELAY_CLIENT_CLOSED);
+            end(x, mh_relay_client_closed);
     } while (x->again && !x->why);
     x->in_pump = false;
 }
@@ -184,7 +184,7 @@ static void on_up_written(struct mh_socket *s, const char *err)
     if (x->up_out.cap > KEEP_BUF)
         mh_buf_free(&x->up_out);
     if (err)
-        return end(x, MH_RELAY_UPSTREAM_CLOSED);
+        return end(x, mh_relay_upstream_closed);
     touch(x);
     pump(x);
 }
@@ -194,7 +194,7 @@ static void on_up_read(struct mh_socket *s, const char *err)
     struct mh_relay *x = s->ud;
     x->up_reading = false;
     if (err)
-        return end(x, MH_RELAY_UPSTREAM_CLOSED);
+        return end(x, mh_relay_upstream_closed);
     pump(x);
 }
 
@@ -210,7 +210,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         ev_timer_start(loop, t);
         return;
     }
-    end(x, MH_RELAY_IDLE);
+    end(x, mh_relay_idle);
 }
 
 /* ---- the relay as the request's handler ---------------------------------------- */
@@ -233,7 +233,7 @@ static void relay_on_abort(struct mh_req *r)
 {
     struct mh_relay *x = relay_of(r);
     const struct mh_handler *inner = x->inner;
-    end(x, MH_RELAY_CLIENT_CLOSED); /* gives r->handler back */
+    end(x, mh_relay_client_closed); /* gives r->handler back */
     if (inner->ops->on_abort)
         inner->ops->on_abort(r);
 }

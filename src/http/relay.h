@@ -43,9 +43,9 @@ struct mh_socket;
 struct mh_relay;
 typedef void (*mh_relay_done_fn)(void *ud, const char *why);
 
-extern const char MH_RELAY_UPSTREAM_CLOSED[]; /* "upstream closed" */
-extern const char MH_RELAY_CLIENT_CLOSED[];   /* "client closed" */
-extern const char MH_RELAY_IDLE[];            /* "idle" */
+extern const char mh_relay_upstream_closed[]; /* "upstream closed" */
+extern const char mh_relay_client_closed[];   /* "client closed" */
+extern const char mh_relay_idle[];            /* "idle" */
 
 /*
  * Starts relaying between r (switched, head flushed) and s (connected; its

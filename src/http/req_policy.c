@@ -101,6 +101,24 @@ const char *mh_policy_status_body(int status, char *buf, size_t len)
     return buf;
 }
 
+const char *mh_policy_shed_response(size_t *len)
+{
+    static const char body[] = "server out of file descriptors; try again\n";
+    static char bytes[256];
+    static size_t n;
+    if (!n)
+        n = (size_t)snprintf(bytes, sizeof bytes,
+                             "HTTP/1.1 503 Service Unavailable\r\n"
+                             "Server: " MH_SERVER_NAME "\r\n"
+                             "Content-Type: " MH_DEFAULT_TYPE "\r\n"
+                             "Content-Length: %zu\r\n"
+                             "Retry-After: 1\r\n"
+                             "Connection: close\r\n\r\n%s",
+                             sizeof body - 1, body);
+    *len = n;
+    return bytes;
+}
+
 void mh_policy_drop_response(struct mh_req *r)
 {
     mh_req_run_filters(r, true); /* lets the filters free their state */

@@ -151,6 +151,14 @@ static inline bool mh_policy_answer(struct mh_req *r)
 const char *mh_policy_status_body(int status, char *buf, size_t len);
 
 /*
+ * What a listener answers a plain connection it sheds (no descriptor left
+ * to serve it: net/listener.c): a whole HTTP/1.1 503 with Retry-After and
+ * Connection: close, typed and sized as every body the server writes. The
+ * bytes are static, built on the first call; *len gets their length.
+ */
+const char *mh_policy_shed_response(size_t *len);
+
+/*
  * The stream is gone while the handler finishes (r->closed, or the
  * connection closed): the output filters free their state and the staged
  * body is released now (referenced strings, files); nothing is sent. The

@@ -395,8 +395,8 @@ static size_t parse_input(struct mh_ws *ws, char *in, size_t len)
             if (ws->frame_fin && ws->frame_opcode < MH_WS_CLOSE)
                 ws->msg_opcode = 0;
             break;
-        case MH_WS_ERROR:
-            fail(ws, ws->parser.err == MH_WS_ERR_TOO_LARGE ? 1009 : 1002, ws->parser.err);
+        case mh_ws_error:
+            fail(ws, ws->parser.err == mh_ws_err_too_large ? 1009 : 1002, ws->parser.err);
             return off;
         }
         if (ws->state == MH_WS_CLOSED || ws->msg_ready)

@@ -2,8 +2,8 @@
 
 #include <string.h>
 
-const char MH_WS_ERR_PROTOCOL[] = "protocol error";
-const char MH_WS_ERR_TOO_LARGE[] = "frame too large";
+const char mh_ws_err_protocol[] = "protocol error";
+const char mh_ws_err_too_large[] = "frame too large";
 
 enum { ST_HEADER, ST_PAYLOAD, ST_ERROR };
 
@@ -19,7 +19,7 @@ static size_t fail(struct mh_ws_parser *p, struct mh_ws_ev *ev, const char *err)
 {
     p->_state = ST_ERROR;
     p->err = err;
-    ev->type = MH_WS_ERROR;
+    ev->type = mh_ws_error;
     return 0;
 }
 
@@ -37,22 +37,22 @@ static size_t parse_header(struct mh_ws_parser *p, const unsigned char *in, size
     bool fin = in[0] & 0x80, masked = in[1] & 0x80;
     int opcode = in[0] & 0x0f;
     if (in[0] & 0x70)
-        return fail(p, ev, MH_WS_ERR_PROTOCOL); /* RSV bits: no extension was negotiated */
+        return fail(p, ev, mh_ws_err_protocol); /* RSV bits: no extension was negotiated */
     if (!known_opcode(opcode))
-        return fail(p, ev, MH_WS_ERR_PROTOCOL);
+        return fail(p, ev, mh_ws_err_protocol);
     if (p->require_mask && !masked)
-        return fail(p, ev, MH_WS_ERR_PROTOCOL);
+        return fail(p, ev, mh_ws_err_protocol);
     uint64_t n = in[1] & 0x7f;
     size_t need = 2;
     if (opcode >= MH_WS_CLOSE && (!fin || n > 125))
-        return fail(p, ev, MH_WS_ERR_PROTOCOL); /* control frames: short, never fragmented */
+        return fail(p, ev, mh_ws_err_protocol); /* control frames: short, never fragmented */
     if (n == 126) {
         need += 2;
         if (len < need)
             return 0;
         n = (uint64_t)in[2] << 8 | in[3];
         if (n < 126)
-            return fail(p, ev, MH_WS_ERR_PROTOCOL); /* not the minimal encoding */
+            return fail(p, ev, mh_ws_err_protocol); /* not the minimal encoding */
     } else if (n == 127) {
         need += 8;
         if (len < need)
@@ -61,7 +61,7 @@ static size_t parse_header(struct mh_ws_parser *p, const unsigned char *in, size
         for (int i = 0; i < 8; i++)
             n = n << 8 | in[2 + i];
         if (n >> 63 || n <= 0xffff)
-            return fail(p, ev, MH_WS_ERR_PROTOCOL);
+            return fail(p, ev, mh_ws_err_protocol);
     }
     if (masked) {
         if (len < need + 4)
@@ -70,7 +70,7 @@ static size_t parse_header(struct mh_ws_parser *p, const unsigned char *in, size
         need += 4;
     }
     if (n > p->max_payload)
-        return fail(p, ev, MH_WS_ERR_TOO_LARGE);
+        return fail(p, ev, mh_ws_err_too_large);
     p->_masked = masked;
     p->_left = n;
     p->_pos = 0;
@@ -108,7 +108,7 @@ size_t mh_ws_parse(struct mh_ws_parser *p, char *in, size_t len, struct mh_ws_ev
         return n;
     }
     default:
-        ev->type = MH_WS_ERROR;
+        ev->type = mh_ws_error;
         return 0;
     }
 }

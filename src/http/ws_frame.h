@@ -27,7 +27,7 @@ enum mh_ws_event {
     MH_WS_FRAME,     /* a header: fin, opcode, length are set (payload follows) */
     MH_WS_PAYLOAD,   /* data, len: unmasked payload bytes of the current frame */
     MH_WS_FRAME_END, /* the current frame's payload is complete (also right after an empty one) */
-    MH_WS_ERROR,     /* err says why; the connection must be closed with close code 1002/1009 */
+    mh_ws_error,     /* err says why; the connection must be closed with close code 1002/1009 */
 };
 
 struct mh_ws_ev {
@@ -41,7 +41,7 @@ struct mh_ws_ev {
 
 struct mh_ws_parser {
     bool require_mask;    /* a server: client frames must be masked (5.1) */
-    uint64_t max_payload; /* per frame; over it: MH_WS_ERR_TOO_LARGE */
+    uint64_t max_payload; /* per frame; over it: mh_ws_err_too_large */
     const char *err;
     int _state;
     uint64_t _left; /* payload bytes still to come */
@@ -50,8 +50,8 @@ struct mh_ws_parser {
     bool _masked;
 };
 
-extern const char MH_WS_ERR_PROTOCOL[];  /* "protocol error": close 1002 */
-extern const char MH_WS_ERR_TOO_LARGE[]; /* "frame too large": close 1009 */
+extern const char mh_ws_err_protocol[];  /* "protocol error": close 1002 */
+extern const char mh_ws_err_too_large[]; /* "frame too large": close 1009 */
 
 void mh_ws_parser_init(struct mh_ws_parser *p, bool require_mask, uint64_t max_payload);
 

@@ -16,12 +16,15 @@
 
 #include <lauxlib.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CHANNEL_MT    "moonhttp.Channel"
 #define SUB_MT        "moonhttp.Subscription"
 #define QUEUE_DEFAULT 128
 #define QUEUE_MAX     65536
+
+static const char REMOTE_KEY = 'p'; /* registry: the cluster's publish(name, msg), if any */
 
 struct lchan {
     uint32_t id; /* 0: not looked up yet (the script may make channels while it loads) */
@@ -77,16 +80,44 @@ static int l_channel(lua_State *L)
     return 1;
 }
 
-/* ch:publish(msg) -> true, or nil, "too large" | "too many channels" | "lock lost" */
+static int publish_done(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    (void)ctx;
+    return lua_gettop(L) - 2;
+}
+
+/*
+ * ch:publish(msg) -> true, or nil, "too large" | "too many channels" | "lock lost"; with a
+ * cluster, the cluster's publish(name, msg) answers (lua/moonhttp/cluster.lua).
+ */
 static int l_publish(lua_State *L)
 {
     struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
     size_t len;
     const char *msg = luaL_checklstring(L, 2, &len);
     struct mh_chan_endpoint *ep = endpoint(L, "ch:publish");
+    lua_settop(L, 2);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &REMOTE_KEY) == LUA_TFUNCTION) {
+        if (len > MH_SHM_CHAN_MSG_MAX) {
+            lua_pushnil(L);
+            lua_pushstring(L, mh_shm_chan_err_too_large);
+            return 2;
+        }
+        lua_pushlstring(L, c->name, c->len);
+        lua_pushvalue(L, 2);
+        lua_callk(L, 2, LUA_MULTRET, 0, publish_done);
+        return publish_done(L, LUA_OK, 0);
+    }
     if (!resolve(L, c, ep))
         return 2;
     const char *err = mh_chan_publish(ep, c->id, msg, len);
+    if (err == mh_shm_chan_err_stale) { /* nobody listened: the name was retired */
+        c->id = 0;
+        if (!resolve(L, c, ep))
+            return 2;
+        err = mh_chan_publish(ep, c->id, msg, len);
+    }
     if (err) {
         lua_pushnil(L);
         lua_pushstring(L, err);
@@ -149,6 +180,12 @@ static int l_subscribe(lua_State *L)
     u->owner.release = on_owner_end;
     luaL_setmetatable(L, SUB_MT);
     const char *err = mh_chan_subscribe(ep, &u->s, c->id, (unsigned)queue);
+    if (err == mh_shm_chan_err_stale) { /* its last listener left since the lookup */
+        c->id = 0;
+        err = mh_chan_lookup(ep, c->name, c->len, &c->id);
+        if (!err)
+            err = mh_chan_subscribe(ep, &u->s, c->id, (unsigned)queue);
+    }
     if (err) {
         lua_pushnil(L);
         lua_pushstring(L, err);
@@ -176,6 +213,12 @@ static int push_ready(lua_State *L, struct lsub *u)
         return 3;
     }
     struct mh_chan_msg *m = mh_chan_pop(&u->s);
+    if (m && m->gap) {
+        mh_chan_msg_unref(m);
+        lua_pushnil(L);
+        lua_pushliteral(L, "gap");
+        return 2;
+    }
     if (m) {
         lua_pushlstring(L, m->data, m->len);
         mh_chan_msg_unref(m);
@@ -265,6 +308,98 @@ static void on_gen_stop(struct mh_gen *g, unsigned added)
         mh_chan_each_sub(g->host->channels, stop_sub, g);
 }
 
+/*
+ * The relay of a cluster (lua/moonhttp/cluster.lua): ch:publish goes to
+ * Redis through core.channel_remote's function; the one worker of the
+ * instance that holds the Redis subscription hands what arrives to the
+ * shared zone with core.channel_relay, which fans it out as a local publish.
+ */
+
+/* core.channel_remote(fn): ch:publish(msg) becomes fn(name, msg) in this Lua state. */
+static int l_channel_remote(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &REMOTE_KEY);
+    return 0;
+}
+
+/*
+ * core.channel_relay(name, msg | nil) -> true | false: msg (nil: a gap
+ * notice) to this server's subscribers of name; false when none listens.
+ */
+static int l_channel_relay(lua_State *L)
+{
+    size_t nlen, len = 0;
+    const char *name = luaL_checklstring(L, 1, &nlen);
+    const char *msg = lua_isnil(L, 2) ? NULL : luaL_checklstring(L, 2, &len);
+    struct mh_chan_endpoint *ep = endpoint(L, "channel_relay");
+    uint32_t id = mh_shm_chan_find(ep->shm, name, nlen);
+    lua_pushboolean(L, id && !mh_shm_chan_publish(ep->shm, id, msg, len, NULL));
+    return 1;
+}
+
+/* The names mh_shm_chan_listened gives, copied out: no Lua allocation under the zone's lock. */
+struct names {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+};
+
+static void add_name(void *ud, const char *name, size_t len)
+{
+    struct names *n = ud;
+    if (n->len + len + 1 > n->cap) {
+        size_t cap = (n->cap ? n->cap * 2 : 4096) + len + 1;
+        char *b = realloc(n->buf, cap);
+        if (!b) {
+            n->failed = true;
+            return;
+        }
+        n->buf = b;
+        n->cap = cap;
+    }
+    n->buf[n->len++] = (char)len;
+    memcpy(n->buf + n->len, name, len);
+    n->len += len;
+}
+
+/*
+ * core.channel_listened(version) -> nil when the set of names listened to
+ * on this server is still the one of version, else its version, { names }.
+ */
+static int l_channel_listened(lua_State *L)
+{
+    lua_Integer seen = luaL_optinteger(L, 1, -1);
+    struct mh_chan_endpoint *ep = endpoint(L, "channel_listened");
+    uint64_t v = mh_shm_chan_listen_version(ep->shm);
+    if ((lua_Integer)v == seen)
+        return 0;
+    struct names n = {0};
+    const char *err = mh_shm_chan_listened(ep->shm, add_name, &n);
+    if (err || n.failed) {
+        free(n.buf);
+        return luaL_error(L, "channel_listened: %s", err ? err : "no memory");
+    }
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_newtable(L);
+    lua_Integer i = 0;
+    for (size_t p = 0; p < n.len; p += 1 + (unsigned char)n.buf[p]) {
+        lua_pushlstring(L, n.buf + p + 1, (unsigned char)n.buf[p]);
+        lua_rawseti(L, -2, ++i);
+    }
+    free(n.buf);
+    return 2;
+}
+
+/* core.channel_relay_started() -> how many relays into this server's zone started before. */
+static int l_channel_relay_started(lua_State *L)
+{
+    struct mh_chan_endpoint *ep = endpoint(L, "channel_relay_started");
+    lua_pushinteger(L, (lua_Integer)mh_shm_chan_relay_started(ep->shm));
+    return 1;
+}
+
 void mh_channel_open(lua_State *L)
 {
     mh_gen_on_stop(mh_gen_of(L), on_gen_stop);
@@ -285,6 +420,13 @@ void mh_channel_open(lua_State *L)
         L, &(struct mh_lua_type){.name = CHANNEL_MT, .methods = chan_methods, .meta = chan_meta});
     mh_lua_register_type(
         L, &(struct mh_lua_type){.name = SUB_MT, .methods = sub_methods, .meta = sub_meta});
-    lua_pushcfunction(L, l_channel);
-    lua_setfield(L, -2, "channel");
+    static const luaL_Reg fns[] = {
+        {"channel", l_channel},
+        {"channel_remote", l_channel_remote},
+        {"channel_relay", l_channel_relay},
+        {"channel_listened", l_channel_listened},
+        {"channel_relay_started", l_channel_relay_started},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, fns, 0);
 }

@@ -4,8 +4,10 @@
  * http.channel(name) → a "moonhttp.Channel": messages published in any task
  * of any worker of this server reach every subscriber in every worker (the
  * shared zone and per-worker endpoint of base/shm_channel.h and
- * base/channel.h). Names are 1 to 64 bytes; a channel exists from its first
- * use and for the server's life.
+ * base/channel.h). Names are 1 to 64 bytes; a name holds a place in the
+ * zone while someone listens to it (and, for publishers only, until the
+ * room is needed). With a cluster, publish goes through Redis instead
+ * (lua/moonhttp/cluster.lua; see core.channel_remote below).
  *
  *   ch:publish(msg)          → true; nil, "too large" (over 64 KiB) or
  *                              "too many channels". Never waits.
@@ -17,7 +19,9 @@
  *   sub:receive([timeout])   → msg; nil, "missed", n first when n messages
  *                              were dropped (the next receive goes on with
  *                              the newer ones); nil, "timeout" after timeout
- *                              seconds (0 or nil: none); nil, "closed";
+ *                              seconds (0 or nil: none); nil, "gap" when
+ *                              messages may have been lost before the next
+ *                              (a gap notice); nil, "closed";
  *                              nil, "stopping" once a stop began, or a
  *                              reload retired the code that subscribed.
  *

@@ -51,7 +51,7 @@ struct lresp {
 };
 
 /* The error of a response closed under a task that waits on it. */
-static const char ERR_RESP_CLOSED[] = "response closed";
+static const char err_resp_closed[] = "response closed";
 
 /*
  * A failure as Lua sees it: nil, the kind callers compare ("timeout",
@@ -60,7 +60,7 @@ static const char ERR_RESP_CLOSED[] = "response closed";
 static int push_err(lua_State *L, const char *err)
 {
     lua_pushnil(L);
-    lua_pushstring(L, err == ERR_RESP_CLOSED ? "closed" : mh_client_err_kind(err));
+    lua_pushstring(L, err == err_resp_closed ? "closed" : mh_client_err_kind(err));
     lua_pushstring(L, err);
     return 3;
 }
@@ -93,7 +93,7 @@ static void resp_close(lua_State *L, struct lresp *r)
          * resume takes the anchor back.
          */
         if (!r->req.err)
-            r->req.err = ERR_RESP_CLOSED;
+            r->req.err = err_resp_closed;
         r->req.body_done = true;
         on_event(&r->req, MH_CLIENT_BODY);
     } else if (r->anchor != LUA_NOREF && L) {

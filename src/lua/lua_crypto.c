@@ -17,8 +17,8 @@
 #define DRBG_MT    "moonhttp.DRBG"
 #define RANDOM_MAX (1 << 20) /* bytes per call: a guard against typos like random(1e9) */
 
-static const char *const ERR_BASE64 = "malformed base64";
-static const char *const ERR_HEX = "malformed hex";
+static const char *const err_base64 = "malformed base64";
+static const char *const err_hex = "malformed hex";
 
 static int l_sha256(lua_State *L)
 {
@@ -144,7 +144,7 @@ static int b64_decode(lua_State *L, bool url)
     if (n < 0) {
         luaL_pushresultsize(&b, 0);
         lua_pushnil(L);
-        lua_pushstring(L, ERR_BASE64);
+        lua_pushstring(L, err_base64);
         return 2;
     }
     luaL_pushresultsize(&b, (size_t)n);
@@ -189,7 +189,7 @@ static int l_hex_decode(lua_State *L)
     if (n < 0) {
         luaL_pushresultsize(&b, 0);
         lua_pushnil(L);
-        lua_pushstring(L, ERR_HEX);
+        lua_pushstring(L, err_hex);
         return 2;
     }
     luaL_pushresultsize(&b, (size_t)n);

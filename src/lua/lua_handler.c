@@ -138,6 +138,14 @@ static void older_gen_stopping(struct mh_req *r, void *gen)
         mh_gen_stop(owner, MH_GEN_ASKED | MH_GEN_STOPPING);
 }
 
+/* A stop was asked for: generations a reload left draining hear it too (their window is cut). */
+static void older_gen_asked(struct mh_req *r, void *gen)
+{
+    struct mh_gen *owner = r->owner;
+    if (owner && owner != gen)
+        mh_gen_stop(owner, MH_GEN_ASKED);
+}
+
 /*
  * ---- draining: a retired generation's long-lived requests ----------------
  *
@@ -201,8 +209,8 @@ static void on_drain_tick(struct ev_loop *loop, ev_timer *w, int revents)
         g->_drain_from = now;
         g->_drain_done = -1;
         mh_log(MH_LOG_INFO,
-               "drain: the window of the code a reload replaced ended; closing its %zu requests "
-               "still open over %g s (drain_spread)",
+               "drain: the window ended; closing the %zu requests still open over %g s "
+               "(drain_spread)",
                gen_requests(g), g->drain_spread);
     }
     if (now >= g->_drain_from + g->drain_spread) {
@@ -234,11 +242,25 @@ static void on_gen_stop(struct mh_gen *g, unsigned added)
         ev_timer_start(loop, &g->_drain_timer);
         size_t n = gen_requests(g);
         if (n)
-            mh_log(MH_LOG_INFO,
-                   "drain: the replaced code keeps its %zu requests open for up to %g s "
-                   "(drain_timeout)",
-                   n, g->drain_window);
+            mh_log(MH_LOG_INFO, "drain: %zu requests of the %s code stay open for up to %g s", n,
+                   (g->stop & MH_GEN_RETIRED) ? "replaced" : "stopping", g->drain_window);
     }
+    /*
+     * A stop asked of code already draining (a reload's window of minutes):
+     * the drain ends within shutdown_timeout, as the stop's own; a spread
+     * under way goes on.
+     */
+    if ((added & MH_GEN_ASKED) && !(added & MH_GEN_DRAINING) && mh_gen_draining(g) &&
+        !(g->stop & MH_GEN_STOPPING) && g->_drain_from == 0 &&
+        ev_timer_remaining(loop, &g->_drain_timer) + g->drain_spread >
+            g->config->shutdown_timeout) {
+        g->drain_spread = mh_stop_drain_spread(g->config);
+        ev_timer_stop(loop, &g->_drain_timer);
+        ev_timer_set(&g->_drain_timer, g->config->shutdown_timeout - g->drain_spread, DRAIN_TICK);
+        ev_timer_start(loop, &g->_drain_timer);
+    }
+    if ((added & MH_GEN_ASKED) && !(g->stop & MH_GEN_RETIRED))
+        g->host->each_request(g->host, older_gen_asked, g);
     if (added & MH_GEN_STOPPING) {
         ev_timer_stop(loop, &g->_drain_timer);
         g->host->each_request(g->host, request_of_gen_stopping, g);

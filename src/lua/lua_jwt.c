@@ -23,13 +23,13 @@
 #define HS256_SIG  32
 #define ES256_SIG  64 /* JOSE's raw r || s, not DER (RFC 7518 3.4) */
 
-static const char *const ERR_MALFORMED = "malformed token";
-static const char *const ERR_ALG = "algorithm not allowed";
-static const char *const ERR_SIGNATURE = "bad signature";
-static const char *const ERR_EXPIRED = "token expired";
-static const char *const ERR_NOT_YET = "token not yet valid";
-static const char *const ERR_AUDIENCE = "wrong audience";
-static const char *const ERR_ISSUER = "wrong issuer";
+static const char *const err_malformed = "malformed token";
+static const char *const err_alg = "algorithm not allowed";
+static const char *const err_signature = "bad signature";
+static const char *const err_expired = "token expired";
+static const char *const err_not_yet = "token not yet valid";
+static const char *const err_audience = "wrong audience";
+static const char *const err_issuer = "wrong issuer";
 
 enum alg { HS256, ES256 };
 static const char *const ALG_NAMES[] = {"HS256", "ES256", NULL};
@@ -249,11 +249,11 @@ static const char *check_signature(enum alg alg, const char *key, size_t klen, s
         if (siglen != HS256_SIG ||
             mbedtls_md_hmac(mbedtls_md_info_from_type(MBEDTLS_MD_SHA256),
                             (const unsigned char *)key, klen, input, ilen, want) != 0)
-            return ERR_SIGNATURE;
-        return mbedtls_ct_memcmp(want, sig, HS256_SIG) == 0 ? NULL : ERR_SIGNATURE;
+            return err_signature;
+        return mbedtls_ct_memcmp(want, sig, HS256_SIG) == 0 ? NULL : err_signature;
     }
     if (siglen != ES256_SIG)
-        return ERR_SIGNATURE;
+        return err_signature;
     unsigned char hash[32];
     unsigned char der[MBEDTLS_ECDSA_MAX_LEN];
     size_t derlen;
@@ -262,7 +262,7 @@ static const char *check_signature(enum alg alg, const char *key, size_t klen, s
         rc = mbedtls_ecdsa_raw_to_der(256, sig, ES256_SIG, der, sizeof der, &derlen);
     if (rc == 0)
         rc = mbedtls_pk_verify(&k->pk, MBEDTLS_MD_SHA256, hash, sizeof hash, der, derlen);
-    return rc == 0 ? NULL : ERR_SIGNATURE;
+    return rc == 0 ? NULL : err_signature;
 }
 
 /* Reads NumericDate claim `name` into *out; false when absent (the caller checked the types). */
@@ -285,18 +285,18 @@ static const char *check_claims(lua_State *L, int claims, const struct verify_op
         int type = lua_getfield(L, claims, names[i]);
         lua_pop(L, 1);
         if (type != LUA_TNIL && type != LUA_TNUMBER)
-            return ERR_MALFORMED;
+            return err_malformed;
     }
     /* RFC 7519 4.1.4: the token is valid only before exp. */
     if (numeric_claim(L, claims, "exp", &t) && now >= t + o->leeway)
-        return ERR_EXPIRED;
+        return err_expired;
     if (numeric_claim(L, claims, "nbf", &t) && now < t - o->leeway)
-        return ERR_NOT_YET;
+        return err_not_yet;
 
     const char *err = NULL;
     int type = lua_getfield(L, claims, "aud");
     if (type != LUA_TNIL || o->aud) {
-        err = ERR_AUDIENCE;
+        err = err_audience;
         if (o->aud && type == LUA_TSTRING && strcmp(lua_tostring(L, -1), o->aud) == 0)
             err = NULL;
         else if (o->aud && type == LUA_TTABLE)
@@ -312,7 +312,7 @@ static const char *check_claims(lua_State *L, int claims, const struct verify_op
     if (o->iss) {
         type = lua_getfield(L, claims, "iss");
         if (type != LUA_TSTRING || strcmp(lua_tostring(L, -1), o->iss) != 0)
-            err = ERR_ISSUER;
+            err = err_issuer;
         lua_pop(L, 1);
     }
     return err;
@@ -338,7 +338,7 @@ static int l_jwt_verify(lua_State *L)
         k = push_ec_key(L, key, klen, false, "jwt_verify"); /* slot 4 */
     lua_settop(L, 4);
 
-    const char *err = ERR_MALFORMED;
+    const char *err = err_malformed;
     const char *dot1 = tlen <= MAX_TOKEN ? memchr(tok, '.', tlen) : NULL;
     const char *dot2 = dot1 ? memchr(dot1 + 1, '.', tlen - (size_t)(dot1 + 1 - tok)) : NULL;
     const char *end = tok + tlen;
@@ -348,11 +348,11 @@ static int l_jwt_verify(lua_State *L)
         goto fail;
     int t = lua_getfield(L, 5, "alg");
     if (t != LUA_TSTRING) {
-        err = t == LUA_TNIL ? ERR_MALFORMED : ERR_ALG;
+        err = t == LUA_TNIL ? err_malformed : err_alg;
         goto fail;
     }
     if (strcmp(lua_tostring(L, -1), ALG_NAMES[o.alg]) != 0) {
-        err = ERR_ALG;
+        err = err_alg;
         goto fail;
     }
     /* We understand no extension, so a critical one must be refused (RFC 7515 4.1.11). */
@@ -375,7 +375,7 @@ static int l_jwt_verify(lua_State *L)
     }
     if (err)
         goto fail;
-    err = ERR_MALFORMED;
+    err = err_malformed;
     if (!push_json_segment(L, dot1 + 1, (size_t)(dot2 - dot1 - 1))) /* slot 6: the claims */
         goto fail;
     err = check_claims(L, 6, &o);

@@ -2,6 +2,7 @@
 
 #include "dispatch.h"
 #include "log.h"
+#include "lua_acme.h"
 #include "lua_client.h"
 #include "lua_crypto.h"
 #include "lua_metrics.h"
@@ -114,6 +115,33 @@ static int l_register(lua_State *L)
  * up as luaL_where counts: 1 (the default) is core.server's caller; http.server
  * (init.lua, which takes its cluster key out first) passes 2, its own caller.
  */
+/*
+ * The settings that a Lua module reads (MH_SETTING_MODULE, e.g. cluster):
+ * require(module).configure(value, level) for each one the table at 2
+ * holds, now, so its errors name the script's line (level as l_server's,
+ * counted from configure: itself and l_server are two frames more).
+ */
+static void read_module_settings(lua_State *L, int level)
+{
+    for (size_t i = 0; i < mh_settings_count; i++) {
+        const struct mh_setting *s = &mh_settings[i];
+        if (s->type != MH_SETTING_MODULE)
+            continue;
+        if (lua_getfield(L, 2, s->name) == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_getglobal(L, "require");
+        lua_pushstring(L, s->module);
+        lua_call(L, 1, 1);
+        lua_getfield(L, -1, "configure");
+        lua_pushvalue(L, -3);
+        lua_pushinteger(L, level + 2);
+        lua_call(L, 2, 0);
+        lua_pop(L, 2);
+    }
+}
+
 static int l_server(lua_State *L)
 {
     struct mh_gen *g = check_loading(L, "http.server");
@@ -159,6 +187,7 @@ static int l_server(lua_State *L)
         }
     }
     lua_pop(L, 1);
+    read_module_settings(L, level);
     if (g->settings_ref != LUA_NOREF)
         luaL_unref(L, LUA_REGISTRYINDEX, g->settings_ref);
     lua_pushvalue(L, 2);
@@ -224,7 +253,8 @@ static int l_log(lua_State *L)
     return 0;
 }
 
-/* core.log_instance(name | nil): the cluster instance every log line names (mh_log_set_instance). */
+/* core.log_instance(name | nil): the cluster instance every log line names (mh_log_set_instance).
+ */
 static int l_log_instance(lua_State *L)
 {
     mh_log_set_instance(luaL_optstring(L, 1, NULL));
@@ -280,7 +310,7 @@ static void metrics_proxy_start(const struct mh_handler *h, struct mh_req *r)
         mh_req_start(r, g->host->metrics);
         return;
     }
-    mh_req_set_header(r, "Content-Type", 12, "text/plain; charset=utf-8", 25, true);
+    mh_req_set_header(r, "Content-Type", 12, MH_DEFAULT_TYPE, sizeof MH_DEFAULT_TYPE - 1, true);
     mh_req_write(r, "# metrics are not available in this process\n", 45);
     mh_req_finish(r);
 }
@@ -330,9 +360,9 @@ static int open_core(lua_State *L)
     };
     luaL_newlib(L, fns);
     lua_createtable(L, 0, 2);
-    lua_pushstring(L, MH_DISPATCH_NOT_FOUND_TEXT);
+    lua_pushstring(L, mh_dispatch_not_found_text);
     lua_rawseti(L, -2, 404);
-    lua_pushstring(L, MH_DISPATCH_NOT_ALLOWED_TEXT);
+    lua_pushstring(L, mh_dispatch_not_allowed_text);
     lua_rawseti(L, -2, 405);
     lua_setfield(L, -2, "default_text");
     mh_lua_handler_open(L);
@@ -354,7 +384,18 @@ static int open_core(lua_State *L)
     mh_lua_shared_open(L);
     mh_channel_open(L);
     mh_lua_metrics_open(L, metrics_env);
+    mh_lua_acme_open(L);
     return 1;
+}
+
+const char *mh_lua_embedded_source(const char *name, size_t *len)
+{
+    for (const struct mh_lua_embedded *m = mh_lua_embedded; m->name; m++)
+        if (strcmp(m->name, name) == 0) {
+            *len = m->len;
+            return m->src;
+        }
+    return NULL;
 }
 
 static int load_embedded(lua_State *L)

@@ -36,4 +36,10 @@ void mh_deps_free(struct mh_deps *d);
  */
 struct mh_gen *mh_gen_load(struct mh_config *config, bool reload, struct mh_deps *deps, char *err,
                            size_t errlen);
+
+/*
+ * The source of an embedded lua/moonhttp module ("moonhttp.test"), built into
+ * the binary, or NULL. For `moonhttp test`, which hands moonhttp.test to busted.
+ */
+const char *mh_lua_embedded_source(const char *name, size_t *len);
 #endif

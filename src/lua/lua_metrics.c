@@ -17,9 +17,9 @@
 
 static const char LIST_KEY = 'm'; /* registry: this state's metrics, registered once serving */
 
-static const char ERR_NONE[] = "metrics not available";
-static const char ERR_VALUE[] = "bad label value";
-static const char ERR_LONG[] = "label values too long";
+static const char err_none[] = "metrics not available";
+static const char err_value[] = "bad label value";
+static const char err_long[] = "label values too long";
 
 /*
  * One declared metric. `family` and `single` are found in the shared table on
@@ -218,14 +218,14 @@ static const char *resolve(lua_State *L, struct metric *m)
                    "script loads)",
                    m->spec.name);
     if (!env.table)
-        return ERR_NONE; /* not logged: a process without metrics */
+        return err_none; /* not logged: a process without metrics */
     struct mh_app_metrics *a = mh_metrics_app(env.table);
     const char *err = NULL;
     int fam = mh_app_metrics_family(a, &m->spec, &err);
     if (fam < 0) {
         m->broken = err;
         mh_log(MH_LOG_WARN, "http.metrics: %s: %s%s; its updates are dropped", m->spec.name, err,
-               err == MH_APP_METRICS_ERR_CHANGED
+               err == mh_app_metrics_err_changed
                    ? " (another type, labels or buckets: a restart applies the change)"
                    : "");
         return err;
@@ -286,13 +286,13 @@ static const char *pack_values(lua_State *L, struct metric *m, int idx)
         unsigned st = 0;
         if (memchr(v, 0, len) || !mh_utf8_feed(&st, (const unsigned char *)v, len) ||
             !mh_utf8_complete(st))
-            err = ERR_VALUE;
+            err = err_value;
         luaL_addvalue(&b); /* pops the value */
         luaL_addchar(&b, '\0');
     }
     luaL_pushresult(&b);
     if (!err && lua_rawlen(L, -1) > MH_APP_METRICS_VALUES_MAX)
-        err = ERR_LONG;
+        err = err_long;
     return err;
 }
 
@@ -325,7 +325,7 @@ static int series_of(lua_State *L, struct metric *m, int idx)
                 lua_rawset(L, -4);
                 return s;
             }
-            if (err == MH_APP_METRICS_ERR_SERIES && !m->warned_series) {
+            if (err == mh_app_metrics_err_series && !m->warned_series) {
                 m->warned_series = true;
                 mh_log(MH_LOG_WARN,
                        "http.metrics: %s: more than max_series = %u label sets; updates with new "

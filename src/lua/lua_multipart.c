@@ -76,7 +76,7 @@ static int parser_next(lua_State *L)
         break;
     case MH_MP_ERROR:
         lua_pushliteral(L, "error");
-        lua_pushstring(L, p->mp.err ? p->mp.err : MH_MULTIPART_ERR_MALFORMED);
+        lua_pushstring(L, p->mp.err ? p->mp.err : mh_multipart_err_malformed);
         n = 2;
         break;
     }

@@ -75,15 +75,26 @@ static int get_opt(lua_State *L, int idx, const char *name)
     return lua_getfield(L, idx, name);
 }
 
+/* A number of seconds below MAX_SECONDS and >= 0, or > above when bounded. */
+static double seconds(lua_State *L, int idx, const char *what, const char *name, double dflt,
+                      bool bounded, double above, int level)
+{
+    int t = get_opt(L, idx, name);
+    double v = t == LUA_TNIL ? dflt : t == LUA_TNUMBER ? lua_tonumber(L, -1) : NAN;
+    lua_pop(L, 1);
+    if (!((bounded ? v > above : v >= 0) && v < MAX_SECONDS)) { /* NaN fails too */
+        char must[64];
+        snprintf(must, sizeof must, "a number of seconds %s %g", bounded ? ">" : ">=",
+                 bounded ? above : 0);
+        misuse(L, level, what, name, must);
+    }
+    return v;
+}
+
 double mh_lua_opt_seconds(lua_State *L, int idx, const char *what, const char *name, double dflt,
                           int level)
 {
-    int t = get_opt(L, idx, name);
-    double v = t == LUA_TNIL ? dflt : t == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-    lua_pop(L, 1);
-    if (!(v >= 0 && v < MAX_SECONDS)) /* NaN fails too */
-        misuse(L, level, what, name, "a number of seconds >= 0");
-    return v;
+    return seconds(L, idx, what, name, dflt, false, 0, level);
 }
 
 double mh_lua_opt_number(lua_State *L, int idx, const char *what, const char *name, double dflt,
@@ -145,18 +156,23 @@ static void check_table(lua_State *L)
  * one), a size as an integer.
  */
 
-/* core.opt_seconds(t, name, default, what [, level]) */
+/*
+ * core.opt_seconds(t, name, default, what [, level [, above]]): with above,
+ * the value must be greater than it (an interval of 0 would spin), not >= 0.
+ */
 static int l_opt_seconds(lua_State *L)
 {
     check_table(L);
     const char *name = luaL_checkstring(L, 2);
     const char *what = luaL_checkstring(L, 4);
     int level = (int)luaL_optinteger(L, 5, 2);
+    bool bounded = !lua_isnoneornil(L, 6);
+    double above = bounded ? luaL_checknumber(L, 6) : 0;
     if (get_opt(L, 1, name) == LUA_TNIL) {
         lua_pushvalue(L, 3);
         return 1;
     }
-    mh_lua_opt_seconds(L, 1, what, name, 0, level);
+    seconds(L, 1, what, name, 0, bounded, above, level);
     return 1;
 }
 

@@ -52,7 +52,7 @@ bool mh_lua_to_size(lua_State *L, int idx, double *out);
 /*
  * Adds to the table on top of L (moonhttp.core): check_opts(t, what,
  * { names... } [, level = 2]); opt_seconds(t, name, default, what [, level
- * = 2]); opt_number(t, name, default, min, what [, level = 2]);
+ * = 2 [, above]]) (above: the seconds must be more than it, not >= 0); opt_number(t, name, default, min, what [, level = 2]);
  * opt_size(t, name, default, what [, min = 1 [, level = 2]]). t may be nil.
  * And strict_module(t, name): a strict module raises for a name it does
  * not have: `pg.connect does not exist (did you mean pg.pool?)`, at the

@@ -77,7 +77,7 @@ static int check_keys(lua_State *L, int idx, const char *what, const char *const
 }
 
 /* The settings of an endpoint beside its certificates (tls_certs.h). */
-static const char *const tls_options[] = {"min_version", "client_ca", "client_auth", NULL};
+static const char *const tls_options[] = {"min_version", "client_ca", "client_auth", "acme", NULL};
 
 /* Reads tls_options from the table at vidx into t. 0, or -1 with err. */
 static int lua_tls_options(struct mh_tls_certs *t, lua_State *L, int vidx, const char *what,
@@ -151,9 +151,20 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
     }
     bool single = lua_getfield(L, vidx, "cert") != LUA_TNIL;
     lua_pop(L, 1);
+    /* acme = { ... }: the Lua ACME client checks the names inside; here only the table. */
+    int acme = lua_getfield(L, vidx, "acme");
+    lua_pop(L, 1);
+    if (acme != LUA_TNIL && acme != LUA_TTABLE) {
+        snprintf(err, errlen, "%s.acme: expected a table { domains = ..., ... }, got %s", what,
+                 lua_typename(L, acme));
+        return -1;
+    }
+    t->acme = acme == LUA_TTABLE;
     if ((!single && check_option_keys(L, vidx, what, err, errlen) < 0) ||
         lua_tls_options(t, L, vidx, what, err, errlen) < 0)
         return -1;
+    if (t->acme && !single && luaL_len(L, vidx) == 0) /* no certificate until ACME gives one */
+        return 0;
     lua_Integer n = single ? 1 : luaL_len(L, vidx);
     if (n < 1 || n > MH_MAX_CERTS) {
         snprintf(err, errlen, "%s: expected 1 to %d certificates", what, MH_MAX_CERTS);
@@ -165,8 +176,8 @@ static int lua_certs(struct mh_tls_certs *t, lua_State *L, int vidx, const char 
         else
             lua_rawgeti(L, vidx, i);
         static const char *const known[] = {"cert", "key", NULL};
-        static const char *const known_single[] = {"cert",      "key",         "min_version",
-                                                   "client_ca", "client_auth", NULL};
+        static const char *const known_single[] = {
+            "cert", "key", "min_version", "client_ca", "client_auth", "acme", NULL};
         int ok = lua_type(L, -1) == LUA_TTABLE;
         if (ok && check_keys(L, -1, what, single ? known_single : known, err, errlen) < 0) {
             lua_settop(L, vidx);
@@ -313,6 +324,8 @@ static int apply_lua_value(struct mh_config *c, const struct mh_setting *s, lua_
         *(bool *)field = lua_toboolean(L, vidx);
         return 0;
     }
+    if (s->type == MH_SETTING_MODULE)
+        return 0; /* its module read it at http.server{} (lua_load.c) */
     if (s->type == MH_SETTING_TLS)
         return lua_certs(&c->tls, L, vidx, "tls", err, errlen);
     if (s->type == MH_SETTING_SHARED)

@@ -1,7 +1,7 @@
 /*
  * http.tcp(): see lua_socket.h for the contract. A socket userdata (struct
- * lsock) drives one operation at a time through C callbacks (resolve →
- * connect → next address → TLS handshake; fill until a receive can be
+ * lsock) drives one operation at a time through C callbacks (a dial of
+ * net/dialer.h for connect and tls_handshake; fill until a receive can be
  * answered; write until all is sent) and wakes its waiting task only when
  * the answer is ready, so a resume never has to wait again.
  */
@@ -54,8 +54,8 @@ static struct sock_state *state_of(lua_State *L)
     luaL_setmetatable(L, STATE_MT);
     st->loop = mh_gen_loop(g);
     st->pool = mh_socket_pool_new(st->loop);
-    st->dns = mh_dns_new(st->loop);
-    if (!st->pool || !st->dns)
+    st->dialer = mh_dialer_new(st->loop);
+    if (!st->pool || !st->dialer)
         luaL_error(L, "out of memory"); /* the userdata's __gc frees what was made */
     lua_rawsetp(L, LUA_REGISTRYINDEX, &STATE_KEY);
     return st;
@@ -91,17 +91,9 @@ static void stop_read(struct lsock *k)
 {
     if (k->queued)
         mh_sock_leave_queue(k);
-    if (k->resolving) {
-        mh_dns_cancel(&k->dns);
-        k->resolving = false;
-    }
-    if (k->s) {
+    mh_dial_cancel(&k->dial); /* a handshake cut short cannot go on */
+    if (k->s)
         mh_socket_cancel_read(k->s);
-        if (k->s->tls) { /* a handshake cut short cannot go on */
-            mh_client_tls_free(k->s->tls);
-            k->s->tls = NULL;
-        }
-    }
 }
 
 /* Stops the pending send in C (the waiting task, if any, stays). */
@@ -137,7 +129,7 @@ static void sock_close(struct lsock *k)
     struct lside *sides[] = {&k->rd, &k->wr};
     for (int i = 0; i < 2; i++)
         if (sides[i]->waiter && sides[i]->op != OP_NONE && !sides[i]->done) {
-            sides[i]->err = MH_SOCK_CLOSED;
+            sides[i]->err = mh_socket_err_closed;
             wake(sides[i]);
         }
 }
@@ -227,7 +219,7 @@ static int push_recv(lua_State *L, struct lsock *k)
     k->rd.op = OP_NONE;
     if (!k->s) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         lua_pushliteral(L, "");
         return 3;
     }
@@ -247,7 +239,7 @@ static int push_recv(lua_State *L, struct lsock *k)
         return 1;
     }
     lua_pushnil(L);
-    lua_pushstring(L, err ? err : MH_SOCK_CLOSED);
+    lua_pushstring(L, err ? err : mh_socket_err_closed);
     lua_pushlstring(L, in->data ? in->data : "", in->len);
     mh_buf_consume(in, in->len);
     return 3;
@@ -255,15 +247,12 @@ static int push_recv(lua_State *L, struct lsock *k)
 
 /* ---- connecting ----------------------------------------------------------------------- */
 
-static void connect_next(struct lsock *k);
-static void handshake_start(struct lsock *k);
-
 /*
- * k's TLS options as 16 hex digits of their SHA-256. They are part of the
- * pool key and of the saved session's key, so that a connection, or a
- * session to resume, made with one client certificate (or CA file, verify
- * flag, server name, min_version) never goes to a connect that asked for
- * another: that would speak with the first certificate's identity.
+ * k's TLS options as 16 hex digits of their SHA-256, part of the idle
+ * pool's key, so that a connection made with one client certificate (or CA
+ * file, verify flag, server name, min_version) never goes to a connect that
+ * asked for another: that would speak with the first certificate's
+ * identity. (The dialer keys its saved sessions by the options themselves.)
  */
 static void tls_fingerprint(const struct lsock *k, char out[17])
 {
@@ -277,116 +266,46 @@ static void tls_fingerprint(const struct lsock *k, char out[17])
         snprintf(out + 2 * i, 3, "%02x", h[i]);
 }
 
-/* Where k's saved TLS session is kept: its pool key with the TLS options' fingerprint. */
-static void session_key(const struct lsock *k, char out[KEY_MAX + 24])
+/* The dialer's error as sockets have always named it. */
+static const char *dial_err(const struct mh_dial *d, const char *err)
 {
-    char fp[17];
-    tls_fingerprint(k, fp);
-    snprintf(out, KEY_MAX + 24, "%s|%s", k->key, fp);
+    if (err == mh_dial_err_timeout)
+        return mh_socket_err_timeout;
+    if (err == mh_dial_err_socket || err == mh_dial_err_connect)
+        return mh_socket_errno_err(d->sys_errno);
+    if (err == mh_dial_err_nomem || err == mh_dns_err_nomem)
+        return mh_socket_err_nomem;
+    if (d->phase == MH_DIAL_RESOLVING)
+        return NO_HOST;
+    return err; /* TLS's, as they are */
 }
 
-static int tls_step(struct mh_socket *s, const char **err)
+/* The connect's or the handshake's answer: the connection becomes the socket's byte stream. */
+static void on_dialed(struct mh_dial *d, const char *err)
 {
-    int rc = mh_client_tls_handshake(s->tls, err);
-    if (rc == 0)
-        return 0;
-    if (rc == MH_TLS_WANT_READ)
-        return MH_SOCK_WANT_READ;
-    if (rc == MH_TLS_WANT_WRITE)
-        return MH_SOCK_WANT_WRITE;
-    return -1;
-}
-
-/* The handshake finished: TLS becomes the socket's transport. */
-static void handshake_done(struct lsock *k)
-{
-    struct mh_socket *s = k->s;
-    struct mh_client_tls *tls = s->tls;
-    s->tls = NULL;
-    k->tls_resumed = mh_client_tls_resumed(tls);
-    mh_client_tls_transport(tls, &s->tr, s->tr.fd);
-    char sk[KEY_MAX + 24];
-    session_key(k, sk);
-    struct tls_session *x = mh_sock_session(k->st, sk, true);
-    if (x)
-        mh_client_tls_save_session(tls, &x->session);
-}
-
-static void handshake_failed(struct lsock *k, const char *err)
-{
-    if (k->s && k->s->tls) {
-        mh_client_tls_free(k->s->tls);
-        k->s->tls = NULL;
-    }
-    k->rd.err = err;
-}
-
-/* Connected (or failed) at the socket level: try the next address, or go on with TLS. */
-static void connected(struct lsock *k, const char *err)
-{
+    struct lsock *k = (struct lsock *)((char *)d - offsetof(struct lsock, dial));
     if (err) {
-        if (++k->addr_i < k->addrs.n) {
-            connect_next(k);
-            return;
-        }
-        k->rd.err = err;
-        wake(&k->rd);
-        return;
-    }
-    if (k->tls_next) {
-        handshake_start(k);
-        return;
+        k->rd.err = dial_err(d, err);
+    } else {
+        k->tls_resumed = d->resumed;
+        mh_dial_take(d, &k->s->tr);
     }
     wake(&k->rd);
 }
 
-static void connect_next(struct lsock *k)
+/* k's dial key: its host and port, and its TLS options when it speaks TLS. */
+static void dial_key(struct lsock *k, struct mh_dial_key *key, struct mh_dial_tls *tls)
 {
-    const char *err = NULL;
-    int rc = mh_socket_connect(k->s, (const struct sockaddr *)&k->addrs.a[k->addr_i],
-                               k->addrs.len[k->addr_i], k->tmo_connect, on_sock_done, &err);
-    if (rc != 0)
-        connected(k, rc < 0 ? err : NULL);
-}
-
-static void handshake_start(struct lsock *k)
-{
-    const char *err = NULL;
-    k->rd.op = OP_HANDSHAKE;
-    struct mh_client_tls_cfg *cfg = mh_sock_tls_cfg(k->st, k, &err);
-    char sk[KEY_MAX + 24];
-    session_key(k, sk);
-    struct tls_session *x = mh_sock_session(k->st, sk, false);
-    if (cfg)
-        k->s->tls =
-            mh_client_tls_new(cfg, k->s->tr.fd, k->server_name, x ? x->session : NULL, &err);
-    if (!cfg || !k->s->tls) {
-        k->rd.err = err;
-        wake(&k->rd);
-        return;
-    }
-    int rc = mh_socket_step(k->s, tls_step, k->tmo_connect, on_sock_done, &err);
-    if (rc == 0)
-        return;
-    if (rc > 0)
-        handshake_done(k);
-    else
-        handshake_failed(k, err);
-    wake(&k->rd);
-}
-
-static void on_resolved(struct mh_dns_query *q, const char *err, const struct mh_dns_addrs *a)
-{
-    struct lsock *k = (struct lsock *)((char *)q - offsetof(struct lsock, dns));
-    k->resolving = false;
-    if (err) {
-        k->rd.err = err == mh_dns_err_nomem ? MH_SOCK_NOMEM : NO_HOST;
-        wake(&k->rd);
-        return;
-    }
-    k->addrs = *a;
-    k->addr_i = 0;
-    connect_next(k);
+    *tls = (struct mh_dial_tls){.ca = k->ca[0] ? k->ca : NULL,
+                                .cert = k->cert[0] ? k->cert : NULL,
+                                .key = k->cert_key[0] ? k->cert_key : NULL,
+                                .server_name = k->server_name,
+                                .verify = k->verify,
+                                .tls13_only = k->tls13_only,
+                                .resume = true};
+    *key = (struct mh_dial_key){.host = k->host, .port = k->port, .tls = tls};
+    k->dial.connect_timeout = k->dial.tls_timeout = k->tmo_connect;
+    k->dial.deadline = 0; /* the Lua call's wait bounds the whole connect */
 }
 
 /* Every socket-level completion comes here and goes on with the pending operation. */
@@ -394,16 +313,8 @@ static void on_sock_done(struct mh_socket *s, const char *err)
 {
     struct lsock *k = s->ud;
     switch (k->rd.op) {
-    case OP_CONNECT:
-        connected(k, err);
-        return;
-    case OP_HANDSHAKE:
-        if (err)
-            handshake_failed(k, err);
-        else
-            handshake_done(k);
-        wake(&k->rd);
-        return;
+    case OP_CONNECT:   /* the dial reports to on_dialed */
+    case OP_HANDSHAKE: /* the same */
     case OP_SEND: /* sends report to on_send_done */
         return;
     case OP_RECV:
@@ -463,7 +374,7 @@ static int resume_op(struct mh_task *t, lua_State *co)
          * the socket's deadline passed while the operation was still going.
          */
         stop_side(d);
-        d->err = MH_SOCK_TIMEOUT;
+        d->err = mh_socket_err_timeout;
     }
     return push_result(co, d);
 }
@@ -482,7 +393,7 @@ static int wait_op(lua_State *L, struct lside *d, struct mh_task *t, double limi
         double left = k->deadline - ev_now(k->st->loop);
         if (left <= 0) {
             stop_side(d);
-            d->err = MH_SOCK_TIMEOUT;
+            d->err = mh_socket_err_timeout;
             return push_result(L, d);
         }
         if (limit <= 0 || left < limit)
@@ -577,34 +488,17 @@ static void connect_start(struct lsock *k)
         return;
     }
     if (!(k->s = mh_socket_new(k->st->loop))) {
-        k->rd.err = MH_SOCK_NOMEM;
+        k->rd.err = mh_socket_err_nomem;
         wake(&k->rd);
         return;
     }
     k->s->ud = k;
-    if (strncmp(k->host, "unix:", 5) == 0) {
-        struct sockaddr_un *un = (struct sockaddr_un *)&k->addrs.a[0];
-        memset(un, 0, sizeof *un);
-        un->sun_family = AF_UNIX;
-        memcpy(un->sun_path, k->host + 5, strlen(k->host + 5));
-        k->addrs.len[0] = (socklen_t)sizeof *un;
-        k->addrs.n = 1;
-        k->addr_i = 0;
-        connect_next(k);
-        return;
-    }
-    const char *err = NULL;
-    k->dns.cb = on_resolved;
-    int rc = mh_dns_resolve(k->st->dns, k->host, k->port, &k->dns, &k->addrs, &err);
-    if (rc == 1) {
-        k->addr_i = 0;
-        connect_next(k);
-    } else if (rc == 0) {
-        k->resolving = true;
-    } else {
-        k->rd.err = err == mh_dns_err_nomem ? MH_SOCK_NOMEM : NO_HOST;
-        wake(&k->rd);
-    }
+    struct mh_dial_key key;
+    struct mh_dial_tls tls;
+    dial_key(k, &key, &tls);
+    if (!k->tls_next)
+        key.tls = NULL;
+    mh_dial_start(&k->dial, k->st->dialer, &key, on_dialed);
 }
 
 /* sock:connect(host, port [, opts]) / sock:connect("unix:/path" [, opts]) → true | nil, err */
@@ -690,19 +584,22 @@ static int l_tls_handshake(lua_State *L)
     struct lsock *k = check_idle(L, "sock:tls_handshake", &t, USE_BOTH);
     if (!k->s || k->s->tr.fd < 0) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         return 2;
     }
     if (k->s->tr._impl)
         return luaL_error(L, "sock:tls_handshake: the connection already uses TLS");
-    char host[256] = "";
-    const char *colon = strrchr(k->key, ':');
-    if (colon && (size_t)(colon - k->key) < sizeof host)
-        memcpy(host, k->key, (size_t)(colon - k->key));
-    read_tls_opts(L, k, 2, host, "sock:tls_handshake");
+    /* The host connect was given, whatever the pool is named. */
+    read_tls_opts(L, k, 2, strncmp(k->host, "unix:", 5) == 0 ? NULL : k->host,
+                  "sock:tls_handshake");
+    k->rd.op = OP_HANDSHAKE;
     k->rd.err = NULL;
     k->rd.done = false;
-    handshake_start(k);
+    mh_socket_cancel(k->s); /* the dial watches the socket until the handshake is over */
+    struct mh_dial_key key;
+    struct mh_dial_tls tls;
+    dial_key(k, &key, &tls);
+    mh_dial_handshake(&k->dial, k->st->dialer, &key, k->s->tr.fd, on_dialed);
     if (!k->rd.done)
         return wait_op(L, &k->rd, t, 0); /* the handshake's own timer: tmo_connect for all of it */
     return push_result(L, &k->rd);
@@ -726,7 +623,7 @@ static int l_send(lua_State *L)
     lua_settop(L, 2);
     if (!k->s) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         return 2;
     }
     lua_pushvalue(L, 2);
@@ -866,7 +763,7 @@ static int l_keepalive(lua_State *L)
         return luaL_error(L, "sock:keepalive: %s (another operation is waiting on it)", BUSY);
     if (!k->s) {
         lua_pushnil(L);
-        lua_pushstring(L, MH_SOCK_CLOSED);
+        lua_pushstring(L, mh_socket_err_closed);
         return 2;
     }
     mh_task_unlink(&k->owner);

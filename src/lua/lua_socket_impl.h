@@ -3,11 +3,10 @@
 /*
  * The insides of http.tcp(), shared by lua_socket.c (the Lua object and its
  * operations) and lua_socket_state.c (what the sockets of one generation
- * share: TLS configurations, saved sessions, per-key connection limits) and
- * by lua_relay.c (which takes a connected socket over for an upgrade relay).
+ * share: the dialer, the idle pool, per-key connection limits) and by
+ * lua_relay.c (which takes a connected socket over for an upgrade relay).
  */
-#include "dns.h"
-#include "client_tls.h"
+#include "dialer.h"
 #include "lua_sched.h"
 #include "socket.h"
 
@@ -16,25 +15,6 @@
 #include <stddef.h>
 
 #define KEY_MAX 300
-
-/* A TLS configuration per (CA file, verify, client certificate, min_version) set, made on first
- * use. */
-struct tls_cfg {
-    struct tls_cfg *next;
-    bool verify;
-    bool tls13_only;
-    struct mh_client_tls_cfg *cfg;
-    char *cert, *key; /* point into names; "" for none */
-    char names[];     /* ca ("" for the system bundle), cert, key: each NUL-terminated */
-};
-
-/* The last TLS session per key (with the TLS options' fingerprint), offered again on the next
- * handshake. */
-struct tls_session {
-    struct tls_session *next;
-    void *session;
-    char key[];
-};
 
 /*
  * Connections of one key may be limited (opts.pool_size at connect): past
@@ -54,9 +34,7 @@ struct sock_state {
     struct ev_loop *loop;
     struct key_limit *limits;
     struct mh_socket_pool *pool;
-    struct mh_dns *dns;
-    struct tls_cfg *cfgs;
-    struct tls_session *sessions;
+    struct mh_dialer *dialer; /* resolver, TLS configurations, saved sessions */
 };
 
 enum op { OP_NONE, OP_CONNECT, OP_HANDSHAKE, OP_SEND, OP_RECV };
@@ -89,19 +67,16 @@ struct lsock {
     size_t send_len; /* the pending send's length */
     const char *delim;
     size_t delim_len;
-    /* connect */
-    struct mh_dns_query dns;
-    bool resolving;
-    struct mh_dns_addrs addrs;
-    int addr_i;
+    /* connect and tls_handshake */
+    struct mh_dial dial;
     bool tls_next;    /* connect goes on with a handshake */
     bool tls_resumed; /* the last handshake resumed a saved session */
     bool verify;
     bool tls13_only; /* tls.min_version = "1.3" */
     char ca[256];
     char cert[256], cert_key[256]; /* "": no client certificate */
-    char server_name[256];
-    char key[KEY_MAX];
+    char server_name[256];         /* "": none (a unix socket) */
+    char key[KEY_MAX];             /* the idle pool's: pool name or host:port, and TLS options */
     char host[KEY_MAX]; /* as given to connect ("unix:/path" for unix sockets) */
     uint16_t port;
     struct key_limit *limit;  /* counted in it while connected */
@@ -109,15 +84,8 @@ struct lsock {
     struct lsock *next_waiter;
 };
 
-/* Frees what st holds (its __gc): the pool first, then the TLS state its sockets used. */
+/* Frees what st holds (its __gc): the pool first, then the dialer whose TLS state it used. */
 void mh_sock_state_free(struct sock_state *st);
-
-/* The TLS configuration for k's TLS options, made once per distinct set; NULL with *err. */
-struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct lsock *k,
-                                          const char **err);
-
-/* The saved session of key (made empty when `create`); NULL when absent or out of memory. */
-struct tls_session *mh_sock_session(struct sock_state *st, const char *key, bool create);
 
 /* Counts k in its key's limit of `size` (true), or queues it until a slot frees (false). */
 bool mh_sock_take_slot(struct lsock *k, size_t size);

@@ -1,8 +1,7 @@
 /*
- * What the sockets of one generation share: the TLS configuration per set
- * of options (CA file, verify, client certificate, min_version), the last
- * session per key (offered again on the next handshake), and the per-key
- * connection limits with the sockets queued behind them. Plain C:
+ * What the sockets of one generation share: the dialer (net/dialer.h: the
+ * resolver, TLS configurations and saved sessions), the idle pool, and the
+ * per-key connection limits with the sockets queued behind them. Plain C:
  * lua_socket.c keeps the state in a userdata of the generation's registry
  * and calls in.
  */
@@ -15,77 +14,13 @@ void mh_sock_state_free(struct sock_state *st)
 {
     mh_socket_pool_free(st->pool); /* before the TLS configurations its sockets use */
     st->pool = NULL;
-    mh_dns_free(st->dns);
-    st->dns = NULL;
-    while (st->sessions) {
-        struct tls_session *x = st->sessions;
-        st->sessions = x->next;
-        mh_client_tls_session_free(x->session);
-        free(x);
-    }
+    mh_dialer_free(st->dialer);
+    st->dialer = NULL;
     while (st->limits) {
         struct key_limit *l = st->limits;
         st->limits = l->next;
         free(l);
     }
-    while (st->cfgs) {
-        struct tls_cfg *c = st->cfgs;
-        st->cfgs = c->next;
-        mh_client_tls_cfg_free(c->cfg);
-        free(c);
-    }
-}
-
-struct mh_client_tls_cfg *mh_sock_tls_cfg(struct sock_state *st, const struct lsock *k,
-                                          const char **err)
-{
-    for (struct tls_cfg *c = st->cfgs; c; c = c->next)
-        if (c->verify == k->verify && c->tls13_only == k->tls13_only &&
-            strcmp(c->names, k->ca) == 0 && strcmp(c->cert, k->cert) == 0 &&
-            strcmp(c->key, k->cert_key) == 0)
-            return c->cfg;
-    size_t n = strlen(k->ca) + 1, nc = strlen(k->cert) + 1, nk = strlen(k->cert_key) + 1;
-    struct tls_cfg *c = calloc(1, sizeof *c + n + nc + nk);
-    if (!c) {
-        *err = MH_SOCK_NOMEM;
-        return NULL;
-    }
-    struct mh_client_tls_opts o = {.ca = k->ca[0] ? k->ca : NULL,
-                                   .verify = k->verify,
-                                   .cert = k->cert[0] ? k->cert : NULL,
-                                   .key = k->cert_key[0] ? k->cert_key : NULL,
-                                   .tls13_only = k->tls13_only};
-    if (!(c->cfg = mh_client_tls_cfg_new(&o, err))) {
-        free(c);
-        return NULL;
-    }
-    c->cert = c->names + n;
-    c->key = c->cert + nc;
-    memcpy(c->names, k->ca, n);
-    memcpy(c->cert, k->cert, nc);
-    memcpy(c->key, k->cert_key, nk);
-    c->verify = k->verify;
-    c->tls13_only = k->tls13_only;
-    c->next = st->cfgs;
-    st->cfgs = c;
-    return c->cfg;
-}
-
-struct tls_session *mh_sock_session(struct sock_state *st, const char *key, bool create)
-{
-    for (struct tls_session *x = st->sessions; x; x = x->next)
-        if (strcmp(x->key, key) == 0)
-            return x;
-    if (!create)
-        return NULL;
-    size_t n = strlen(key);
-    struct tls_session *x = calloc(1, sizeof *x + n + 1);
-    if (x) {
-        memcpy(x->key, key, n + 1);
-        x->next = st->sessions;
-        st->sessions = x;
-    }
-    return x;
 }
 
 bool mh_sock_take_slot(struct lsock *k, size_t size)

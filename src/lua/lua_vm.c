@@ -247,11 +247,13 @@ void mh_gen_stop(struct mh_gen *g, unsigned flags)
     mh_gen_unref(g);
 }
 
-void mh_gen_drain(struct mh_gen *g, double window, double spread)
+void mh_gen_drain(struct mh_gen *g, unsigned flags, double window, double spread)
 {
-    g->drain_window = window;
-    g->drain_spread = spread;
-    mh_gen_stop(g, MH_GEN_RETIRED | MH_GEN_DRAINING);
+    if (!mh_gen_draining(g)) {
+        g->drain_window = window;
+        g->drain_spread = spread;
+    }
+    mh_gen_stop(g, flags | MH_GEN_DRAINING);
 }
 
 void mh_gen_reseed(struct mh_gen *g)

@@ -68,16 +68,20 @@ struct mh_gen_host {
  *
  * - ASKED: a stop was asked for; it still serves (shutdown_delay), but
  *   http.stopping() is true, so health checks fail and balancers move away.
+ *   A drain under way ends within shutdown_timeout, as the stop's own.
  * - RETIRED: a reload in place replaced it; new requests go to the newer one.
- * - DRAINING: retired with a drain window (mh_gen_drain): its WebSockets,
- *   streams and streaming responses go on until they end or the window
- *   passes, and are then stopped one by one over the spread; http.draining()
- *   is true in it and each WebSocket's on_drain callback runs.
+ * - DRAINING: retired or stopped gracefully with a drain window
+ *   (mh_gen_drain): its WebSockets, streams and streaming responses go on
+ *   until they end or the window passes, and are then stopped one by one
+ *   over the spread; http.draining() is true in it and each WebSocket's
+ *   on_drain callback runs.
  * - STOPPING: it serves nothing new: streaming handlers, channel receives
  *   and background tasks hear "stopping", WebSockets close with 1001.
  *
  * Background tasks (timer callbacks, light threads, on_start) of a retired
  * generation hear "stopping" at once, drain or not: the new code runs its own.
+ * Those of a generation a graceful stop drains run on (they may feed the
+ * draining connections) until it stops.
  */
 #define MH_GEN_ASKED    1u
 #define MH_GEN_RETIRED  2u
@@ -218,13 +222,24 @@ void mh_gen_on_stop(struct mh_gen *g, mh_gen_stop_fn fn);
 void mh_gen_stop(struct mh_gen *g, unsigned flags);
 
 /*
- * A reload replaced g (RETIRED | DRAINING): its long-lived requests go on
- * for `window` seconds, then close one by one at random moments over
- * `spread` seconds; then it stops (STOPPING). 0 and 0: they stop at once.
+ * g drains (DRAINING, with `flags`: RETIRED by a reload, ASKED by a
+ * graceful stop): its long-lived requests go on for `window` seconds, then
+ * close one by one at random moments over `spread` seconds; then it stops
+ * (STOPPING). 0 and 0: they stop at once.
  */
-void mh_gen_drain(struct mh_gen *g, double window, double spread);
+void mh_gen_drain(struct mh_gen *g, unsigned flags, double window, double spread);
 
-/* http.draining(), ws:draining(): a reload retired this code with a drain window. */
+/*
+ * A graceful stop's drain fits in shutdown_timeout, so a stop's bound stays
+ * what the operator set: the connections close over drain_spread (all of
+ * shutdown_timeout when it is shorter) at its end, after a window of the rest.
+ */
+static inline double mh_stop_drain_spread(const struct mh_config *c)
+{
+    return c->drain_spread < c->shutdown_timeout ? c->drain_spread : c->shutdown_timeout;
+}
+
+/* http.draining(), ws:draining(): a reload or a graceful stop drains this code. */
 static inline bool mh_gen_draining(const struct mh_gen *g)
 {
     return (g->stop & MH_GEN_DRAINING) != 0;

@@ -161,8 +161,8 @@ const char *mh_listener_open_set(struct mh_listener *ls, size_t n, const char *a
                                  char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
-    const char *e = open_first(&ls[0], addr, backlog, n > 1 ? MH_BIND_LEADS : MH_BIND_ALONE, &ss,
-                               err, errlen);
+    const char *e =
+        open_first(&ls[0], addr, backlog, n > 1 ? MH_BIND_LEADS : MH_BIND_ALONE, &ss, err, errlen);
     if (e)
         return e;
     /* The leader's own address: with port 0 the kernel chose one, which the members take. */
@@ -224,15 +224,6 @@ int mh_acceptor_headroom(const struct mh_acceptor *a)
     return h < 8 ? 8 : h > 128 ? 128 : h;
 }
 
-#define SHED_BODY "server out of file descriptors; try again\n"
-_Static_assert(sizeof SHED_BODY - 1 == 42, "the 503's Content-Length");
-static const char shed_response[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                                    "Content-Type: text/plain\r\n"
-                                    "Content-Length: 42\r\n"
-                                    "Retry-After: 1\r\n"
-                                    "Connection: close\r\n"
-                                    "\r\n" SHED_BODY;
-
 /*
  * Answers a connection we cannot serve and closes it. A plain listener's
  * client gets a 503 (HTTP/1.1: an h2c client reads a framing error, which
@@ -253,8 +244,9 @@ static void read_what_came(int fd)
 static void shed(struct mh_listener *l, int fd)
 {
     read_what_came(fd);
-    if (!l->tls &&
-        send(fd, shed_response, sizeof shed_response - 1, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+    const struct mh_acceptor *a = l->acceptor;
+    if (!l->tls && a->shed_response &&
+        send(fd, a->shed_response, a->shed_len, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
         shutdown(fd, SHUT_WR);
     read_what_came(fd);
     close(fd);

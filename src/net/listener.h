@@ -32,6 +32,13 @@ struct mh_acceptor {
      */
     int fd_limit;
     bool tcp_nodelay;
+    /*
+     * The bytes a shed plain connection is answered with (the owner's: an
+     * HTTP 503, http/req_policy.h); NULL: closed unanswered. A TLS client is
+     * closed unanswered either way, as no handshake was made.
+     */
+    const char *shed_response;
+    size_t shed_len;
     /* Whether another connection may be taken now (max_connections). */
     bool (*may_accept)(void *ud);
     /* Stop accepting on every listener until there is room (the owner resumes). */

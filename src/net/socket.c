@@ -8,16 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
-const char MH_SOCK_TIMEOUT[] = "timeout";
-const char MH_SOCK_CLOSED[] = "closed";
-const char MH_SOCK_REFUSED[] = "connection refused";
-const char MH_SOCK_RESET[] = "connection reset";
-const char MH_SOCK_UNREACHABLE[] = "host unreachable";
-const char MH_SOCK_NOMEM[] = "out of memory";
-const char MH_SOCK_NOFILE[] = "too many open files";
-const char MH_SOCK_UNREAD[] = "unread data";
-const char MH_SOCK_POOL_FULL[] = "pool full";
-const char MH_SOCK_FAILED[] = "socket error";
+const char mh_socket_err_timeout[] = "timeout";
+const char mh_socket_err_closed[] = "closed";
+const char mh_socket_err_refused[] = "connection refused";
+const char mh_socket_err_reset[] = "connection reset";
+const char mh_socket_err_unreachable[] = "host unreachable";
+const char mh_socket_err_nomem[] = "out of memory";
+const char mh_socket_err_nofile[] = "too many open files";
+const char mh_socket_err_unread[] = "unread data";
+const char mh_socket_err_pool_full[] = "pool full";
+const char mh_socket_err_failed[] = "socket error";
 
 #define READ_CHUNK 16384
 
@@ -25,26 +25,26 @@ const char *mh_socket_errno_err(int e)
 {
     switch (e) {
     case ECONNREFUSED:
-        return MH_SOCK_REFUSED;
+        return mh_socket_err_refused;
     case ECONNRESET:
     case ECONNABORTED:
-        return MH_SOCK_RESET;
+        return mh_socket_err_reset;
     case EPIPE:
-        return MH_SOCK_CLOSED;
+        return mh_socket_err_closed;
     case EHOSTUNREACH:
     case ENETUNREACH:
     case EADDRNOTAVAIL:
-        return MH_SOCK_UNREACHABLE;
+        return mh_socket_err_unreachable;
     case ETIMEDOUT:
-        return MH_SOCK_TIMEOUT;
+        return mh_socket_err_timeout;
     case ENOMEM:
     case ENOBUFS:
-        return MH_SOCK_NOMEM;
+        return mh_socket_err_nomem;
     case EMFILE:
     case ENFILE:
-        return MH_SOCK_NOFILE;
+        return mh_socket_err_nofile;
     default:
-        return MH_SOCK_FAILED;
+        return mh_socket_err_failed;
     }
 }
 
@@ -183,42 +183,11 @@ static void finish_write(struct mh_socket *s, const char *err)
         cb(s, err);
 }
 
-int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_t len,
-                      double timeout, mh_socket_cb cb, const char **err)
-{
-    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        *err = mh_socket_errno_err(errno);
-        return -1;
-    }
-    if (addr->sa_family != AF_UNIX) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    if (s->tr.fd >= 0) {
-        stop_watchers(s); /* the read watcher may still be armed on the old file */
-        mh_transport_close(&s->tr);
-    }
-    mh_transport_plain_init(&s->tr, fd);
-    s->_io_fd_set = s->_wio_fd_set = false; /* a new file, perhaps under an old number */
-    s->eof = false;
-    s->in.len = 0;
-    if (connect(fd, addr, len) == 0)
-        return 1;
-    if (errno != EINPROGRESS && errno != EAGAIN) {
-        *err = mh_socket_errno_err(errno);
-        mh_transport_close(&s->tr);
-        return -1;
-    }
-    wait_for(s, MH_SOCK_OP_CONNECT, EV_WRITE, timeout, cb);
-    return 0;
-}
-
 /* One read into s->in: 1 got bytes or EOF, 0 would block, -1 error (*err). */
 static int read_some(struct mh_socket *s, const char **err)
 {
     if (mh_buf_reserve(&s->in, READ_CHUNK) < 0) {
-        *err = MH_SOCK_NOMEM;
+        *err = mh_socket_err_nomem;
         return -1;
     }
     ssize_t n = mh_transport_read(&s->tr, s->in.data + s->in.len, s->in.cap - s->in.len);
@@ -239,7 +208,7 @@ static int read_some(struct mh_socket *s, const char **err)
 int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const char **err)
 {
     if (s->tr.fd < 0) {
-        *err = MH_SOCK_CLOSED;
+        *err = mh_socket_err_closed;
         return -1;
     }
     if (s->eof)
@@ -275,7 +244,7 @@ static int write_some(struct mh_socket *s, const char **err)
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return 0;
-        *err = n == 0 ? MH_SOCK_CLOSED : mh_socket_errno_err(errno);
+        *err = n == 0 ? mh_socket_err_closed : mh_socket_errno_err(errno);
         return -1;
     }
     return 1;
@@ -285,7 +254,7 @@ int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double ti
                     mh_socket_cb cb, const char **err)
 {
     if (s->tr.fd < 0) {
-        *err = MH_SOCK_CLOSED;
+        *err = mh_socket_err_closed;
         return -1;
     }
     s->_wdata = data;
@@ -303,33 +272,18 @@ int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double ti
     return 0;
 }
 
-int mh_socket_step(struct mh_socket *s, mh_socket_step_fn step, double timeout, mh_socket_cb cb,
-                   const char **err)
-{
-    if (s->tr.fd < 0) {
-        *err = MH_SOCK_CLOSED;
-        return -1;
-    }
-    int rc = step(s, err);
-    if (rc <= 0)
-        return rc == 0 ? 1 : -1;
-    s->_step = step;
-    wait_for(s, MH_SOCK_OP_STEP, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ, timeout, cb);
-    return 0;
-}
-
 static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    finish(w->data, MH_SOCK_TIMEOUT);
+    finish(w->data, mh_socket_err_timeout);
 }
 
 static void on_wtimeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     (void)loop;
     (void)revents;
-    finish_write(w->data, MH_SOCK_TIMEOUT);
+    finish_write(w->data, mh_socket_err_timeout);
 }
 
 static void on_wio(struct ev_loop *loop, ev_io *w, int revents)
@@ -356,31 +310,12 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
     int rc;
     (void)loop;
     (void)revents;
-    switch (s->_op) {
-    case MH_SOCK_OP_CONNECT: {
-        int e = 0;
-        socklen_t elen = sizeof e;
-        if (getsockopt(s->tr.fd, SOL_SOCKET, SO_ERROR, &e, &elen) < 0)
-            e = errno;
-        finish(s, e ? mh_socket_errno_err(e) : NULL);
-        return;
-    }
-    case MH_SOCK_OP_FILL:
-        rc = read_some(s, &err);
-        break;
-    case MH_SOCK_OP_STEP:
-        rc = s->_step(s, &err);
-        if (rc > 0) {
-            /* The handshake may want the other direction next. */
-            set_io(s, &s->_io, rc == MH_SOCK_WANT_WRITE ? EV_WRITE : EV_READ);
-            return;
-        }
-        rc = rc == 0 ? 1 : -1;
-        break;
-    default: /* readable while nothing waits (mh_socket_cancel_read): stop listening */
+    if (s->_op != MH_SOCK_OP_FILL) {
+        /* readable while nothing waits (mh_socket_cancel_read): stop listening */
         ev_io_stop(s->loop, &s->_io);
         return;
     }
+    rc = read_some(s, &err);
     if (rc != 0)
         finish(s, rc < 0 ? err : NULL);
 }
@@ -460,11 +395,11 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
     const char *why = NULL;
     struct mh_socket_group *g = find_group(p, key);
     if (s->tr.fd < 0 || s->eof)
-        why = MH_SOCK_CLOSED;
+        why = mh_socket_err_closed;
     else if (s->in.len > 0 || mh_transport_pending(&s->tr))
-        why = MH_SOCK_UNREAD; /* the next user would read the last one's leftovers */
+        why = mh_socket_err_unread; /* the next user would read the last one's leftovers */
     else if (max == 0 || (g && g->n >= max))
-        why = MH_SOCK_POOL_FULL;
+        why = mh_socket_err_pool_full;
     else if (!g) {
         size_t klen = strlen(key);
         if ((g = calloc(1, sizeof *g + klen + 1))) {
@@ -472,7 +407,7 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
             g->next = p->groups;
             p->groups = g;
         } else {
-            why = MH_SOCK_NOMEM;
+            why = mh_socket_err_nomem;
         }
     }
     if (why) {

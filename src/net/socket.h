@@ -1,18 +1,17 @@
 #ifndef MH_SOCKET_H
 #define MH_SOCKET_H
 /*
- * Outbound byte streams for Lua sockets (http.tcp()): a non-blocking socket
- * behind the transport vtable (plain TCP, or TLS once the caller installs a
- * TLS transport), an input buffer, and a per-loop pool of idle connections.
+ * Outbound byte streams for Lua sockets (http.tcp()): a connected socket
+ * behind the transport vtable (plain TCP or TLS, as a dial of dialer.h
+ * made it), an input buffer, and a per-loop pool of idle connections.
  *
- * Each operation (connect, fill, write, handshake) is tried at once; when it
+ * Each operation (fill, write) is tried at once; when it
  * cannot finish now it returns 0 and reports later through its callback,
  * called from the loop (never from inside the call that started it).
- * Full duplex: a socket has a read side (connect, fill, step) and a write
- * side (write), each with its own watcher, timer and callback, so a write
- * may wait for the peer to drain while a fill waits for its bytes. One
- * operation per side at a time; connect and step (a TLS handshake) need the
- * write side idle, since they drive both directions themselves.
+ * Full duplex: a socket has a read side (fill) and a write side (write),
+ * each with its own watcher, timer and callback, so a write may wait for
+ * the peer to drain while a fill waits for its bytes. One operation per
+ * side at a time.
  * mh_socket_cancel stops both sides without a callback; _read / _write one.
  * Nothing here calls into Lua.
  *
@@ -27,16 +26,16 @@
 #include "buf.h"
 #include "transport.h"
 
-extern const char MH_SOCK_TIMEOUT[];     /* "timeout" */
-extern const char MH_SOCK_CLOSED[];      /* "closed": the peer closed, or the socket is closed */
-extern const char MH_SOCK_REFUSED[];     /* "connection refused" */
-extern const char MH_SOCK_RESET[];       /* "connection reset" */
-extern const char MH_SOCK_UNREACHABLE[]; /* "host unreachable" */
-extern const char MH_SOCK_NOMEM[];       /* "out of memory" */
-extern const char MH_SOCK_NOFILE[];      /* "too many open files" */
-extern const char MH_SOCK_UNREAD[];      /* "unread data": not pooled */
-extern const char MH_SOCK_POOL_FULL[];   /* "pool full": not pooled */
-extern const char MH_SOCK_FAILED[];      /* "socket error": any other errno */
+extern const char mh_socket_err_timeout[]; /* "timeout" */
+extern const char mh_socket_err_closed[];  /* "closed": the peer closed, or the socket is closed */
+extern const char mh_socket_err_refused[]; /* "connection refused" */
+extern const char mh_socket_err_reset[];   /* "connection reset" */
+extern const char mh_socket_err_unreachable[]; /* "host unreachable" */
+extern const char mh_socket_err_nomem[];       /* "out of memory" */
+extern const char mh_socket_err_nofile[];      /* "too many open files" */
+extern const char mh_socket_err_unread[];      /* "unread data": not pooled */
+extern const char mh_socket_err_pool_full[];   /* "pool full": not pooled */
+extern const char mh_socket_err_failed[];      /* "socket error": any other errno */
 
 /* The fixed string for errno e (connect, read or write failures). */
 const char *mh_socket_errno_err(int e);
@@ -47,32 +46,22 @@ struct mh_socket_pool;
 /* An operation finished: err is NULL on success. */
 typedef void (*mh_socket_cb)(struct mh_socket *s, const char *err);
 
-/*
- * One TLS handshake step: 0 when done, MH_TRANSPORT_READ_WANTS_WRITE-style
- * readiness (MH_SOCK_WANT_READ / MH_SOCK_WANT_WRITE) to wait for, or -1
- * with *err set.
- */
-enum { MH_SOCK_WANT_READ = 1, MH_SOCK_WANT_WRITE = 2 };
-typedef int (*mh_socket_step_fn)(struct mh_socket *s, const char **err);
-
-enum mh_socket_op { MH_SOCK_OP_NONE, MH_SOCK_OP_CONNECT, MH_SOCK_OP_FILL, MH_SOCK_OP_STEP };
+enum mh_socket_op { MH_SOCK_OP_NONE, MH_SOCK_OP_FILL };
 
 struct mh_socket {
-    struct mh_transport tr; /* fd -1 until connect */
+    struct mh_transport tr; /* fd -1 until the owner installs a dialed connection */
     struct ev_loop *loop;
     struct mh_buf in; /* received and not yet taken by the caller */
     bool eof;         /* the peer closed its side */
     unsigned reused;  /* times taken from the pool */
-    void *tls;        /* the owner's TLS session under tr, or NULL (freed by tr's close) */
     void *ud;         /* the owner's pointer (the Lua socket) */
 
-    /* the read side: connect, fill, step */
+    /* the read side: fill */
     ev_io _io;
     bool _io_fd_set; /* _io was ev_io_set to this fd (set_io) */
     ev_timer _timer;
     enum mh_socket_op _op;
     mh_socket_cb _cb;
-    mh_socket_step_fn _step;
     /* the write side */
     ev_io _wio;
     bool _wio_fd_set;
@@ -92,13 +81,8 @@ struct mh_socket *mh_socket_new(struct ev_loop *loop);
 void mh_socket_free(struct mh_socket *s);
 
 /*
- * Connects to addr. 1: connected now; 0: cb reports; -1: failed now (*err).
- */
-int mh_socket_connect(struct mh_socket *s, const struct sockaddr *addr, socklen_t len,
-                      double timeout, mh_socket_cb cb, const char **err);
-/*
  * Reads what is available into s->in (at least one byte, or sets eof).
- * 1: done now; 0: cb reports (MH_SOCK_TIMEOUT after `timeout` s of silence); -1: *err.
+ * 1: done now; 0: cb reports (mh_socket_err_timeout after `timeout` s of silence); -1: *err.
  * Right after a write that completed in this loop iteration it does not try
  * the read (the peer cannot have answered yet) and waits for readiness.
  */
@@ -110,12 +94,9 @@ int mh_socket_fill(struct mh_socket *s, double timeout, mh_socket_cb cb, const c
  */
 int mh_socket_write(struct mh_socket *s, const char *data, size_t len, double timeout,
                     mh_socket_cb cb, const char **err);
-/* Runs step until it returns 0 or -1, waiting for the readiness it asks for. 1/0/-1 as above. */
-int mh_socket_step(struct mh_socket *s, mh_socket_step_fn step, double timeout, mh_socket_cb cb,
-                   const char **err);
 /* Stops the pending operations of both sides (their callbacks will not run). */
 void mh_socket_cancel(struct mh_socket *s);
-/* Stops the read side's pending connect, fill or step; a write goes on. */
+/* Stops the read side's pending fill; a write goes on. */
 void mh_socket_cancel_read(struct mh_socket *s);
 /* Stops the pending write; a fill goes on. */
 void mh_socket_cancel_write(struct mh_socket *s);
@@ -127,8 +108,8 @@ void mh_socket_pool_free(struct mh_socket_pool *p);
 /*
  * Parks s idle under key for at most idle_timeout seconds (0: no limit),
  * keeping at most max per key. Returns NULL when parked; otherwise s was
- * closed and freed, and the reason is returned (MH_SOCK_UNREAD for a socket
- * with input nobody read, MH_SOCK_POOL_FULL, MH_SOCK_CLOSED). An idle
+ * closed and freed, and the reason is returned (mh_socket_err_unread for a socket
+ * with input nobody read, mh_socket_err_pool_full, mh_socket_err_closed). An idle
  * socket that becomes readable (the peer closed or spoke) is closed.
  */
 const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, const char *key,

@@ -1,5 +1,6 @@
 #include "tls.h"
 
+#include "tls_acme.h"
 #include "tls_client_auth.h"
 #include "tls_conn.h"
 #include "tls_init.h"
@@ -40,6 +41,9 @@ static const int ciphersuites[] = {
 static const char *alpn_http1[] = {"http/1.1", NULL};
 /* Server preference: mbedTLS picks the first of ours the client offers. */
 static const char *alpn_h2[] = {"h2", "http/1.1", NULL};
+/* An ACME listener's, last: only a validating CA offers it, and offers nothing else. */
+static const char *alpn_http1_acme[] = {"http/1.1", MH_TLS_ACME_ALPN, NULL};
+static const char *alpn_h2_acme[] = {"h2", "http/1.1", MH_TLS_ACME_ALPN, NULL};
 
 /*
  * ECDHE groups in our order of preference (mbedTLS picks by the server's
@@ -70,7 +74,8 @@ struct tls_conf {
     mbedtls_ssl_ticket_context ticket;
     mbedtls_x509_crt client_ca; /* empty: no client certificates asked for */
     bool client_optional;
-    size_t ncerts;
+    bool acme;     /* answers TLS-ALPN-01 validation handshakes (tls_acme.h) */
+    size_t ncerts; /* 0: an ACME listener before its first certificate */
     struct tls_cert certs[MH_MAX_CERTS];
     struct tls_session *pool;
     size_t npool;
@@ -87,12 +92,15 @@ struct tls_session {
     struct tls_conf *conf;
     struct tls_session *next_free;
     char sni[256]; /* the name the client asked for ("": none) */
+    /* A TLS-ALPN-01 validation handshake's certificate: the connection ends with the handshake. */
+    struct mh_tls_acme_cert *acme_cert;
 };
 
 /* ---- configurations ------------------------------------------------------ */
 
 static void session_free(struct tls_session *s)
 {
+    mh_tls_acme_cert_free(s->acme_cert);
     mbedtls_ssl_free(&s->c.ssl);
     free(s);
 }
@@ -193,6 +201,30 @@ static int on_sni(void *p, mbedtls_ssl_context *ssl, const unsigned char *name, 
     return 0;
 }
 
+/*
+ * After the ClientHello (SNI and ALPN known): a validation handshake
+ * (RFC 8737: ALPN "acme-tls/1" agreed, which only ACME listeners offer)
+ * gets the validation certificate stored for its SNI name, or an alert
+ * when there is none; any other handshake keeps what on_sni chose.
+ */
+static int on_cert(mbedtls_ssl_context *ssl)
+{
+    struct tls_session *s = mbedtls_ssl_get_user_data_p(ssl);
+    const char *alpn = mbedtls_ssl_get_alpn_protocol(ssl);
+    if (!alpn || strcmp(alpn, MH_TLS_ACME_ALPN) != 0)
+        return 0;
+    size_t len = 0;
+    const unsigned char *name = mbedtls_ssl_get_hs_sni(ssl, &len);
+    if (!(s->acme_cert = mh_tls_acme_cert_find(name, len))) {
+        /* Best effort: the handshake fails either way, the alert only says why. */
+        mbedtls_ssl_send_alert_message(ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
+                                       MBEDTLS_SSL_ALERT_MSG_UNRECOGNIZED_NAME);
+        s->c.failed = true; /* a CA asking for a name we have no answer for: not an error here */
+        return MBEDTLS_ERR_SSL_HANDSHAKE_FAILURE;
+    }
+    return mbedtls_ssl_set_hs_own_cert(ssl, &s->acme_cert->crt, &s->acme_cert->key);
+}
+
 static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, size_t errlen)
 {
     struct tls_conf *c = calloc(1, sizeof *c);
@@ -253,8 +285,14 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
     mbedtls_ssl_conf_ciphersuites(conf, ciphersuites);
     mbedtls_ssl_conf_groups(conf, ecdhe_groups);
     mbedtls_ssl_conf_renegotiation(conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
-    mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2 : alpn_http1);
+    if (certs->acme)
+        mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2_acme : alpn_http1_acme);
+    else
+        mbedtls_ssl_conf_alpn_protocols(conf, certs->http2 ? alpn_h2 : alpn_http1);
     mbedtls_ssl_conf_sni(conf, on_sni, c);
+    c->acme = certs->acme;
+    if (c->acme)
+        mbedtls_ssl_conf_cert_cb(conf, on_cert);
     if (certs->client_ca) {
         /* A bundle with a few unparsable entries still loads the rest (ret > 0). */
         ret = mbedtls_x509_crt_parse_file(&c->client_ca, certs->client_ca);
@@ -269,7 +307,10 @@ static struct tls_conf *conf_new(const struct mh_tls_certs *certs, char *err, si
          * client can read (tls_client_auth.c says why not during the handshake). */
         mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_OPTIONAL);
     }
-    if ((ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
+    /* None yet (ACME): a handshake that is not a validation one ends in a handshake_failure
+     * alert from Mbed TLS itself (no certificate, or no suite a certificate allows). */
+    if (c->ncerts &&
+        (ret = mbedtls_ssl_conf_own_cert(conf, &c->certs[0].crt, &c->certs[0].key))) {
         tls_error(err, errlen, ret, "certificate", certs->cert[0]);
         goto fail;
     }
@@ -294,7 +335,7 @@ fail:
 
 struct mh_tls_server *mh_tls_server_new(const struct mh_tls_certs *certs, char *err, size_t errlen)
 {
-    if (certs->n == 0) {
+    if (certs->n == 0 && !certs->acme) {
         snprintf(err, errlen, "tls: no certificates");
         return NULL;
     }
@@ -332,9 +373,9 @@ void mh_tls_server_trim(struct mh_tls_server *s, size_t keep)
 int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, char *err,
                   size_t errlen)
 {
-    struct tls_conf *c = certs->n ? conf_new(certs, err, errlen) : NULL;
+    struct tls_conf *c = certs->n || certs->acme ? conf_new(certs, err, errlen) : NULL;
     if (!c) {
-        if (!certs->n)
+        if (!certs->n && !certs->acme)
             snprintf(err, errlen, "tls: no certificates");
         return -1;
     }
@@ -346,7 +387,8 @@ int mh_tls_reload(struct mh_tls_server *s, const struct mh_tls_certs *certs, cha
 const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf, size_t len)
 {
     buf[0] = 0;
-    for (const mbedtls_x509_name *n = &s->conf->certs[0].crt.subject; n; n = n->next) {
+    for (const mbedtls_x509_name *n = s->conf->ncerts ? &s->conf->certs[0].crt.subject : NULL; n;
+         n = n->next) {
         if (n->oid.p && MBEDTLS_OID_CMP(MBEDTLS_OID_AT_CN, &n->oid) == 0) {
             snprintf(buf, len, "%.*s", (int)n->val.len, (const char *)n->val.p);
             break;
@@ -361,6 +403,12 @@ const char *mh_tls_server_default_name(const struct mh_tls_server *s, char *buf,
 static int on_handshake_done(struct mh_tls_conn *tc)
 {
     struct tls_session *s = (struct tls_session *)tc;
+    if (s->acme_cert) {
+        /* RFC 8737 section 3: no application data after a validation handshake. */
+        mbedtls_ssl_close_notify(&tc->ssl);
+        tc->failed = true; /* nothing to log: the connection did what it was for */
+        return MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY;
+    }
     if (!s->conf->client_ca.version)
         return 0;
     int ret = mh_tls_client_auth_check(&tc->ssl, tc->fd, s->conf->client_optional);
@@ -373,6 +421,8 @@ static void on_release(struct mh_tls_conn *tc)
 {
     struct tls_session *s = (struct tls_session *)tc;
     struct tls_conf *c = s->conf;
+    mh_tls_acme_cert_free(s->acme_cert);
+    s->acme_cert = NULL;
     if (!c->retired && c->npool < POOL_MAX && mbedtls_ssl_session_reset(&tc->ssl) == 0) {
         s->next_free = c->pool;
         c->pool = s;
@@ -413,6 +463,7 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     } else {
         if (!(s = malloc(sizeof *s)))
             return -1;
+        s->acme_cert = NULL;
         mbedtls_ssl_init(&s->c.ssl);
         if (mbedtls_ssl_setup(&s->c.ssl, &c->ssl)) {
             session_free(s);
@@ -422,6 +473,7 @@ int mh_tls_accept(struct mh_tls_server *srv, struct mh_transport *t, int fd)
     s->conf = c;
     s->next_free = NULL;
     s->sni[0] = 0;
+    s->acme_cert = NULL;
     c->refs++;
     mh_tls_conn_start(&s->c, &server_hooks, fd);
     mbedtls_ssl_set_user_data_p(&s->c.ssl, s); /* for on_sni */

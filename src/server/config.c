@@ -13,9 +13,10 @@ void mh_config_print_help(const char *argv0)
 {
     printf("usage: %s [flags] app.lua            serve app.lua\n"
            "       %s run script.lua [args...]   run a script on the event loop\n"
-           "       %s --check app.lua            load app.lua, build routes, report errors\n\n"
+           "       %s --check app.lua            load app.lua, build routes, report errors\n"
+           "       %s test [busted args...]      run an app's busted specs with this binary\n\n"
            "flags (they override http.server{...} in the script):\n",
-           argv0, argv0, argv0);
+           argv0, argv0, argv0, argv0);
     printf("  %-28s %s\n", "--dev",
            "one worker, reload on save of the script or a module it required; "
            "log each request, tracebacks in 500s");
@@ -33,6 +34,12 @@ int mh_config_parse_args(struct mh_config *c, int argc, char **argv, char *err, 
 {
     int i = 1;
     bool flags_done = false;
+    if (argc > 1 && strcmp(argv[1], "test") == 0) { /* the rest is busted's (app_test.h) */
+        c->mode = MH_MODE_TEST;
+        c->script_argc = argc - 2;
+        c->script_argv = argv + 2;
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "run") == 0) {
         c->mode = MH_MODE_RUN;
         i = 2;

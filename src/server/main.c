@@ -6,11 +6,14 @@
 #include "worker.h"
 
 #include "access_log.h"
+#include "app_test.h"
 #include "master.h"
 #include "metrics.h"
 #include "notify.h"
+#include "passed_sockets.h"
 #include "shared_zones.h"
 #include "shm_once.h"
+#include "upgrade.h"
 
 #include <errno.h>
 #include <lua.h>
@@ -74,7 +77,11 @@ static int setup_ops(struct mh_config *config, struct mh_gen *g, struct mh_ops *
         return -1;
     }
     if (strcmp(config->metrics, "off")) {
-        if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
+        /* A socket passed at start (a binary upgrade's, systemd's "metrics"), else our own. */
+        int passed;
+        if (mh_passed_sockets_take(config->metrics, true, &passed, 1) == 1)
+            mh_listener_adopt(metrics_listener, passed, config->metrics);
+        else if (mh_listener_open(metrics_listener, config->metrics, 128, err, errlen))
             return -1;
         ops->metrics_fd = metrics_listener->fd;
         ops->metrics_on = true;
@@ -111,7 +118,8 @@ static int write_pid_file(const char *path)
  * specs and one-core benchmarks see a single process and SIGHUP swaps the
  * generation in place; otherwise a master and N worker processes.
  */
-static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *deps)
+static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *deps,
+                 struct mh_upgrade *upgrade)
 {
     char err[512];
     struct mh_ops ops;
@@ -121,7 +129,11 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
     struct mh_notify notify;
     mh_notify_init(&notify); /* before any fork: workers must not inherit NOTIFY_SOCKET */
     int rc = 1;
-    if (setup_ops(config, g, &ops, &metrics_listener, &shared, err, sizeof err) < 0) {
+    memset(&ops, 0, sizeof ops);
+    ops.access_log_fd = ops.metrics_fd = -1;
+    metrics_listener.fd = -1;
+    if (mh_passed_sockets_load(err, sizeof err) < 0 ||
+        setup_ops(config, g, &ops, &metrics_listener, &shared, err, sizeof err) < 0) {
         fprintf(stderr, "moonhttp: %s\n", err);
         mh_gen_unref(g);
         goto out;
@@ -135,13 +147,17 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
     ops.notify = &notify;
     int workers = mh_config_workers(config);
     if (workers > 1) {
-        rc = mh_master_run(config, g, workers, &ops); /* takes g */
+        rc = mh_master_run(config, g, workers, &ops, upgrade); /* takes g */
     } else {
         struct mh_worker w;
-        if (mh_worker_init(&w, EV_DEFAULT, config, g, err, sizeof err) < 0) {
+        if (mh_worker_init(&w, EV_DEFAULT, config, g, err, sizeof err) < 0 ||
+            mh_passed_sockets_finish(err, sizeof err) < 0) {
             fprintf(stderr, "moonhttp: %s\n", err);
             mh_gen_unref(g);
         } else {
+            /* A binary upgrade into one process: the old master hears it serve. */
+            w.ready_fd = upgrade->tell_fd;
+            upgrade->tell_fd = -1;
             mh_gen_unref(g); /* the worker holds it now */
             mh_worker_set_ops(&w, &ops);
             if (config->dev)
@@ -150,9 +166,15 @@ static int serve(struct mh_config *config, struct mh_gen *g, struct mh_deps *dep
             mh_worker_destroy(&w);
         }
     }
-    mh_log(MH_LOG_INFO, "stopped");
-    if (pid_file)
-        unlink(config->pid_file);
+    /* After a binary upgrade the pid file is the new master's, and this one's is .oldbin. */
+    if (upgrade->handed_over || upgrade->child) {
+        mh_log(MH_LOG_INFO, "stopped: the new master %d serves", (int)upgrade->child);
+        mh_upgrade_remove_old_pid_file(config->pid_file);
+    } else {
+        mh_log(MH_LOG_INFO, "stopped");
+        if (pid_file)
+            unlink(config->pid_file);
+    }
 out:
     teardown_ops(&ops, &metrics_listener);
     mh_notify_close(&notify);
@@ -163,6 +185,8 @@ int main(int argc, char **argv)
 {
     struct mh_config config;
     char err[4096];
+    struct mh_upgrade upgrade;
+    mh_upgrade_init(&upgrade, argv);
     mh_config_init(&config);
     int rc = mh_config_parse_args(&config, argc, argv, err, sizeof err);
     if (rc != 0) {
@@ -170,6 +194,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "moonhttp: %s\n", err);
         mh_config_free(&config);
         return rc < 0 ? 2 : 0;
+    }
+    if (config.mode == MH_MODE_TEST) {
+        rc = mh_app_test_run(config.script_argc, config.script_argv);
+        mh_config_free(&config);
+        return rc;
     }
     struct mh_deps deps = {0};
     struct mh_gen *g = mh_gen_load(
@@ -201,7 +230,7 @@ int main(int argc, char **argv)
         mh_config_free(&config);
         return rc;
     }
-    rc = serve(&config, g, &deps);
+    rc = serve(&config, g, &deps, &upgrade);
     mh_deps_free(&deps);
     mh_config_free(&config);
     return rc;

@@ -7,8 +7,10 @@
 #include "lua_vm.h"
 #include "metrics.h"
 #include "notify.h"
+#include "passed_sockets.h"
 #include "shared_zones.h"
 #include "shm_once.h"
+#include "upgrade.h"
 #include "worker.h"
 
 #include <errno.h>
@@ -25,7 +27,7 @@
 #define CRASH_WINDOW 1.0 /* a worker dying sooner than this after its start "crashed at once" */
 #define BACKOFF_MIN  0.1
 #define BACKOFF_MAX  10.0
-/* After shutdown_timeout, before SIGKILL: a stop always ends within shutdown_timeout + 1 s. */
+/* After a stop's own deadline (worker.h), before SIGKILL. */
 #define KILL_GRACE 0.5
 /* Heartbeat slots: workers and the old ones still finishing after reloads. */
 #define NBEATS 2048
@@ -39,6 +41,14 @@
 #define CLEAN_EXIT_DELAY 0.3
 /* A worker that cannot set up (bad certificate, ...) exits with this (EX_CONFIG). */
 #define EXIT_SETUP_FAILED 78
+/*
+ * A binary upgrade's new master that has not said it serves this long after
+ * its workers' once on_start functions may have ended is stopped: loading
+ * the script and forking take well under a second (tens of ms in
+ * spec/upgrade_spec.lua), so this is a new binary that hangs or whose
+ * workers keep crashing.
+ */
+#define UPGRADE_GRACE 10.0
 
 struct child {
     pid_t pid;
@@ -74,19 +84,22 @@ struct master {
     size_t nchildren, cap;
     int ready_pipe[2]; /* workers write their pid once serving */
     ev_io ready_io;
-    ev_signal sigterm, sigint, sighup;
+    ev_signal sigterm, sigint, sighup, sigusr2;
     ev_child child_watcher;
+    struct mh_upgrade *upgrade; /* SIGUSR2: the new master, or this one's old master */
+    ev_io upgrade_io;           /* the new master's readiness pipe */
+    ev_timer upgrade_timer;     /* UPGRADE_GRACE */
     ev_timer restart_timer, kill_timer;
     ev_timer supervise_timer;
-    ev_timer watchdog_timer; /* WATCHDOG=1 to systemd while the workers are healthy */
+    ev_timer watchdog_timer;    /* WATCHDOG=1 to systemd while the workers are healthy */
     struct mh_heartbeat *beats; /* shared with the workers: NBEATS slots */
     int spawning_beat;          /* the heartbeat slot of the worker being forked (child_main) */
     int spawning_slot;          /* and its worker slot */
     double backoff;
     bool stopping;
-    bool failed;       /* no worker could start: the master exits 1 */
-    bool owes_ready;   /* READY=1 is due once every current worker serves (start, reload) */
-    bool reloading;    /* a reload's new workers are starting; the old ones still serve */
+    bool failed;     /* no worker could start: the master exits 1 */
+    bool owes_ready; /* READY=1 is due once every current worker serves (start, reload) */
+    bool reloading;  /* a reload's new workers are starting; the old ones still serve */
 };
 
 static void child_main(struct master *m) __attribute__((noreturn));
@@ -110,14 +123,21 @@ static void child_main(struct master *m)
     ev_signal_stop(loop, &m->sigterm);
     ev_signal_stop(loop, &m->sigint);
     ev_signal_stop(loop, &m->sighup);
+    ev_signal_stop(loop, &m->sigusr2);
     ev_child_stop(loop, &m->child_watcher);
     ev_io_stop(loop, &m->ready_io);
+    ev_io_stop(loop, &m->upgrade_io);
+    ev_timer_stop(loop, &m->upgrade_timer);
     ev_timer_stop(loop, &m->restart_timer);
     ev_timer_stop(loop, &m->kill_timer);
     ev_timer_stop(loop, &m->supervise_timer);
     ev_timer_stop(loop, &m->watchdog_timer);
     ev_loop_fork(loop);
     close(m->ready_pipe[0]);
+    if (m->upgrade->ready_fd >= 0)
+        close(m->upgrade->ready_fd);
+    if (m->upgrade->tell_fd >= 0)
+        close(m->upgrade->tell_fd);
     struct mh_worker w;
     char err[512];
     mh_gen_reseed(m->gen);
@@ -234,6 +254,18 @@ static void fill_workers(struct master *m)
             break;
 }
 
+/* Stops accepting; its long-lived requests drain, and it is killed if still running after. */
+static void retire(struct master *m, struct child *c)
+{
+    c->retiring = true;
+    if (c->signaled)
+        return;
+    kill(c->pid, MH_SIGNAL_RETIRE);
+    c->signaled = true;
+    c->kill_at = ev_time() + m->config->drain_timeout + m->config->drain_spread +
+                 m->config->shutdown_timeout + KILL_GRACE;
+}
+
 /*
  * Old workers stop once every current worker serves: until then they keep
  * accepting. That moment is also when systemd hears READY=1, after the
@@ -246,18 +278,15 @@ static void retire_old_if_ready(struct master *m)
             return;
     if (count_current(m) < (size_t)m->nworkers)
         return;
-    if (m->owes_ready && !m->stopping)
+    /* A binary upgrade's new master: the old one makes it systemd's main process (MAINPID). */
+    if (m->owes_ready && !m->stopping && m->upgrade->tell_fd < 0)
         mh_notify_send(m->ops->notify, "READY=1");
+    if (m->owes_ready)
+        mh_upgrade_tell_ready(m->upgrade);
     m->owes_ready = m->reloading = false;
-    for (size_t i = 0; i < m->nchildren; i++) {
-        struct child *c = &m->children[i];
-        if (c->retiring && !c->signaled) {
-            kill(c->pid, MH_SIGNAL_RETIRE); /* stops accepting; its long-lived requests drain */
-            c->signaled = true;
-            c->kill_at = ev_time() + m->config->drain_timeout + m->config->drain_spread +
-                         m->config->shutdown_timeout + KILL_GRACE;
-        }
-    }
+    for (size_t i = 0; i < m->nchildren; i++)
+        if (m->children[i].retiring)
+            retire(m, &m->children[i]);
 }
 
 static void on_ready(struct ev_loop *loop, ev_io *io, int revents)
@@ -380,10 +409,131 @@ static void on_watchdog(struct ev_loop *loop, ev_timer *t, int revents)
 
 static void on_stop(struct ev_loop *loop, ev_signal *s, int revents);
 
+/* The old master's copies: the new master, or a stop's workers, hold their own. */
+static void close_listeners(struct master *m)
+{
+    for (size_t i = 0; i < m->nlisteners * m->nsets; i++)
+        mh_listener_close(&m->socks[i]);
+    m->nlisteners = 0;
+}
+
+/* The new master exited: before it served, the upgrade failed and nothing changed here. */
+static void upgrade_ended(struct master *m, int status)
+{
+    char how[64];
+    describe_exit(status, how, sizeof how);
+    pid_t pid = m->upgrade->child;
+    ev_io_stop(m->loop, &m->upgrade_io);
+    ev_timer_stop(m->loop, &m->upgrade_timer);
+    if (m->upgrade->handed_over) {
+        mh_log(MH_LOG_WARN, "the new master %d ended (%s) while this old one drains", (int)pid,
+               how);
+        m->upgrade->child = 0;
+        return;
+    }
+    mh_upgrade_failed(m->upgrade, m->config->pid_file);
+    mh_log(MH_LOG_ERROR,
+           "upgrade (SIGUSR2) failed: the new master %d ended (%s) before it served (its own "
+           "lines above say why); this master serves on",
+           (int)pid, how);
+}
+
+static void on_upgrade_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct master *m = t->data;
+    (void)loop;
+    (void)revents;
+    mh_log(MH_LOG_ERROR,
+           "upgrade (SIGUSR2): the new master %d did not serve within %.0f s; stopping it",
+           (int)m->upgrade->child, m->config->once_start_timeout + UPGRADE_GRACE);
+    kill(m->upgrade->child, SIGTERM);
+}
+
+/*
+ * The new master serves on the same sockets: this one stops accepting, its
+ * workers drain as a reload's old ones do, and it exits after the last.
+ */
+static void on_upgrade_ready(struct ev_loop *loop, ev_io *io, int revents)
+{
+    struct master *m = io->data;
+    (void)revents;
+    bool serves = mh_upgrade_new_serves(m->upgrade);
+    ev_io_stop(loop, io); /* EOF without a byte: its exit is on the way (upgrade_ended) */
+    if (!serves)
+        return;
+    ev_timer_stop(loop, &m->upgrade_timer);
+    m->upgrade->handed_over = true;
+    mh_log(MH_LOG_INFO,
+           "upgrade (SIGUSR2): the new master %d serves; this master stops accepting, drains its "
+           "%zu workers and exits",
+           (int)m->upgrade->child, m->nchildren);
+    char main_pid[32];
+    snprintf(main_pid, sizeof main_pid, "MAINPID=%d", (int)m->upgrade->child);
+    mh_notify_send(m->ops->notify, main_pid);
+    ev_timer_stop(loop, &m->watchdog_timer); /* the new master pings now */
+    ev_timer_stop(loop, &m->restart_timer);
+    close_listeners(m);
+    for (size_t i = 0; i < m->nchildren; i++)
+        retire(m, &m->children[i]);
+    if (m->nchildren == 0)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_sigusr2(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    struct master *m = s->data;
+    (void)revents;
+    struct mh_upgrade *u = m->upgrade;
+    const char *busy = m->stopping                     ? "the server is stopping"
+                       : u->handed_over                ? "this master already handed over"
+                       : u->child                      ? "a new master is already starting"
+                       : mh_upgrade_old_master_runs(u) ? "the master this one replaces still drains"
+                                                       : NULL;
+    if (busy) {
+        mh_log(MH_LOG_WARN, "upgrade (SIGUSR2) ignored: %s", busy);
+        return;
+    }
+    size_t n = m->nlisteners * m->nsets;
+    int *fds = calloc(n + 1, sizeof *fds);
+    const char **names = calloc(n + 1, sizeof *names);
+    char err[512];
+    int rc = -1;
+    if (fds && names) {
+        for (size_t i = 0; i < n; i++)
+            fds[i] = m->socks[i].fd; /* listener by listener: a set's sockets side by side */
+        if (m->ops->metrics_fd >= 0) {
+            fds[n] = m->ops->metrics_fd;
+            names[n++] = MH_PASSED_METRICS;
+        }
+        rc = mh_upgrade_start(u, fds, names, n, m->config->pid_file, m->ops->notify, err,
+                              sizeof err);
+    } else {
+        snprintf(err, sizeof err, "out of memory");
+    }
+    free(fds);
+    free(names);
+    if (rc < 0) {
+        mh_log(MH_LOG_ERROR, "upgrade (SIGUSR2) failed: %s; this master serves on", err);
+        return;
+    }
+    mh_log(MH_LOG_INFO,
+           "upgrade (SIGUSR2): started %s as new master %d with %zu listening sockets; this "
+           "master serves until the new one does",
+           u->exe, (int)u->child, n);
+    ev_io_set(&m->upgrade_io, u->ready_fd, EV_READ);
+    ev_io_start(loop, &m->upgrade_io);
+    ev_timer_set(&m->upgrade_timer, m->config->once_start_timeout + UPGRADE_GRACE, 0.);
+    ev_timer_start(loop, &m->upgrade_timer);
+}
+
 static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
 {
     struct master *m = w->data;
     (void)revents;
+    if (w->rpid == m->upgrade->child) {
+        upgrade_ended(m, w->rstatus);
+        return;
+    }
     struct child *c = find_child(m, w->rpid);
     if (!c)
         return;
@@ -397,7 +547,7 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
     mh_shm_once_forget(m->ops->once, dead.pid); /* its once jobs go to the next claimer */
     char how[64];
     describe_exit(w->rstatus, how, sizeof how);
-    if (m->stopping) {
+    if (m->stopping || m->upgrade->handed_over) {
         mh_log(MH_LOG_DEBUG, "worker %d stopped (%s)", (int)dead.pid, how);
         if (m->nchildren == 0)
             ev_break(loop, EVBREAK_ALL);
@@ -463,24 +613,40 @@ static void on_kill_timer(struct ev_loop *loop, ev_timer *t, int revents)
     }
 }
 
+/*
+ * SIGTERM: the workers stop gracefully (their long-lived connections drain:
+ * worker.h); SIGINT, or SIGTERM once more: they stop at once.
+ */
 static void on_stop(struct ev_loop *loop, ev_signal *s, int revents)
 {
     struct master *m = s->data;
     (void)revents;
-    if (m->stopping)
+    const struct mh_config *c = m->config;
+    bool at_once = s->signum == SIGINT || m->stopping;
+    for (size_t i = 0; i < m->nchildren; i++)
+        kill(m->children[i].pid, at_once ? SIGINT : SIGTERM);
+    ev_tstamp deadline =
+        (at_once ? c->shutdown_timeout : c->shutdown_delay + mh_worker_stop_seconds(c)) +
+        KILL_GRACE;
+    if (m->stopping) {
+        if (ev_timer_remaining(loop, &m->kill_timer) > deadline) {
+            ev_timer_stop(loop, &m->kill_timer);
+            ev_timer_set(&m->kill_timer, deadline, 0.);
+            ev_timer_start(loop, &m->kill_timer);
+        }
         return;
+    }
     m->stopping = true;
     mh_notify_send(m->ops->notify, "STOPPING=1");
-    mh_log(MH_LOG_INFO, "graceful stop of %zu workers", m->nchildren);
+    mh_log(MH_LOG_INFO, "%s stop of %zu workers", at_once ? "immediate" : "graceful",
+           m->nchildren);
     ev_timer_stop(loop, &m->restart_timer);
     /* Our copies must go too, or connections would queue where no worker accepts. */
-    for (size_t i = 0; i < m->nlisteners * m->nsets; i++)
-        mh_listener_close(&m->socks[i]);
-    m->nlisteners = 0;
-    for (size_t i = 0; i < m->nchildren; i++)
-        kill(m->children[i].pid, SIGTERM);
-    ev_timer_set(&m->kill_timer,
-                 m->config->shutdown_timeout + m->config->shutdown_delay + KILL_GRACE, 0.);
+    close_listeners(m);
+    if (m->upgrade->child && !m->upgrade->handed_over)
+        mh_log(MH_LOG_WARN, "the new master %d that an upgrade is starting goes on by itself",
+               (int)m->upgrade->child);
+    ev_timer_set(&m->kill_timer, deadline, 0.);
     ev_timer_start(loop, &m->kill_timer);
     if (m->nchildren == 0)
         ev_break(loop, EVBREAK_ALL);
@@ -493,6 +659,11 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
     (void)revents;
     if (m->stopping)
         return;
+    if (m->upgrade->handed_over) { /* its workers drain; the new master reloads its own */
+        mh_log(MH_LOG_WARN, "reload (SIGHUP) ignored: the new master %d serves, this one drains",
+               (int)m->upgrade->child);
+        return;
+    }
     char err[4096];
     ev_tstamp t0 = ev_time();
     mh_notify_reloading(m->ops->notify);
@@ -527,6 +698,24 @@ static void on_sighup(struct ev_loop *loop, ev_signal *s, int revents)
 }
 
 /*
+ * The sockets passed for listener i (passed_sockets.h), at most nsets, into
+ * fds: how many, or (size_t)-1 with err when systemd passed sockets and
+ * none is for this address.
+ */
+static size_t passed_sockets(struct master *m, size_t i, int *fds, char *err, size_t errlen)
+{
+    size_t got = mh_passed_sockets_take(m->config->listen[i], false, fds, m->nsets);
+    if (got == 0 && mh_passed_sockets_from() == MH_PASSED_SYSTEMD) {
+        snprintf(err, errlen,
+                 "listen \"%s\": systemd passed no socket for this address (LISTEN_FDS): the "
+                 ".socket unit's ListenStream= and the script's listen list disagree",
+                 m->config->listen[i]);
+        return (size_t)-1;
+    }
+    return got;
+}
+
+/*
  * One socket per listener and worker slot (reuseport, more than one
  * worker), else one per listener that all workers share. The kernel hands
  * each new connection to one socket of a SO_REUSEPORT set by a hash of its
@@ -546,23 +735,60 @@ static int open_listeners(struct master *m, char *err, size_t errlen)
     m->nsets = m->config->reuseport && m->nworkers > 1 ? (size_t)m->nworkers : 1;
     m->socks = calloc(n * m->nsets, sizeof *m->socks);
     m->fds = calloc(n * m->nsets, sizeof *m->fds);
-    if (!m->socks || !m->fds) {
+    size_t want = m->nsets; /* passed sockets per listener at most */
+    size_t *npassed = calloc(n + 1, sizeof *npassed);
+    int *passed = calloc(n * want + 1, sizeof *passed);
+    if (!m->socks || !m->fds || !npassed || !passed) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        goto fail;
     }
     for (size_t i = 0; i < n; i++) {
+        npassed[i] = passed_sockets(m, i, &passed[i * want], err, errlen);
+        if (npassed[i] == (size_t)-1)
+            goto fail;
+    }
+    /*
+     * Passed sockets keep their layout, so what waits in their backlogs is
+     * taken: systemd's one socket per address is shared by every worker,
+     * an old master's set of the same size as ours is one per slot. A
+     * smaller set than ours is shared too (fewer sets, never more).
+     */
+    for (size_t i = 0; i < n; i++)
+        if (npassed[i] && npassed[i] < m->nsets)
+            m->nsets = 1;
+    for (size_t i = 0; i < n; i++) {
         struct mh_listener *set = &m->socks[i * m->nsets];
-        if (mh_listener_open_set(set, m->nsets, m->config->listen[i], (int)m->config->backlog, err,
-                                 errlen))
-            return -1;
+        const char *addr = m->config->listen[i];
+        for (size_t s = 0; s < npassed[i]; s++) {
+            int fd = passed[i * want + s];
+            if (s < m->nsets) {
+                mh_listener_adopt(&set[s], fd, addr);
+            } else {
+                mh_log(MH_LOG_WARN,
+                       "upgrade: listen \"%s\" came with more sockets than workers here; the "
+                       "connections waiting in the extra ones are reset when the old workers go",
+                       addr);
+                close(fd);
+            }
+        }
+        if (!npassed[i] &&
+            mh_listener_open_set(set, m->nsets, addr, (int)m->config->backlog, err, errlen))
+            goto fail;
         for (size_t s = 0; s < m->nsets; s++)
             m->fds[s * n + i] = set[s].fd;
         m->nlisteners++;
     }
-    return 0;
+    free(npassed);
+    free(passed);
+    return mh_passed_sockets_finish(err, errlen);
+fail:
+    free(npassed);
+    free(passed);
+    return -1;
 }
 
-int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, struct mh_ops *ops)
+int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, struct mh_ops *ops,
+                  struct mh_upgrade *upgrade)
 {
     struct master m;
     memset(&m, 0, sizeof m);
@@ -572,6 +798,7 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     m.ops = ops;
     m.gen = gen;
     m.nworkers = nworkers;
+    m.upgrade = upgrade;
     char err[512];
     int rc = 1;
     if (open_listeners(&m, err, sizeof err) < 0) {
@@ -588,10 +815,16 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     ev_signal_init(&m.sigterm, on_stop, SIGTERM);
     ev_signal_init(&m.sigint, on_stop, SIGINT);
     ev_signal_init(&m.sighup, on_sighup, SIGHUP);
-    m.sigterm.data = m.sigint.data = m.sighup.data = &m;
+    ev_signal_init(&m.sigusr2, on_sigusr2, SIGUSR2);
+    m.sigterm.data = m.sigint.data = m.sighup.data = m.sigusr2.data = &m;
     ev_signal_start(loop, &m.sigterm);
     ev_signal_start(loop, &m.sigint);
     ev_signal_start(loop, &m.sighup);
+    ev_signal_start(loop, &m.sigusr2);
+    ev_init(&m.upgrade_io, on_upgrade_ready);
+    m.upgrade_io.data = &m;
+    ev_init(&m.upgrade_timer, on_upgrade_timeout);
+    m.upgrade_timer.data = &m;
     ev_child_init(&m.child_watcher, on_child_exit, 0, 0);
     m.child_watcher.data = &m;
     ev_child_start(loop, &m.child_watcher);
@@ -629,7 +862,7 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     fill_workers(&m);
     ev_run(loop, 0); /* every watcher holds the loop: only a stop (ev_break) ends it */
     rc = m.failed ? 1 : 0;
-    if (!m.stopping) {
+    if (!m.stopping && !upgrade->handed_over) {
         mh_log(MH_LOG_ERROR, "bug: the master's event loop ended while not stopping");
         rc = MH_EXIT_LOOP_ENDED;
     }
@@ -644,6 +877,9 @@ int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, st
     ev_signal_stop(loop, &m.sigterm);
     ev_signal_stop(loop, &m.sigint);
     ev_signal_stop(loop, &m.sighup);
+    ev_signal_stop(loop, &m.sigusr2);
+    ev_io_stop(loop, &m.upgrade_io);
+    ev_timer_stop(loop, &m.upgrade_timer);
     close(m.ready_pipe[0]);
     close(m.ready_pipe[1]);
 out:

@@ -28,7 +28,11 @@
  *     SIGKILL half a second later) and the master exits 0; a retired worker
  *     gets the same deadline;
  *   - a worker whose heartbeat (lua_guard.h) has not moved for
- *     worker_stall_timeout is killed and replaced.
+ *     worker_stall_timeout is killed and replaced;
+ *   - SIGUSR2 starts the binary on disk as a new master on the same
+ *     listening sockets (upgrade.h); once its workers serve, this master's
+ *     workers drain as a reload's old ones do and it exits. A new binary
+ *     that fails to start leaves this master serving.
  *
  * The master's loop is the default libev loop (ev_child needs it); a forked
  * worker stops the master's watchers and calls ev_loop_fork before serving.
@@ -37,11 +41,16 @@
 
 struct mh_gen;
 struct mh_ops;
+struct mh_upgrade;
 
 /*
- * Runs the master until a stop; `gen` is the checked first load (the master
- * keeps it for restarts; workers get a copy through fork). Returns the exit code.
+ * Runs the master until a stop, or until a binary upgrade's new master
+ * serves and this one's workers drained (upgrade->handed_over). `gen` is
+ * the checked first load (the master keeps it for restarts; workers get a
+ * copy through fork). Listeners are the sockets passed at start where
+ * there are some (passed_sockets.h). Returns the exit code.
  */
-int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, struct mh_ops *ops);
+int mh_master_run(struct mh_config *config, struct mh_gen *gen, int nworkers, struct mh_ops *ops,
+                  struct mh_upgrade *upgrade);
 
 #endif

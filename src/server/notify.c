@@ -59,6 +59,24 @@ void mh_notify_init(struct mh_notify *n)
     unsetenv("WATCHDOG_PID");
 }
 
+void mh_notify_export(const struct mh_notify *n)
+{
+    if (!mh_notify_on(n))
+        return;
+    char path[sizeof n->addr.sun_path + 1];
+    size_t len = n->addrlen - offsetof(struct sockaddr_un, sun_path);
+    memcpy(path, n->addr.sun_path, len);
+    path[len] = 0;
+    if (path[0] == 0)
+        path[0] = '@';
+    setenv("NOTIFY_SOCKET", path, 1);
+    if (n->watchdog > 0) {
+        char usec[32];
+        snprintf(usec, sizeof usec, "%llu", (unsigned long long)(n->watchdog * 2e6));
+        setenv("WATCHDOG_USEC", usec, 1);
+    }
+}
+
 void mh_notify_close(struct mh_notify *n)
 {
     if (n->fd >= 0)

@@ -27,6 +27,13 @@ struct mh_notify {
 void mh_notify_init(struct mh_notify *n);
 void mh_notify_close(struct mh_notify *n);
 
+/*
+ * Puts NOTIFY_SOCKET and WATCHDOG_USEC back into this process's environment,
+ * for a binary upgrade's new master about to be exec'd from it: systemd
+ * makes that one the main process (MAINPID=) once it serves.
+ */
+void mh_notify_export(const struct mh_notify *n);
+
 /* Sends `state` (lines without the final newline are fine); 0, or -1 with errno. */
 int mh_notify_send(struct mh_notify *n, const char *state);
 

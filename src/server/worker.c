@@ -8,12 +8,15 @@
 #include "lua_guard.h"
 #include "lua_load.h"
 #include "notify.h"
+#include "passed_sockets.h"
 #include "lua_sched.h"
 #include "lua_timer.h"
 #include "protocols.h"
 #include "req.h"
+#include "req_policy.h"
 #include "shm_once.h"
 #include "tls.h"
+#include "tls_acme.h"
 #include "workpool.h"
 
 #include <fcntl.h>
@@ -65,6 +68,10 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
     (void)loop;
     (void)revents;
     mh_http_prepare(&w->http);
+    /* A stop's drain has no connection left: the background tasks it kept running end now. */
+    if (w->shutting_down && mh_http_drained(&w->http) && w->background_tasks &&
+        !mh_gen_stopping(w->gen))
+        mh_gen_stop(w->gen, MH_GEN_STOPPING);
     /* A `run` script's count covers its own task: it ends when nothing it started still runs. */
     if (((w->shutting_down && mh_http_drained(&w->http)) || w->script_done) &&
         w->background_tasks == 0)
@@ -125,23 +132,56 @@ static void stop_serving(struct mh_worker *w, double deadline)
 
 void mh_worker_shutdown(struct mh_worker *w)
 {
-    if (w->shutting_down && !w->draining)
+    if (w->graceful_stop)
         return;
-    mh_log(MH_LOG_INFO, "graceful stop: %zu connections open", w->http.nconns);
+    w->graceful_stop = true;
+    const struct mh_config *c = w->config;
+    mh_log(MH_LOG_INFO,
+           "graceful stop: %zu connections open; WebSockets and streams drain for up to %g s "
+           "(shutdown_timeout), the last %g s of it closing them (drain_spread)",
+           w->http.nconns, c->shutdown_timeout, mh_stop_drain_spread(c));
+    /* The loop took the signal, so it is not stuck: the guard allows the drain's time. */
+    mh_guard_stop_after(mh_worker_stop_seconds(c));
     if (w->draining) {
-        /* A stop while a reload's drain runs: the drain ends now, within shutdown_timeout. */
-        w->draining = false;
-        mh_guard_stop_after(w->config->shutdown_timeout);
-        ev_timer_stop(w->loop, &w->shutdown_timer);
-        ev_timer_set(&w->shutdown_timer, w->config->shutdown_timeout, 0.);
-        ev_timer_start(w->loop, &w->shutdown_timer);
-    } else {
-        stop_serving(w, w->config->shutdown_timeout);
+        /* A reload's drain under way (this worker was retired): the stop's window cuts it. */
+        if (ev_timer_remaining(w->loop, &w->shutdown_timer) > mh_worker_stop_seconds(c)) {
+            ev_timer_stop(w->loop, &w->shutdown_timer);
+            ev_timer_set(&w->shutdown_timer, mh_worker_stop_seconds(c), 0.);
+            ev_timer_start(w->loop, &w->shutdown_timer);
+        }
+        mh_gen_stop(w->gen, MH_GEN_ASKED); /* lua_handler.c: its window ends within the stop's */
+        return;
     }
+    stop_serving(w, mh_worker_stop_seconds(c));
     /*
-     * Streaming handlers hear "stopping" from their next wait, so their loops
-     * end now; older generations still draining stop with it.
+     * The code drains as a reload's replaced code does: its long-lived
+     * requests go on, told by http.draining() and ws:on_drain, older
+     * generations' drains end within the same window; its background tasks
+     * and timers run on for them and hear "stopping" when the drain ends, or
+     * at once once no connection is left (on_prepare).
      */
+    double spread = mh_stop_drain_spread(c);
+    mh_gen_drain(w->gen, MH_GEN_ASKED, c->shutdown_timeout - spread, spread);
+}
+
+void mh_worker_stop_now(struct mh_worker *w)
+{
+    const struct mh_config *c = w->config;
+    if (!w->stopping)
+        mh_notify_send(w->notify, "STOPPING=1");
+    w->graceful_stop = true;
+    w->draining = false;
+    mh_log(MH_LOG_INFO, "stop at once: %zu connections open; requests in flight get %g s",
+           w->http.nconns, c->shutdown_timeout);
+    mh_guard_stop_after(c->shutdown_timeout);
+    if (!w->shutting_down) {
+        stop_serving(w, c->shutdown_timeout);
+    } else if (ev_timer_remaining(w->loop, &w->shutdown_timer) > c->shutdown_timeout) {
+        ev_timer_stop(w->loop, &w->shutdown_timer);
+        ev_timer_set(&w->shutdown_timer, c->shutdown_timeout, 0.);
+        ev_timer_start(w->loop, &w->shutdown_timer);
+    }
+    /* WebSockets close with 1001, streams hear "stopping"; older generations stop with it. */
     mh_gen_stop(w->gen, MH_GEN_ASKED | MH_GEN_STOPPING);
 }
 
@@ -155,7 +195,7 @@ void mh_worker_retire(struct mh_worker *w)
     /* The loop took the signal, so it is not stuck: the guard allows the drain's time. */
     mh_guard_stop_after(c->drain_timeout + c->drain_spread + c->shutdown_timeout);
     stop_serving(w, c->drain_timeout + c->drain_spread + c->shutdown_timeout);
-    mh_gen_drain(w->gen, c->drain_timeout, c->drain_spread);
+    mh_gen_drain(w->gen, MH_GEN_RETIRED, c->drain_timeout, c->drain_spread);
 }
 
 static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
@@ -165,10 +205,20 @@ static void on_delay_done(struct ev_loop *loop, ev_timer *t, int revents)
     mh_worker_shutdown(t->data);
 }
 
+/*
+ * SIGTERM: a graceful stop (after shutdown_delay, with http.stopping()
+ * true meanwhile), draining long-lived connections. SIGINT, or SIGTERM
+ * once more: a stop at once. SIGUSR2 (the master died): graceful, no delay.
+ */
 static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     struct mh_worker *w = s->data;
     (void)revents;
+    if (s->signum == SIGINT || (s->signum == SIGTERM && w->sigterm_seen)) {
+        mh_worker_stop_now(w);
+        return;
+    }
+    w->sigterm_seen = w->sigterm_seen || s->signum == SIGTERM;
     if (!w->stopping)
         mh_notify_send(w->notify, "STOPPING=1");
     if (s->signum == SIGUSR2 || w->stopping || w->config->shutdown_delay <= 0) {
@@ -247,7 +297,7 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     if (w->shutting_down)
         mh_gen_stop(old, MH_GEN_RETIRED | MH_GEN_STOPPING);
     else
-        mh_gen_drain(old, w->config->drain_timeout, w->config->drain_spread);
+        mh_gen_drain(old, MH_GEN_RETIRED, w->config->drain_timeout, w->config->drain_spread);
     if (w->host.once) /* a reload in place is the only worker's: the next epoch is its own */
         w->once_epoch = mh_shm_once_next_epoch(w->host.once);
     mh_timer_gen_started(g);
@@ -337,19 +387,39 @@ static void on_metrics_timer(struct ev_loop *loop, ev_timer *t, int revents)
     mh_metrics_publish_draining(w->metrics, getpid(), d.gens, d.n);
 }
 
+/*
+ * With an ACME listener, the challenges' answers are read from the shared
+ * zone: TLS-ALPN-01 by the TLS listeners' handshakes, HTTP-01 by a handler
+ * in front of the app on every plain listener (before routing). A server
+ * without ACME keeps its listeners as they are.
+ */
+static void serve_acme(struct mh_worker *w)
+{
+    struct mh_shm_dict *zone = w->shared && mh_config_has_acme(w->config)
+                                   ? mh_shm_dicts_find(w->shared, MH_ACME_ZONE)
+                                   : NULL;
+    mh_tls_acme_set_zone(zone);
+    if (!zone)
+        return;
+    mh_acme_challenge_init(&w->acme_challenge, &w->app.base, zone);
+    for (size_t i = 0; i < w->nlisteners; i++)
+        if (!w->listeners[i].tls && !w->listeners[i].serves)
+            w->listeners[i].serves = &w->acme_challenge.base;
+}
+
 void mh_worker_set_ops(struct mh_worker *w, const struct mh_ops *ops)
 {
     if (ops->access_log_fd >= 0) {
         const char *id_header = w->gen->config->request_id_header;
-        w->access_log = mh_access_log_new(w->loop, ops->access_log_fd,
-                                          (enum mh_access_format)ops->access_log_format,
-                                          strcmp(id_header, "off") ? id_header : NULL,
-                                          w->gen->config->access_log_redact);
+        w->access_log = mh_access_log_new(
+            w->loop, ops->access_log_fd, (enum mh_access_format)ops->access_log_format,
+            strcmp(id_header, "off") ? id_header : NULL, w->gen->config->access_log_redact);
     }
     w->metrics = ops->metrics;
     w->shared = ops->shared;
     w->notify = w->inherited ? NULL : ops->notify; /* under a master, the master talks */
     w->gen->shared = ops->shared;
+    serve_acme(w);
     const char *cerr = mh_chan_endpoint_init(&w->channels, w->loop, ops->channels, getpid());
     if (cerr)
         mh_log(MH_LOG_WARN, "channels: %s: this worker can publish but not subscribe", cerr);
@@ -489,6 +559,28 @@ static void set_limits(struct mh_http_limits *lim, const struct mh_config *c)
     lim->h2_flood_budget = (uint32_t)c->h2_flood_budget;
 }
 
+/*
+ * A lone worker's listener i: the socket passed at start for its address
+ * (systemd, a binary upgrade: passed_sockets.h), else its own. 0 or -1.
+ */
+static int open_listener(struct mh_listener *l, const struct mh_config *config, size_t i, char *err,
+                         size_t errlen)
+{
+    int fd;
+    if (mh_passed_sockets_take(config->listen[i], false, &fd, 1) == 1) {
+        mh_listener_adopt(l, fd, config->listen[i]);
+        return 0;
+    }
+    if (mh_passed_sockets_from() == MH_PASSED_SYSTEMD) {
+        snprintf(err, errlen,
+                 "listen \"%s\": systemd passed no socket for this address (LISTEN_FDS): the "
+                 ".socket unit's ListenStream= and the script's listen list disagree",
+                 config->listen[i]);
+        return -1;
+    }
+    return mh_listener_open(l, config->listen[i], (int)config->backlog, err, errlen) ? -1 : 0;
+}
+
 /* TLS listeners offer "h2" in ALPN when the http2 setting is on. */
 static void offer_http2(struct mh_config *c)
 {
@@ -542,11 +634,15 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->http.ud = w;
     mh_lua_app_init(&w->app, &w->gen);
     w->metrics_listener.fd = -1;
+    size_t shed_len;
+    const char *shed_response = mh_policy_shed_response(&shed_len);
     w->acceptor = (struct mh_acceptor){
         .loop = loop,
         .reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
         .fd_limit = raise_fd_limit(),
         .tcp_nodelay = config->tcp_nodelay,
+        .shed_response = shed_response,
+        .shed_len = shed_len,
         .may_accept = may_accept,
         .pause = pause_accept,
         .on_accept = on_accept,
@@ -557,10 +653,8 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
         w->nlisteners++;
     }
     for (size_t i = 0; !fds && i < config->nlisten; i++) {
-        if (mh_listener_open(&w->listeners[i], config->listen[i], (int)config->backlog, err,
-                             errlen)) {
+        if (open_listener(&w->listeners[i], config, i, err, errlen) < 0)
             goto fail;
-        }
         w->nlisteners++;
     }
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];

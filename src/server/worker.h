@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "acme_challenge.h"
 #include "buf.h"
 #include "channel.h"
 #include "config.h"
@@ -55,6 +56,7 @@ struct mh_worker {
     struct mh_lua_app app;   /* root handler of the listeners: newest generation */
     struct mh_gen_host host; /* what the generations see of the worker */
     struct mh_metrics_handler metrics_handler;
+    struct mh_acme_challenge acme_challenge; /* HTTP-01 in front of app on plain listeners */
 
     ev_prepare prepare; /* flushes pending writes, frees closed connections */
     ev_signal sigterm, sigint, sighup, sigusr2, sigretire;
@@ -65,6 +67,8 @@ struct mh_worker {
     unsigned background_tasks; /* light threads, timer callbacks, on_start: a stop waits for them */
     bool shutting_down;        /* not accepting; finishing what is in flight */
     bool draining;             /* ...replaced by a reload: its long-lived requests drain */
+    bool graceful_stop;        /* SIGTERM's stop began (mh_worker_shutdown) */
+    bool sigterm_seen;         /* a second SIGTERM stops at once */
     bool script_done;          /* `run`: the script's task ended; leave once nothing else runs */
     bool leaving;              /* the worker ended its loop itself (see run_loop in worker.c) */
     int exit_code;
@@ -146,12 +150,33 @@ int mh_worker_run_script(struct mh_worker *w);
 void mh_worker_destroy(struct mh_worker *w);
 
 /*
- * Begins a graceful stop: no new connections, idle ones closed, active ones
- * finish. SIGTERM/SIGINT first wait shutdown_delay (serving, with
- * http.stopping() true so health checks fail); a second one, or SIGUSR2
- * (what the master sends to workers it replaces), stops at once.
+ * Begins a graceful stop (SIGTERM, after shutdown_delay in which it still
+ * serves with http.stopping() true; SIGUSR2, the master's death, without
+ * the delay): listeners close, idle connections go, requests in flight
+ * finish, and long-lived ones (WebSockets, SSE, streaming responses) drain
+ * as at a reload, within shutdown_timeout (mh_stop_drain_spread): they go
+ * on with http.draining() true and ws:on_drain told, then close over
+ * drain_spread, each at its own moment. A reload's drain under way in this
+ * worker ends within the same time. It all ends within
+ * mh_worker_stop_seconds().
  */
 void mh_worker_shutdown(struct mh_worker *w);
+
+/*
+ * SIGINT, or a second SIGTERM: a stop at once, no delay, no drain.
+ * WebSockets close with 1001, streams and waits hear "stopping", requests
+ * in flight get shutdown_timeout.
+ */
+void mh_worker_stop_now(struct mh_worker *w);
+
+/* Seconds the closing handshakes of a stop's last connections get before they are cut. */
+#define MH_STOP_CLOSE_GRACE 0.5
+
+/* The longest a graceful stop takes once it began (after shutdown_delay): see above. */
+static inline double mh_worker_stop_seconds(const struct mh_config *c)
+{
+    return c->shutdown_timeout + MH_STOP_CLOSE_GRACE;
+}
 
 /*
  * A reload replaced this worker (the master's MH_SIGNAL_RETIRE): it stops

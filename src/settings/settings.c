@@ -54,6 +54,7 @@ void mh_config_clear_certs(struct mh_tls_certs *t)
     free(t->client_ca);
     t->client_ca = NULL;
     t->client_optional = false;
+    t->acme = false;
 }
 
 void mh_config_clear_listen(struct mh_config *c)
@@ -300,6 +301,9 @@ int mh_setting_parse(struct mh_config *c, const struct mh_setting *s, const char
     case MH_SETTING_TLS:
         snprintf(err, errlen, "tls: set it in the script, or use --tls-cert and --tls-key");
         return -1;
+    case MH_SETTING_MODULE:
+        snprintf(err, errlen, "%s: set it in the script (a table)", s->name);
+        return -1;
     case MH_SETTING_SHARED:
         return shared_from_flag(c, v, err, errlen);
     case MH_SETTING_COMPRESS: {
@@ -372,7 +376,7 @@ static bool same_certs(const struct mh_tls_certs *a, const struct mh_tls_certs *
     if (!a || !b)
         return a == b;
     if (a->n != b->n || a->tls13_only != b->tls13_only || !same_str(a->client_ca, b->client_ca) ||
-        a->client_optional != b->client_optional)
+        a->client_optional != b->client_optional || a->acme != b->acme)
         return false;
     for (size_t i = 0; i < a->n; i++)
         if (!same_str(a->cert[i], b->cert[i]) || !same_str(a->key[i], b->key[i]))
@@ -405,6 +409,8 @@ bool mh_setting_same(const struct mh_setting *s, const struct mh_config *a,
         return true;
     case MH_SETTING_TLS:
         return same_certs(&a->tls, &b->tls);
+    case MH_SETTING_MODULE:
+        return true; /* its module keeps it, not struct mh_config */
     case MH_SETTING_SHARED:
         if (a->nshared != b->nshared)
             return false;
@@ -463,6 +469,68 @@ int mh_setting_check(const struct mh_config *c, const struct mh_setting *s, char
     return -1;
 }
 
+/*
+ * free_ports: "host:port" becomes "host:0", so the kernel picks a free port
+ * (tests run side by side without agreeing on ports). An all-addresses host
+ * becomes loopback of the same family: a server under test answers on this
+ * machine only. addr was checked by mh_listen_addr_parse.
+ */
+static char *free_port_addr(const char *addr)
+{
+    char host[256] = "";
+    if (addr[0] == '[')
+        snprintf(host, sizeof host, "%.*s", (int)(strchr(addr, ']') - addr - 1), addr + 1);
+    else if (strrchr(addr, ':'))
+        snprintf(host, sizeof host, "%.*s", (int)(strrchr(addr, ':') - addr), addr);
+    char out[300];
+    if (strchr(host, ':')) /* IPv6 */
+        snprintf(out, sizeof out, "[%s]:0", strcmp(host, "::") ? host : "::1");
+    else
+        snprintf(out, sizeof out, "%s:0",
+                 !host[0] || !strcmp(host, "*") || !strcmp(host, "0.0.0.0") ? "127.0.0.1" : host);
+    return mh_config_strdup(out);
+}
+
+static void use_free_ports(struct mh_config *c)
+{
+    for (size_t i = 0; i < c->nlisten; i++) {
+        char *was = c->listen[i];
+        c->listen[i] = free_port_addr(was);
+        free(was);
+    }
+    if (strcmp(c->metrics, "off")) {
+        char *was = c->metrics;
+        c->metrics = free_port_addr(was);
+        free(was);
+    }
+}
+
+/*
+ * The ACME zone (MH_ACME_ZONE), declared once beside the script's dicts. Its
+ * dotted name is one mh_config_shared_add refuses, so no script's dict can
+ * be it; the list stays sorted by name as the others expect.
+ */
+static int add_acme_zone(struct mh_config *c, char *err, size_t errlen)
+{
+    size_t at = 0;
+    while (at < c->nshared && strcmp(c->shared[at].name, MH_ACME_ZONE) < 0)
+        at++;
+    if (at < c->nshared && !strcmp(c->shared[at].name, MH_ACME_ZONE))
+        return 0;
+    if (c->nshared == MH_MAX_SHARED) {
+        snprintf(err, errlen, "shared: %d dicts, and an ACME listener needs one more",
+                 MH_MAX_SHARED);
+        return -1;
+    }
+    memmove(&c->shared[at + 1], &c->shared[at], (c->nshared - at) * sizeof c->shared[0]);
+    c->shared[at] = (struct mh_shared_decl){
+        .name = mh_config_strdup(MH_ACME_ZONE),
+        .size = MH_ACME_ZONE_SIZE,
+    };
+    c->nshared++;
+    return 0;
+}
+
 int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
 {
     for (size_t i = 0; i < mh_settings_count; i++)
@@ -481,6 +549,8 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
             return -1;
         }
     }
+    if (c->free_ports)
+        use_free_ports(c);
     if (!c->tls_cert != !c->tls_key) {
         snprintf(err, errlen, "--tls-cert and --tls-key go together");
         return -1;
@@ -493,20 +563,30 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen)
     }
     bool used = false;
     for (size_t i = 0; i < c->nlisten; i++) {
-        if (c->listen_tls[i] == MH_LISTEN_TLS_SHARED && c->tls.n == 0) {
+        if (c->listen_tls[i] == MH_LISTEN_TLS_SHARED && c->tls.n == 0 && !c->tls.acme) {
             snprintf(err, errlen, "listen \"%s\": TLS asked for, but no tls certificates are set",
                      c->listen[i]);
             return -1;
         }
         used = used || mh_config_listen_tls(c, i) == &c->tls;
     }
-    if (c->tls.n > 0 && !used && c->mode == MH_MODE_SERVE) {
+    if ((c->tls.n > 0 || c->tls.acme) && !used && c->mode == MH_MODE_SERVE) {
         snprintf(err, errlen,
                  "tls: no listener uses the certificates (with several listeners, "
                  "mark one { addr = ..., tls = true } or \"https://addr\")");
         return -1;
     }
-    return 0;
+    return mh_config_has_acme(c) ? add_acme_zone(c, err, errlen) : 0;
+}
+
+bool mh_config_has_acme(const struct mh_config *c)
+{
+    for (size_t i = 0; i < c->nlisten; i++) {
+        const struct mh_tls_certs *t = mh_config_listen_tls(c, i);
+        if (t && t->acme)
+            return true;
+    }
+    return false;
 }
 
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i)
@@ -517,7 +597,7 @@ const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_
     case MH_LISTEN_TLS_SHARED:
         return &c->tls;
     case MH_LISTEN_TLS_UNSAID:
-        return c->nlisten == 1 && c->tls.n > 0 ? &c->tls : NULL;
+        return c->nlisten == 1 && (c->tls.n > 0 || c->tls.acme) ? &c->tls : NULL;
     default:
         return NULL;
     }

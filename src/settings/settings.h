@@ -31,7 +31,7 @@ enum mh_listen_tls {
     MH_LISTEN_TLS_OWN,    /* { addr = ..., tls = {...} }: its own certificates */
 };
 
-enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN };
+enum mh_run_mode { MH_MODE_SERVE, MH_MODE_CHECK, MH_MODE_RUN, MH_MODE_TEST };
 
 /* A shared dict of http.server{ shared = { name = size } } (or --shared name=size,...). */
 #define MH_MAX_SHARED      16
@@ -61,6 +61,7 @@ struct mh_config {
     long keepalive_requests;
     long backlog;
     bool reuseport; /* one listening socket per worker slot (master.c) */
+    bool free_ports; /* listen and metrics on ports the kernel picks (mh_config_validate) */
     long redirect_code;
     bool tcp_nodelay;
     char *clean_path; /* "redirect" | "rewrite" */
@@ -129,6 +130,7 @@ enum mh_setting_type {
     MH_SETTING_TLS,      /* struct mh_tls_certs: a Lua table only */
     MH_SETTING_SHARED,   /* the shared[] dicts: name=size,... */
     MH_SETTING_COMPRESS, /* struct mh_compress_conf: on, off, 1..9 (or a Lua table) */
+    MH_SETTING_MODULE,   /* a Lua table the Lua module `module` reads: no field, script only */
 };
 
 /*
@@ -152,6 +154,11 @@ struct mh_setting {
     bool list;          /* a string setting that Lua may give as a list: kept joined with ',' */
     const char *doc;    /* one line: --help and docs/reference/settings.md */
     const char *more;   /* docs/reference/settings.md only: what the line leaves out, or NULL */
+    /*
+     * MH_SETTING_MODULE: the Lua module whose configure(value, level) reads
+     * the value when http.server{} is called (it raises for a bad one).
+     */
+    const char *module;
 };
 
 extern const struct mh_setting mh_settings[];
@@ -222,6 +229,12 @@ int mh_config_validate(struct mh_config *c, char *err, size_t errlen);
  * top-level certificates are configured.
  */
 const struct mh_tls_certs *mh_config_listen_tls(const struct mh_config *c, size_t i);
+
+/*
+ * Whether a TLS listener takes its certificates from ACME (tls = { acme = ... });
+ * mh_config_validate then declares the shared zone MH_ACME_ZONE.
+ */
+bool mh_config_has_acme(const struct mh_config *c);
 
 /* Number of workers to run ("auto" = online CPUs). */
 int mh_config_workers(const struct mh_config *c);

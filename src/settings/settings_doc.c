@@ -61,6 +61,7 @@ static void fmt_values(const struct mh_setting *s, char *out, size_t outlen)
                  MH_MAX_LISTEN);
         return;
     case MH_SETTING_TLS:
+    case MH_SETTING_MODULE:
         snprintf(out, outlen, "a table (script only)");
         return;
     case MH_SETTING_COMPRESS:

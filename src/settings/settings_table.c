@@ -81,7 +81,8 @@ const struct mh_setting mh_settings[] = {
      .doc = "TLS certificates: { cert = ..., key = ... } or a list of them (script only)",
      .more = "beside them `min_version = \"1.2\"` (default) or `\"1.3\"`, `client_ca = "
              "\"ca.pem\"` and `client_auth = \"require\"` (default) or `\"optional\"`; the first "
-             "certificate is the default, the others are chosen by SNI"},
+             "certificate is the default, the others are chosen by SNI; `acme = { ... }` beside "
+             "or instead of them: certificates from an ACME CA (no `cert` needed)"},
     {.name = "tls_cert",
      .type = MH_SETTING_STRING,
      .offset = OFF(tls_cert),
@@ -144,7 +145,9 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(shutdown_timeout),
      .def = "10s",
      .max = DAY,
-     .doc = "seconds in-flight requests get on graceful stop"},
+     .doc = "seconds a graceful stop (SIGTERM) lets in-flight requests finish and WebSockets, SSE "
+            "streams and streaming responses go on (http.draining() true, ws:on_drain runs), "
+            "the last drain_spread of it closing them"},
     {.name = "drain_timeout",
      .type = MH_SETTING_DURATION,
      .offset = OFF(drain_timeout),
@@ -158,7 +161,8 @@ const struct mh_setting mh_settings[] = {
      .offset = OFF(drain_spread),
      .def = "5s",
      .max = 3600,
-     .doc = "seconds over which the connections still open when drain_timeout ends are closed, "
+     .doc = "seconds over which the connections still open when drain_timeout ends (a reload), "
+            "or the last seconds of shutdown_timeout (a stop), are closed, "
             "each at a random moment, so their clients do not all reconnect at once"},
     {.name = "once_start_timeout",
      .type = MH_SETTING_DURATION,
@@ -224,6 +228,16 @@ const struct mh_setting mh_settings[] = {
      .more = "several workers only; the port is first bound without SO_REUSEPORT, so a busy "
              "port still fails. Off when workers should pick up the connections of a slot whose "
              "worker is down (a crash loop's back-off), at the price of uneven load"},
+    {.name = "free_ports",
+     .type = MH_SETTING_BOOL,
+     .offset = OFF(free_ports),
+     .def = "off",
+     .doc = "every listener (and metrics) keeps its address and TLS but binds a free port the "
+            "kernel picks; for tests",
+     .more = "the log's `listening on ... (port N)` lines name the ports, in the order of "
+             "`listen`; an all-addresses host (`:8080`, `0.0.0.0`, `[::]`) becomes loopback, so "
+             "a server under test is not reachable from the network. `moonhttp.test` sets it "
+             "(docs/guide/testing.md)"},
     {.name = "tcp_nodelay",
      .type = MH_SETTING_BOOL,
      .offset = OFF(tcp_nodelay),
@@ -423,6 +437,14 @@ const struct mh_setting mh_settings[] = {
              "(defaults shown; `types` defaults to `text/*`, `application/json`, "
              "`application/javascript`, `image/svg+xml`); a route's `compress` option replaces "
              "it there"},
+    {.name = "cluster",
+     .type = MH_SETTING_MODULE,
+     .module = "moonhttp.cluster",
+     .doc = "one app across servers through Redis: { redis = \"redis://host:6379/0\", name = "
+            "\"app\" } (script only)",
+     .more = "also `heartbeat` (1 s), `ttl` (3 heartbeats) and `lease` (5 s); instances of one "
+             "`name` share channels, `{ once = \"cluster\" }` jobs and `http.cluster.instances()` "
+             "(docs/guide/cluster.md)"},
 };
 const size_t mh_settings_count = sizeof mh_settings / sizeof mh_settings[0];
 _Static_assert(sizeof mh_settings / sizeof mh_settings[0] <=

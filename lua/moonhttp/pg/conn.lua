@@ -198,6 +198,8 @@ function Conn:start_tls()
     server_name = tls.server_name or pool.host,
     verify = tls.verify ~= false,
     ca = tls.ca,
+    cert = tls.cert,
+    key = tls.key,
     min_version = tls.min_version,
   })
   if not ok then return self:fail(err) end

@@ -13,7 +13,7 @@
 ---@field body_timeout? number|string seconds a request body still owed may bring no bytes while the server waits for them
 ---@field write_timeout? number|string seconds from end of request head to end of response, a total deadline (0 = off)
 ---@field idle_timeout? number|string seconds a keep-alive connection may wait for its next request
----@field shutdown_timeout? number|string seconds in-flight requests get on graceful stop
+---@field shutdown_timeout? number|string seconds a graceful stop (SIGTERM) lets in-flight requests finish and WebSockets, SSE streams and streaming responses go on, the last drain_spread of it closing them
 ---@field drain_timeout? number|string seconds a reload lets the replaced code's WebSockets, SSE streams and streaming responses go on (http.draining() true, ws:on_drain runs) before they a
 ---@field drain_spread? number|string seconds over which the connections still open when drain_timeout ends are closed, each at a random moment, so their clients do not all reconnect at on
 ---@field once_start_timeout? number|string seconds a worker waits for the `http.on_start(fn, { once = true })` functions of its code before it serves anyway (0 = no wait)
@@ -24,6 +24,7 @@
 ---@field keepalive_requests? integer requests per connection before it is closed (0 = no limit)
 ---@field backlog? integer listen(2) backlog
 ---@field reuseport? boolean one listening socket per worker (SO_REUSEPORT), so new connections are spread evenly
+---@field free_ports? boolean every listener (and metrics) keeps its address and TLS but binds a free port the kernel picks; for tests
 ---@field tcp_nodelay? boolean set TCP_NODELAY on accepted sockets
 ---@field redirect_code? integer status of path-cleaning redirects (307, or 301 as Go 1.22)
 ---@field clean_path? string non-canonical paths: redirect (as Go) or rewrite (route the clean path)

@@ -22,6 +22,7 @@ struct seen {
     uint64_t seq[4096];
     size_t len[4096];
     char first[4096]; /* each message's first byte */
+    bool gap[4096];   /* a gap notice (msg NULL) */
     bool bad;         /* a message's bytes were not all its first byte */
 };
 
@@ -33,7 +34,8 @@ static void collect(void *ud, uint32_t id, uint64_t seq, const char *msg, size_t
     s->id[s->n] = id;
     s->seq[s->n] = seq;
     s->len[s->n] = len;
-    s->first[s->n] = len ? msg[0] : 0;
+    s->gap[s->n] = !msg;
+    s->first[s->n] = len && msg ? msg[0] : 0;
     for (size_t i = 1; i < len; i++)
         s->bad = s->bad || msg[i] != msg[0];
     s->n++;
@@ -61,19 +63,40 @@ static void test_names(void)
     CHECK(mh_shm_chan_lookup(c, long_name, sizeof long_name, &a, NULL) ==
           mh_shm_chan_err_too_large);
     CHECK(mh_shm_chan_lookup(c, long_name, 0, &a, NULL) == mh_shm_chan_err_too_large);
-    /* half the table, then "too many channels", and old names still resolve */
+    /* names listened to: half the table, then "too many channels"; old names still resolve */
+    int slot = mh_shm_chan_claim(c, 100);
+    CHECK(mh_shm_chan_listen(c, slot, a, true, NULL) == NULL);
+    CHECK(mh_shm_chan_listen(c, slot, b, true, NULL) == NULL);
+    uint64_t version = mh_shm_chan_listen_version(c);
     const char *err = NULL;
     int made = 2;
     for (int i = 0; !err && i < MH_SHM_CHAN_MAX; i++) {
         char name[32];
         int n = snprintf(name, sizeof name, "ch%d", i);
         uint32_t id;
-        if (!(err = mh_shm_chan_lookup(c, name, (size_t)n, &id, NULL)))
+        if (!(err = mh_shm_chan_lookup(c, name, (size_t)n, &id, NULL)) &&
+            !(err = mh_shm_chan_listen(c, slot, id, true, NULL)))
             made++;
     }
     CHECK(err == mh_shm_chan_err_too_many);
     CHECKF(made == MH_SHM_CHAN_MAX / 2, "%d channels", made);
+    CHECK(mh_shm_chan_listen_version(c) == version + (uint64_t)made - 2);
     CHECK(mh_shm_chan_lookup(c, "a", 1, &a2, NULL) == NULL && a2 == a);
+    CHECK(mh_shm_chan_find(c, "a", 1) == a && mh_shm_chan_find(c, "zz", 2) == 0);
+    /* nobody listens any more: the names are retired, their ids stale, their room reused */
+    mh_shm_chan_release(c, slot);
+    CHECK(mh_shm_chan_listen_version(c) == version + 2 * ((uint64_t)made - 2) + 2);
+    CHECK(mh_shm_chan_publish(c, a, "x", 1, NULL) == mh_shm_chan_err_stale);
+    CHECK(mh_shm_chan_listen(c, 0, a, true, NULL) == mh_shm_chan_err_stale);
+    CHECK(mh_shm_chan_find(c, "a", 1) == 0);
+    for (int i = 0; !err && i < 2 * MH_SHM_CHAN_MAX; i++) { /* names only publishers use */
+        char name[32];
+        int n = snprintf(name, sizeof name, "pub%d", i);
+        uint32_t id;
+        CHECK(mh_shm_chan_lookup(c, name, (size_t)n, &id, NULL) == NULL);
+    }
+    CHECK(mh_shm_chan_lookup(c, "a", 1, &a2, NULL) == NULL && a2 != a && a2);
+    a = a2;
     static char big[MH_SHM_CHAN_MSG_MAX + 1];
     CHECK(mh_shm_chan_publish(c, a, big, sizeof big, NULL) == mh_shm_chan_err_too_large);
     CHECK(mh_shm_chan_publish(c, a, big, sizeof big - 1, NULL) == NULL);
@@ -175,12 +198,15 @@ static void test_wakeups(void)
     CHECK(mh_shm_chan_publish(c, a, "z", 1, &woken) == NULL && woken == 1); /* read: armed again */
     CHECK(mh_shm_chan_listen(c, s1, a, false, &seq) == NULL && seq == 3);
     mh_shm_chan_read(c, s1, &cur, collect, &s, NULL);
+    /* its last listener left: the name is retired; looked up again, it wakes nobody */
+    CHECK(mh_shm_chan_publish(c, a, "w", 1, &woken) == mh_shm_chan_err_stale && woken == 0);
+    CHECK(mh_shm_chan_lookup(c, "a", 1, &a, NULL) == NULL);
     CHECK(mh_shm_chan_publish(c, a, "w", 1, &woken) == NULL && woken == 0);
     /* a dead worker's slot: no more wake-ups, and the slot is free again */
     CHECK(mh_shm_chan_publish(c, b, "v", 1, &woken) == NULL && woken == 1);
     mh_shm_chan_forget(c, 102);
     CHECK(!readable(mh_shm_chan_fd(c, s2)));
-    CHECK(mh_shm_chan_publish(c, b, "u", 1, &woken) == NULL && woken == 0);
+    CHECK(mh_shm_chan_publish(c, b, "u", 1, &woken) == mh_shm_chan_err_stale);
     int s3 = mh_shm_chan_claim(c, 103);
     CHECK(s3 == s2);
     int n = 0;
@@ -296,9 +322,32 @@ static void test_killed_publisher(void)
     mh_shm_chan_free(c);
 }
 
+/* A gap notice is a record of its own, in order, numbered as a message. */
+static void test_gap(void)
+{
+    struct mh_shm_chan *c = mh_shm_chan_new(RING);
+    int slot = mh_shm_chan_claim(c, 101);
+    uint32_t a;
+    mh_shm_chan_lookup(c, "a", 1, &a, NULL);
+    mh_shm_chan_listen(c, slot, a, true, NULL);
+    struct mh_shm_chan_cursor cur;
+    mh_shm_chan_cursor_init(c, &cur);
+    unsigned woken = 0;
+    CHECK(mh_shm_chan_publish(c, a, "x", 1, NULL) == NULL);
+    CHECK(mh_shm_chan_publish(c, a, NULL, 0, &woken) == NULL);
+    CHECK(mh_shm_chan_publish(c, a, "y", 1, NULL) == NULL);
+    static struct seen s;
+    memset(&s, 0, sizeof s);
+    CHECK(mh_shm_chan_read(c, slot, &cur, collect, &s, NULL) == NULL);
+    CHECK(s.n == 3 && !s.gap[0] && s.gap[1] && !s.gap[2] && s.len[1] == 0);
+    CHECK(s.first[0] == 'x' && s.first[2] == 'y' && s.seq[1] == 2 && s.seq[2] == 3);
+    mh_shm_chan_free(c);
+}
+
 int main(void)
 {
     test_names();
+    test_gap();
     test_order_and_wrap();
     test_lapped();
     test_wakeups();
