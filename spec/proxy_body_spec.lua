@@ -189,13 +189,14 @@ describe("http.proxy's bodies in C", function()
     end)
   end
 
-  it("ends a relayed body at a graceful stop instead of holding the stop for shutdown_timeout", function()
+  -- SIGINT: the stop without a drain (SIGTERM's drain serves streams on for shutdown_timeout)
+  it("ends a relayed body at a stop instead of holding the stop for shutdown_timeout", function()
     local f2 = H.start(string.format(FRONT, "http://127.0.0.1:" .. up.port, raw.base))
     local c = connect(f2.port, 5)
     assert(c:send("GET /p/big?n=" .. 1024 * 1024 * 1024 .. " HTTP/1.1\r\nHost: x\r\n\r\n"))
     assert(c:receive(65536))
     local t0 = socket.gettime()
-    f2:signal("TERM")
+    f2:signal("INT")
     -- a slow reader (6.4 MB/s): the relay is under way, held back now and then
     local cut = false
     while socket.gettime() - t0 < 8 do
