@@ -358,6 +358,15 @@ describe("docs/reference/", function()
     end
     assert.same({}, missing)
   end)
+
+  it("lists every method of a PostgreSQL pool and an HTTP client", function()
+    local text = API.reference_text()
+    local missing = {}
+    for _, name in ipairs(API.object_methods()) do
+      if not API.documents(text, name) then missing[#missing + 1] = name end
+    end
+    assert.same({}, missing)
+  end)
 end)
 
 describe("links in every *.md of the tree", function()

@@ -42,7 +42,8 @@ describe("binary upgrade (SIGUSR2)", function()
   local function start(workers)
     H.bin = bin
     local ok, s = pcall(H.start, script, { flags = { "--workers", tostring(workers), "--pid-file", pid_file,
-      "--drain-timeout", tostring(DRAIN), "--drain-spread", tostring(SPREAD), "--metrics", "127.0.0.1:0" } })
+      "--drain-timeout", tostring(DRAIN), "--drain-spread", tostring(SPREAD), "--metrics", "127.0.0.1:0",
+      "--once-start-timeout", "1" } })
     H.bin = real_bin
     assert(ok, s)
     return s
@@ -125,14 +126,20 @@ describe("binary upgrade (SIGUSR2)", function()
       assert(os.execute("chmod +x " .. H.shell_quote(bin)))
     end, "ended %(killed by signal 11%) before it served" },
     { "a binary that is gone", function() os.remove(bin) end, "failed: cannot execute [^\n]*No such file" },
+    -- stopped once_start_timeout (1 s, below) + 10 s after it started
+    { "a new binary that never serves", function()
+      os.remove(bin)
+      H.write_file(bin, "#!/bin/sh\nexec sleep 60\n")
+      assert(os.execute("chmod +x " .. H.shell_quote(bin)))
+    end, "ended %(killed by signal 15%) before it served", 15 },
   }
   for _, row in ipairs(broken) do
-    local name, breaks, says = row[1], row[2], row[3]
+    local name, breaks, says, within = row[1], row[2], row[3], row[4]
     it(name .. " leaves the old master serving, and its log says why", function()
       breaks()
       local before = srv:logtext()
       srv:signal("USR2")
-      assert.truthy(srv:wait_log("upgrade %(SIGUSR2%)[^\n]*" .. says, 5), srv:logtext())
+      assert.truthy(srv:wait_log("upgrade %(SIGUSR2%)[^\n]*" .. says, within or 5), srv:logtext())
       assert.truthy(srv:logtext():find("this master[^\n]* serves on"), srv:logtext())
       -- the same master, the same workers, the old code; the pid file is its own again
       assert.equal("version=v1", srv:try_get("/version"))

@@ -107,7 +107,7 @@ end
 -- WARNING is logged as a warning and everything milder (NOTICE, INFO, LOG,
 -- DEBUG: "relation already exists, skipping" of every `create table if not
 -- exists` at start) only at debug level.
-function Pool:notice(e)
+function Pool:_notice(e)
   if self.on_notice then return self.on_notice(e) end
   http.log(e.severity == "WARNING" and "warn" or "debug", "postgres: " .. tostring(e))
 end
@@ -127,11 +127,11 @@ function Waiter:__close()
   if c then
     self.conn = nil
     c.out = true
-    pool:put(c)
+    pool:_put(c)
   elseif self.slot then
     self.slot = false
     pool.open = pool.open - 1
-    pool:pass_slot()
+    pool:_pass_slot()
   end
 end
 
@@ -162,13 +162,13 @@ local function next_waiter(pool)
   end
 end
 
-function Pool:new_conn()
+function Pool:_new_conn()
   self.next = self.next + 1
   return new_conn(self, "pg:" .. self.id .. ":" .. self.next)
 end
 
 -- A connection ready to use (checked out: give it back with put), or nil, err.
-function Pool:get()
+function Pool:_get()
   local deadline
   while true do
     local c = self.idle[self.nidle]
@@ -177,12 +177,12 @@ function Pool:get()
       self.nidle = self.nidle - 1
     elseif self.open < self.size then
       self.open = self.open + 1
-      c = self:new_conn()
+      c = self:_new_conn()
     else
       deadline = deadline or http.now() + self.acquire_timeout
       local got, err = wait_turn(self, deadline)
       if not got then return nil, err end
-      c = got ~= true and got or self:new_conn() -- handed a connection, or a free slot
+      c = got ~= true and got or self:_new_conn() -- handed a connection, or a free slot
     end
     c.out = true
     local ok, err = c:open()
@@ -191,13 +191,13 @@ function Pool:get()
       self.counters[k] = self.counters[k] + 1
       return c
     end
-    self:drop(c)
+    self:_drop(c)
     if err ~= "stale pooled session" then return nil, err end
   end
 end
 
 -- Hands a free slot (room for one more connection) to the first waiter.
-function Pool:pass_slot()
+function Pool:_pass_slot()
   local w = next_waiter(self)
   if w then
     self.open = self.open + 1
@@ -206,23 +206,23 @@ function Pool:pass_slot()
 end
 
 -- Gives back the slot of a checked-out connection that will not be used again.
-function Pool:drop(c)
+function Pool:_drop(c)
   if not c.out then return end
   c.out = false
   if c.sock then c.sock:close(); c.sock = nil end
   self.open = self.open - 1
   self.counters.dropped = self.counters.dropped + 1
-  self:pass_slot()
+  self:_pass_slot()
 end
 
 -- Returns a checked-out connection: parked for the next user when it is
 -- healthy and idle, dropped when it broke or is inside a (failed)
 -- transaction. Idempotent.
-function Pool:put(c)
+function Pool:_put(c)
   if not c.out then return end
-  if c.broken or c.busy or c.status ~= "I" or not c.sock then return self:drop(c) end
+  if c.broken or c.busy or c.status ~= "I" or not c.sock then return self:_drop(c) end
   -- bytes read past ReadyForQuery would be lost with the buffer: never park such a session
-  if c.inpos <= #c.inbuf then return self:drop(c) end
+  if c.inpos <= #c.inbuf then return self:_drop(c) end
   c.out = false
   local sock = c.sock
   c.sock = nil
@@ -242,7 +242,7 @@ end
 -- (or a killed task) on the way means its protocol state is unknown.
 function Conn:__close(e)
   if e ~= nil then self.broken = true end
-  self.pool:put(self)
+  self.pool:_put(self)
 end
 
 -- A failure on a connection that came from the pool, before any answer, is
@@ -257,7 +257,7 @@ end
 local function run(pool, method, ...)
   local deadline
   for attempt = 1, 2 do
-    local c, err = pool:get()
+    local c, err = pool:_get()
     if not c then return nil, err end
     local rows, qerr
     do
@@ -369,7 +369,7 @@ end
 
 function Pool:transaction(fn)
   if type(fn) ~= "function" then error("pg: transaction expects a function(tx)", 2) end
-  local c, err = self:get()
+  local c, err = self:_get()
   if not c then return nil, err end
   local res
   do
@@ -393,7 +393,7 @@ function Pinned:release()
   local c = self._c
   if not c then return end
   self._c = nil
-  self._pool:put(c)
+  self._pool:_put(c)
 end
 
 function Pinned:__close(e)
@@ -407,12 +407,12 @@ function Pinned:__gc()
   if c then
     self._c = nil
     c.sock = nil -- its task owns and closes it; no I/O from a finalizer
-    self._pool:drop(c)
+    self._pool:_drop(c)
   end
 end
 
 function Pool:acquire()
-  local c, err = self:get()
+  local c, err = self:_get()
   if not c then return nil, err end
   return setmetatable({ _c = c, _pool = self }, Pinned)
 end

@@ -86,10 +86,44 @@ end)
   return list
 end
 
+-- Every method of the objects the modules hand out, by the name the
+-- reference calls them: a PostgreSQL pool ("db:query", as docs/reference/pg.md
+-- writes it) and an HTTP client ("client:fetch"); names starting with "_"
+-- left out. Read from the objects themselves (a Lua __index table, or a C
+-- __index over a methods table), made without a server to talk to.
+function A.object_methods()
+  local script = H.script([[
+local http = require "moonhttp"
+local pg = require "moonhttp.pg"
+local objects = {
+  db = pg.pool{ host = "127.0.0.1", port = 1, user = "x", database = "x" },
+  client = http.client{},
+}
+local out = {}
+for name, o in pairs(objects) do
+  local index = getmetatable(o).__index
+  if type(index) == "function" then index = select(2, debug.getupvalue(index, 1)) end
+  for k, v in pairs(index) do
+    if type(v) == "function" and not k:find("^_") then out[#out + 1] = name .. ":" .. k end
+  end
+end
+table.sort(out)
+print(table.concat(out, " "))
+]])
+  local p = assert(io.popen(H.shell_quote(H.bin) .. " run " .. H.shell_quote(script) .. " 2>&1"))
+  local text = p:read("a")
+  p:close()
+  os.remove(script)
+  local list = {}
+  for name in text:gmatch("%S+") do list[#list + 1] = name end
+  assert(#list > 5, text)
+  return list
+end
+
 -- The text of docs/reference/ pages that name the functions: http.md and
 -- one page per module of A.MODULES.
 function A.reference_text()
-  local text = assert(H.read_file("docs/reference/http.md"))
+  local text = assert(H.read_file("docs/reference/http.md")) .. assert(H.read_file("docs/reference/client.md"))
   for _, m in ipairs(A.MODULES) do
     text = text .. assert(H.read_file("docs/reference/" .. m .. ".md"), "docs/reference/" .. m .. ".md")
   end

@@ -1,6 +1,7 @@
 #include "lua_acme.h"
 
 #include "codec.h"
+#include "lua_vm.h"
 #include "tls_init.h"
 
 #include <lauxlib.h>
@@ -481,13 +482,32 @@ static int l_cert_info(lua_State *L)
     return 1;
 }
 
+/* ---- install -------------------------------------------------------------- */
+
+static int l_install(lua_State *L)
+{
+    lua_Integer index = luaL_checkinteger(L, 1);
+    const char *cert = luaL_checkstring(L, 2);
+    const char *key = luaL_checkstring(L, 3);
+    const struct mh_gen_host *host = mh_gen_of(L)->host;
+    if (!host || !host->tls_install)
+        return push_err(L, "no listeners in this process");
+    if (index < 1)
+        return push_err(L, "listener index must be 1 or more");
+    char err[512];
+    if (host->tls_install(host, (size_t)(index - 1), cert, key, err, sizeof err) < 0)
+        return push_err(L, err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 void mh_lua_acme_open(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         {"key_new", l_key_new},     {"jwk", l_jwk},
         {"sign_es256", l_sign_es256}, {"csr", l_csr},
         {"alpn_cert", l_alpn_cert}, {"cert_info", l_cert_info},
-        {NULL, NULL},
+        {"install", l_install},     {NULL, NULL},
     };
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "acme");

@@ -9,6 +9,9 @@
  *   csr(key_pem, { name, ... })    -> DER certificate request, CN = names[1], SAN = all
  *   alpn_cert(name, key_auth)      -> cert PEM, key PEM of the RFC 8737 validation cert
  *   cert_info(pem_chain)           -> { not_before, not_after, names, serial, aki } of the leaf
+ *   install(listener, cert, key)   -> true: PEM files become what new handshakes on the
+ *                                     listener (1-based in `listen`, an ACME one) get, in
+ *                                     this worker; open connections keep theirs
  * Bad data (a PEM that does not parse, no names, a name that is not a DNS
  * name) answers nil, message; only wrong argument types raise. Randomness
  * comes from PSA's generator, reinitialised after fork() by

@@ -60,6 +60,13 @@ struct mh_gen_host {
     /* Calls fn for every request open in the serving process (a stop hook's walk). */
     void (*each_request)(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
                          void *ud);
+    /*
+     * core.acme.install: cert/key (PEM files) become what new handshakes on
+     * listener `index` (0-based in the listen list, an ACME one) get; open
+     * connections keep theirs. 0, or -1 with err. NULL: no listeners here.
+     */
+    int (*tls_install)(const struct mh_gen_host *h, size_t index, const char *cert,
+                       const char *key, char *err, size_t errlen);
 };
 
 /*

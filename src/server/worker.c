@@ -33,6 +33,8 @@
 static void observe(void *ud, const struct mh_req *r);
 static void on_once_started(const struct mh_gen_host *h, struct mh_gen *g);
 static void on_tasks_running(const struct mh_gen_host *h, int delta);
+static int on_tls_install(const struct mh_gen_host *h, size_t index, const char *cert,
+                          const char *key, char *err, size_t errlen);
 static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
                          void *ud);
 static void on_once_timeout(struct ev_loop *loop, ev_timer *t, int revents);
@@ -308,9 +310,10 @@ int mh_worker_reload(struct mh_worker *w, const char *why)
     g->number = st->reloads;
     /* Certificates are read again too; open connections keep the ones they started with. */
     const struct mh_tls_certs *certs[MH_MAX_LISTEN];
+    struct mh_tls_certs acme_bufs[MH_MAX_LISTEN];
     offer_http2(w->config);
     for (size_t i = 0; i < w->nlisteners; i++)
-        certs[i] = mh_config_listen_tls(w->config, i);
+        certs[i] = mh_acme_certs_for(&w->acme_certs, w->config, i, &acme_bufs[i]);
     if (mh_listener_tls_reload(w->listeners, w->nlisteners, certs, err, sizeof err) < 0)
         mh_log(MH_LOG_ERROR, "reload (%s): certificates not reloaded, the previous ones stay: %s",
                why, err);
@@ -619,6 +622,7 @@ static int worker_setup(struct mh_worker *w, struct ev_loop *loop, struct mh_con
     w->host.reload_stats = &w->reload_stats;
     w->host.tasks_running = on_tasks_running;
     w->host.each_request = each_request;
+    w->host.tls_install = on_tls_install;
     w->host.worker_id = 1; /* a lone worker; the master sets its workers' slots */
     /* Its threads start with the first job, in this process (after any fork). */
     w->host.workpool = mh_workpool_new(loop, (unsigned)config->thread_pool);
@@ -804,6 +808,14 @@ static void on_tasks_running(const struct mh_gen_host *h, int delta)
     worker_of_host(h)->background_tasks += (unsigned)delta;
 }
 
+static int on_tls_install(const struct mh_gen_host *h, size_t index, const char *cert,
+                          const char *key, char *err, size_t errlen)
+{
+    struct mh_worker *w = worker_of_host(h);
+    return mh_acme_certs_install(&w->acme_certs, w->listeners, w->nlisteners, w->config, index,
+                                 cert, key, err, errlen);
+}
+
 static void each_request(const struct mh_gen_host *h, void (*fn)(struct mh_req *r, void *ud),
                          void *ud)
 {
@@ -872,6 +884,7 @@ void mh_worker_destroy(struct mh_worker *w)
     }
     for (size_t i = 0; i < w->nlisteners; i++)
         mh_listener_close(&w->listeners[i]);
+    mh_acme_certs_free(&w->acme_certs);
     mh_acceptor_stop(&w->acceptor);
     ev_timer_stop(w->loop, &w->trim_timer);
     mh_http_ctx_destroy(&w->http);

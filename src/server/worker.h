@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "acme_certs.h"
 #include "acme_challenge.h"
 #include "buf.h"
 #include "channel.h"
@@ -57,6 +58,7 @@ struct mh_worker {
     struct mh_gen_host host; /* what the generations see of the worker */
     struct mh_metrics_handler metrics_handler;
     struct mh_acme_challenge acme_challenge; /* HTTP-01 in front of app on plain listeners */
+    struct mh_acme_certs acme_certs;         /* installed by core.acme.install */
 
     ev_prepare prepare; /* flushes pending writes, frees closed connections */
     ev_signal sigterm, sigint, sighup, sigusr2, sigretire;

@@ -135,7 +135,7 @@ function Conn:read(soft)
       if body == "timeout" and self.busy then self:cancel_later() end
       return self:fail(body)
     elseif t == "N" then
-      self.pool:notice(proto.parse_fields(body))
+      self.pool:_notice(proto.parse_fields(body))
     elseif t == "S" then
       local k, v = proto.parse_parameter_status(body)
       self.params[k] = v
