@@ -12,14 +12,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* out = a + b; "" and -1 with ENAMETOOLONG when it does not fit (no cut path is used). */
+static int join(char *out, size_t len, const char *a, const char *b)
+{
+    if ((size_t)snprintf(out, len, "%s%s", a, b) < len)
+        return 0;
+    out[0] = 0;
+    errno = ENAMETOOLONG;
+    return -1;
+}
+
 /* Writes <dir>/moonhttp/test.lua from the embedded copy; 0 or -1 with errno. */
 static int write_helper(const char *dir, char *file, size_t filelen)
 {
     size_t len;
     const char *src = mh_lua_embedded_source("moonhttp.test", &len);
     char sub[PATH_MAX];
-    snprintf(sub, sizeof sub, "%s/moonhttp", dir);
-    snprintf(file, filelen, "%s/test.lua", sub);
+    if (join(sub, sizeof sub, dir, "/moonhttp") < 0 || join(file, filelen, sub, "/test.lua") < 0)
+        return -1;
     if (!src || mkdir(sub, 0700) < 0)
         return -1;
     FILE *f = fopen(file, "w");
@@ -90,9 +100,9 @@ int mh_app_test_run(int argc, char **argv)
     }
     self[n] = 0;
     const char *tmp = getenv("TMPDIR");
-    char dir[PATH_MAX], file[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/moonhttp-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
+    char dir[PATH_MAX], file[PATH_MAX] = "", sub[PATH_MAX];
+    if (join(dir, sizeof dir, tmp && *tmp ? tmp : "/tmp", "/moonhttp-test.XXXXXX") < 0 ||
+        !mkdtemp(dir)) {
         fprintf(stderr, "moonhttp test: %s: %s\n", dir, strerror(errno));
         return 1;
     }
@@ -105,9 +115,8 @@ int mh_app_test_run(int argc, char **argv)
         rc = run_busted(argc, argv);
     }
     unlink(file);
-    char sub[PATH_MAX];
-    snprintf(sub, sizeof sub, "%s/moonhttp", dir);
-    rmdir(sub);
+    if (join(sub, sizeof sub, dir, "/moonhttp") == 0)
+        rmdir(sub);
     rmdir(dir);
     return rc;
 }
