@@ -424,6 +424,7 @@ E["examples/guide/shared.lua"] = {
   start = { flags = { "--workers", "2" } },
   check = function(app)
     for i = 1, 4 do expect(app:request("POST", "/visits", {}, ""), 200, { visits = i }) end
+    expect(app:request("POST", "/online/ada", {}, ""), 200, { online = true })
   end,
 }
 

@@ -773,7 +773,7 @@ void mh_client_conn_close(struct mh_client_conn *c)
     if (c->state == MH_CC_DRAINING)
         c->host->ndraining--;
     if (c->state == MH_CC_IDLE)
-        mh_client_pool_unlink_idle(p, c);
+        mh_idle_unlink(&p->idle, &c->idle);
     ev_io_stop(p->loop, &c->io);
     c->io_events = 0;
     ev_timer_stop(p->loop, &c->timer);

@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "client_err.h"
 #include "dialer.h"
+#include "idle_pool.h"
 #include "transport.h"
 
 struct mh_client_pool;
@@ -227,8 +228,7 @@ struct mh_client_conn {
     bool head_overflow;
     bool interim; /* parsing a 1xx response, which is absorbed */
     struct mh_dial dial;
-    struct mh_client_conn *hprev, *hnext; /* host's idle list, most recent first */
-    struct mh_client_conn *lprev, *lnext; /* pool-wide idle list, most recent first */
+    struct mh_idle_conn idle;             /* parked: its host's and the pool's idle lists */
     struct mh_client_conn *aprev, *anext; /* every open connection of the pool */
 };
 
@@ -237,8 +237,7 @@ struct mh_client_host {
     bool tls;
     uint16_t port;
     char name[256];
-    struct mh_client_conn *idle;
-    size_t nidle;
+    struct mh_idle_key idle;
     size_t ndraining;
     struct mh_client_conn *drain_waiter; /* a placeholder in MH_CC_WAIT_DRAIN, or NULL */
 };
@@ -248,8 +247,8 @@ struct mh_client_pool {
     struct mh_client_settings s;
     struct mh_client_stats stats;
     struct mh_client_host *hosts;
-    struct mh_client_conn *idle_head, *idle_tail;
-    size_t nidle, nopen;
+    struct mh_idle_pool idle;
+    size_t nopen;
     struct mh_client_conn *open;
     struct mh_client_conn *free_conns;
     struct mh_dialer *dialer; /* resolver, TLS configuration, saved sessions per host */
@@ -259,8 +258,6 @@ struct mh_client_pool {
 struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struct mh_client_req *r);
 /* An idle connection that still looks alive, taken out of the idle lists, or NULL. */
 struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h);
-/* Removes an idle connection from its host's and the pool's idle lists. */
-void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c);
 /* A fresh connection object (pooled), on the open list, not connected, run by `exchange`. */
 struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_client_host *h,
                                             const struct mh_client_conn_ops *exchange);

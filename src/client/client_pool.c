@@ -12,6 +12,11 @@
 /* Buffers that grew past this (a big body read whole) are not kept on pooled objects. */
 #define KEEP_BUF_MAX (64 * 1024)
 
+static struct mh_client_conn *conn_of(struct mh_idle_conn *i)
+{
+    return (struct mh_client_conn *)((char *)i - offsetof(struct mh_client_conn, idle));
+}
+
 /* ---- watchers ------------------------------------------------------------ */
 
 /* Watchers do not decide how long the loop runs: the worker does (server/worker.c). */
@@ -112,14 +117,16 @@ void mh_client_pool_unref(struct mh_client_pool *p)
 
 void mh_client_pool_close_idle(struct mh_client_pool *p)
 {
-    while (p->idle_head)
-        p->idle_head->exchange->close(p->idle_head);
+    while (p->idle.head) {
+        struct mh_client_conn *c = conn_of(p->idle.head);
+        c->exchange->close(c);
+    }
 }
 
 const struct mh_client_stats *mh_client_pool_stats(const struct mh_client_pool *p, size_t *idle,
                                                    size_t *open)
 {
-    *idle = p->nidle;
+    *idle = p->idle.n;
     *open = p->nopen;
     return &p->stats;
 }
@@ -140,28 +147,6 @@ struct mh_client_host *mh_client_pool_host(struct mh_client_pool *p, const struc
     return h;
 }
 
-void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn *c)
-{
-    struct mh_client_host *h = c->host;
-    if (c->hprev)
-        c->hprev->hnext = c->hnext;
-    else
-        h->idle = c->hnext;
-    if (c->hnext)
-        c->hnext->hprev = c->hprev;
-    h->nidle--;
-    if (c->lprev)
-        c->lprev->lnext = c->lnext;
-    else
-        p->idle_head = c->lnext;
-    if (c->lnext)
-        c->lnext->lprev = c->lprev;
-    else
-        p->idle_tail = c->lprev;
-    p->nidle--;
-    c->hprev = c->hnext = c->lprev = c->lnext = NULL;
-}
-
 /*
  * An idle connection is taken as it is, with no system call to see whether
  * it still lives: its read watcher stays armed while it is parked, so a
@@ -173,9 +158,9 @@ void mh_client_pool_unlink_idle(struct mh_client_pool *p, struct mh_client_conn 
  */
 struct mh_client_conn *mh_client_pool_take(struct mh_client_pool *p, struct mh_client_host *h)
 {
-    struct mh_client_conn *c = h->idle;
+    struct mh_idle_conn *i = mh_idle_take(&p->idle, &h->idle);
+    struct mh_client_conn *c = i ? conn_of(i) : NULL;
     if (c) {
-        mh_client_pool_unlink_idle(p, c);
         mh_client_conn_set_timer(c, 0);
         mh_client_conn_set_io(c, 0);
         c->state = MH_CC_WRITING;
@@ -209,7 +194,7 @@ struct mh_client_conn *mh_client_conn_alloc(struct mh_client_pool *p, struct mh_
     c->io_events = 0;
     c->io_fd_set = false;
     c->tp.ops = NULL;
-    c->hprev = c->hnext = c->lprev = c->lnext = NULL;
+    c->idle = (struct mh_idle_conn){0};
     c->aprev = NULL;
     c->anext = p->open;
     if (p->open)
@@ -248,30 +233,12 @@ void mh_client_pool_park(struct mh_client_conn *c)
     shrink(&c->head);
     shrink(&c->body);
     c->state = MH_CC_IDLE;
-    c->hprev = NULL;
-    c->hnext = h->idle;
-    if (h->idle)
-        h->idle->hprev = c;
-    h->idle = c;
-    h->nidle++;
-    c->lprev = NULL;
-    c->lnext = p->idle_head;
-    if (p->idle_head)
-        p->idle_head->lprev = c;
-    else
-        p->idle_tail = c;
-    p->idle_head = c;
-    p->nidle++;
+    mh_idle_park(&p->idle, &h->idle, &c->idle);
     mh_client_conn_set_io(c, EV_READ);
     mh_client_conn_set_timer(c, p->s.idle_timeout);
-    if (h->nidle > p->s.max_idle_per_host) {
-        struct mh_client_conn *old = h->idle;
-        while (old->hnext)
-            old = old->hnext;
-        old->exchange->close(old);
-    }
-    if (p->nidle > p->s.max_idle)
-        p->idle_tail->exchange->close(p->idle_tail);
+    struct mh_idle_conn *old;
+    while ((old = mh_idle_excess(&p->idle, &h->idle, p->s.max_idle_per_host, p->s.max_idle)))
+        conn_of(old)->exchange->close(conn_of(old));
 }
 
 /* A response has ended: park the connection if the protocol allows another one on it. */

@@ -324,15 +324,20 @@ static void on_io(struct ev_loop *loop, ev_io *w, int revents)
 
 struct mh_socket_group {
     struct mh_socket_group *next;
-    struct mh_socket *idle; /* most recently parked first */
-    size_t n;
+    struct mh_idle_key idle;
     char key[];
 };
 
 struct mh_socket_pool {
     struct ev_loop *loop;
     struct mh_socket_group *groups;
+    struct mh_idle_pool idle;
 };
+
+static struct mh_socket *socket_of(struct mh_idle_conn *i)
+{
+    return (struct mh_socket *)((char *)i - offsetof(struct mh_socket, _idle));
+}
 
 struct mh_socket_pool *mh_socket_pool_new(struct ev_loop *loop)
 {
@@ -350,25 +355,11 @@ static struct mh_socket_group *find_group(const struct mh_socket_pool *p, const 
     return NULL;
 }
 
-static void unlink_idle(struct mh_socket *s)
-{
-    struct mh_socket_group *g = s->_group;
-    if (s->_prev)
-        s->_prev->_next = s->_next;
-    else
-        g->idle = s->_next;
-    if (s->_next)
-        s->_next->_prev = s->_prev;
-    s->_prev = s->_next = NULL;
-    s->_group = NULL;
-    g->n--;
-}
-
 /* An idle socket became readable or timed out: either way it is no longer worth keeping. */
 static void on_idle_event(struct mh_socket *s, const char *err)
 {
     (void)err;
-    unlink_idle(s);
+    mh_idle_unlink(&s->_pool->idle, &s->_idle);
     mh_socket_free(s); /* stops its watchers */
 }
 
@@ -379,9 +370,9 @@ void mh_socket_pool_free(struct mh_socket_pool *p)
     while (p->groups) {
         struct mh_socket_group *g = p->groups;
         p->groups = g->next;
-        while (g->idle) {
-            struct mh_socket *s = g->idle;
-            unlink_idle(s);
+        while (g->idle.head) {
+            struct mh_socket *s = socket_of(g->idle.head);
+            mh_idle_unlink(&p->idle, &s->_idle);
             mh_socket_free(s);
         }
         free(g);
@@ -398,7 +389,7 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
         why = mh_socket_err_closed;
     else if (s->in.len > 0 || mh_transport_pending(&s->tr))
         why = mh_socket_err_unread; /* the next user would read the last one's leftovers */
-    else if (max == 0 || (g && g->n >= max))
+    else if (max == 0 || (g && g->idle.n >= max))
         why = mh_socket_err_pool_full;
     else if (!g) {
         size_t klen = strlen(key);
@@ -416,13 +407,8 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
     }
     mh_socket_cancel(s);
     s->ud = NULL;
-    s->_group = g;
-    s->_prev = NULL;
-    s->_next = g->idle;
-    if (g->idle)
-        g->idle->_prev = s;
-    g->idle = s;
-    g->n++;
+    s->_pool = p;
+    mh_idle_park(&p->idle, &g->idle, &s->_idle);
     mh_buf_free(&s->in); /* an idle connection holds no buffer */
     /* Readable while idle means the peer closed or sent something unasked: drop it then. */
     wait_for(s, MH_SOCK_OP_FILL, EV_READ, idle_timeout, on_idle_event);
@@ -432,10 +418,10 @@ const char *mh_socket_pool_put(struct mh_socket_pool *p, struct mh_socket *s, co
 struct mh_socket *mh_socket_pool_take(struct mh_socket_pool *p, const char *key)
 {
     struct mh_socket_group *g = find_group(p, key);
-    if (!g || !g->idle)
+    struct mh_idle_conn *i = g ? mh_idle_take(&p->idle, &g->idle) : NULL;
+    if (!i)
         return NULL;
-    struct mh_socket *s = g->idle;
-    unlink_idle(s);
+    struct mh_socket *s = socket_of(i);
     /*
      * The read watcher stays armed (mh_socket_cancel_read): a connection
      * handed to a task waiting for a pool slot is used from that task's next

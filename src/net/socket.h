@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "buf.h"
+#include "idle_pool.h"
 #include "transport.h"
 
 extern const char mh_socket_err_timeout[]; /* "timeout" */
@@ -71,8 +72,8 @@ struct mh_socket {
     size_t _wlen;
     unsigned _wrote_iter; /* ev_iteration + 1 when a write last completed at once (0: never) */
     /* while idle in a pool */
-    struct mh_socket_group *_group;
-    struct mh_socket *_prev, *_next;
+    struct mh_socket_pool *_pool;
+    struct mh_idle_conn _idle;
 };
 
 /* A closed socket for loop; NULL when out of memory. */

@@ -12,24 +12,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* out = a + b; "" and -1 with ENAMETOOLONG when it does not fit (no cut path is used). */
-static int join(char *out, size_t len, const char *a, const char *b)
-{
-    if ((size_t)snprintf(out, len, "%s%s", a, b) < len)
-        return 0;
-    out[0] = 0;
-    errno = ENAMETOOLONG;
-    return -1;
-}
-
 /* Writes <dir>/moonhttp/test.lua from the embedded copy; 0 or -1 with errno. */
 static int write_helper(const char *dir, char *file, size_t filelen)
 {
     size_t len;
     const char *src = mh_lua_embedded_source("moonhttp.test", &len);
     char sub[PATH_MAX];
-    if (join(sub, sizeof sub, dir, "/moonhttp") < 0 || join(file, filelen, sub, "/test.lua") < 0)
+    if ((size_t)snprintf(sub, sizeof sub, "%s/moonhttp", dir) >= sizeof sub ||
+        (size_t)snprintf(file, filelen, "%s/test.lua", sub) >= filelen) {
+        errno = ENAMETOOLONG;
         return -1;
+    }
     if (!src || mkdir(sub, 0700) < 0)
         return -1;
     FILE *f = fopen(file, "w");
@@ -100,9 +93,14 @@ int mh_app_test_run(int argc, char **argv)
     }
     self[n] = 0;
     const char *tmp = getenv("TMPDIR");
-    char dir[PATH_MAX], file[PATH_MAX] = "", sub[PATH_MAX];
-    if (join(dir, sizeof dir, tmp && *tmp ? tmp : "/tmp", "/moonhttp-test.XXXXXX") < 0 ||
-        !mkdtemp(dir)) {
+    char dir[PATH_MAX], file[PATH_MAX];
+    file[0] = 0;
+    if ((size_t)snprintf(dir, sizeof dir, "%s/moonhttp-test.XXXXXX", tmp && *tmp ? tmp : "/tmp") >=
+        sizeof dir) {
+        fprintf(stderr, "moonhttp test: TMPDIR is too long a path\n");
+        return 1;
+    }
+    if (!mkdtemp(dir)) {
         fprintf(stderr, "moonhttp test: %s: %s\n", dir, strerror(errno));
         return 1;
     }
@@ -114,8 +112,10 @@ int mh_app_test_run(int argc, char **argv)
         put_first_on_lua_path(dir);
         rc = run_busted(argc, argv);
     }
-    unlink(file);
-    if (join(sub, sizeof sub, dir, "/moonhttp") == 0)
+    if (file[0])
+        unlink(file);
+    char sub[PATH_MAX];
+    if ((size_t)snprintf(sub, sizeof sub, "%s/moonhttp", dir) < sizeof sub)
         rmdir(sub);
     rmdir(dir);
     return rc;
