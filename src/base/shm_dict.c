@@ -16,7 +16,7 @@ const char mh_shm_dict_err_not_number[] = "not a number";
 const char mh_shm_dict_err_lock[] = "lock lost";
 
 #define BLOCK        64
-#define ZONE_MAGIC   0x6d68736864696374ULL /* "mhshdict" */
+#define ZONE_MAGIC   0x6d68736864696375ULL /* "mhshdicu": entries carry an owner */
 #define EVICT_SCAN   32 /* expired entries looked for near the LRU tail before evicting live ones */
 #define EXPIRE_SWEEP 2  /* expired entries freed from the LRU tail on each write */
 
@@ -45,6 +45,7 @@ struct entry {
     uint32_t hash;
     uint32_t klen, vlen;
     uint8_t type;
+    int32_t owner;   /* mh_shm_value.owner: a pid, or 0 */
     int64_t expires; /* clock ms; 0: never */
     int64_t num;     /* MH_SHM_INT / MH_SHM_BOOL value, or a double's bits: one aligned store */
 };
@@ -515,6 +516,7 @@ static void read_value(struct zone *z, uint32_t i, struct mh_shm_value *v, char 
     v->len = e->vlen;
     v->str = buf;
     v->i = e->num;
+    v->owner = e->owner;
     memcpy(&v->d, &e->num, sizeof v->d);
     if (e->type == MH_SHM_STRING && buf)
         data_copy(z, i, e->klen, buf, NULL, e->vlen < cap ? e->vlen : cap);
@@ -583,6 +585,7 @@ static const char *write_locked(struct mh_shm_dict *d, enum mh_shm_mode mode, co
     e->klen = (uint32_t)klen;
     e->vlen = (uint32_t)vlen;
     e->type = (uint8_t)v->type;
+    e->owner = v->owner;
     e->expires = expires;
     e->num = num_bits(v);
     data_copy(z, i, 0, NULL, key, klen);
@@ -670,6 +673,7 @@ const char *mh_shm_dict_incr(struct mh_shm_dict *d, const char *key, size_t klen
             err = mh_shm_dict_err_not_number;
         } else {
             add_numbers(&cur, by, out);
+            out->owner = e->owner; /* a count stays its owner's */
             if (out->type == e->type) {
                 __atomic_store_n(&e->num, num_bits(out), __ATOMIC_RELEASE);
                 lru_touch(z, *slot);
@@ -790,6 +794,33 @@ const char *mh_shm_dict_keys(struct mh_shm_dict *d, size_t max,
         n++;
     }
     unlock(z);
+    return NULL;
+}
+
+const char *mh_shm_dict_forget_owner(struct mh_shm_dict *d, int32_t owner, size_t *removed)
+{
+    struct zone *z = d->z;
+    size_t n = 0;
+    const char *err = owner ? lock(z) : NULL;
+    if (err || !owner) {
+        if (removed)
+            *removed = 0;
+        return err;
+    }
+    for (uint32_t b = 0; b < z->nbuckets; b++) {
+        uint32_t *slot = &buckets(z)[b];
+        while (*slot) {
+            if (E(z, *slot)->owner == owner) {
+                remove_at(z, slot); /* *slot is the next entry now */
+                n++;
+            } else {
+                slot = &E(z, *slot)->hnext;
+            }
+        }
+    }
+    unlock(z);
+    if (removed)
+        *removed = n;
     return NULL;
 }
 

@@ -55,8 +55,9 @@ struct mh_shm_value {
     enum mh_shm_type type;
     const char *str;
     size_t len;
-    int64_t i; /* MH_SHM_INT; MH_SHM_BOOL: 0 or 1 */
-    double d;  /* MH_SHM_FLOAT */
+    int64_t i;     /* MH_SHM_INT; MH_SHM_BOOL: 0 or 1 */
+    double d;      /* MH_SHM_FLOAT */
+    int32_t owner; /* the process whose exit removes the entry (mh_shm_dict_forget_owner); 0: none */
 };
 
 /* How a write treats an existing key. */
@@ -143,6 +144,15 @@ const char *mh_shm_dict_keys(struct mh_shm_dict *d, size_t max,
 
 /* Removes every entry. */
 const char *mh_shm_dict_flush_all(struct mh_shm_dict *d);
+
+/*
+ * Removes every entry owned by process `owner` (written with that
+ * mh_shm_value.owner and not overwritten since), into *removed (may be
+ * NULL). The master calls it when a worker has exited, however it ended: a
+ * worker's presence, locks or counts die with it (ZooKeeper's ephemeral
+ * nodes). A dead holder of the lock is recovered from as by every taker.
+ */
+const char *mh_shm_dict_forget_owner(struct mh_shm_dict *d, int32_t owner, size_t *removed);
 
 /* Bytes in free blocks (what new entries can use without evicting). */
 size_t mh_shm_dict_free_space(struct mh_shm_dict *d);

@@ -1,6 +1,7 @@
 #include "lua_shared.h"
 
 #include "gcra.h"
+#include "lua_opts.h"
 #include "lua_type.h"
 #include "lua_vm.h"
 #include "shm_dict.h"
@@ -9,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DICT_MT      "moonhttp.SharedDict"
 #define KEYS_MT      "moonhttp.SharedKeys"
@@ -68,6 +70,21 @@ static int64_t check_ttl(lua_State *L, int idx)
     luaL_argcheck(L, s >= 0 && s < 1e12, idx,
                   "ttl must be 0 (never) or a positive number of seconds");
     return (int64_t)ceil(s * 1000);
+}
+
+/*
+ * An entry's owner: "worker" is the calling worker, whose exit (any: kill -9,
+ * a crash, a stop, a reload's retirement) has the master remove the entry
+ * (mh_shm_dict_forget_owner). nil: no owner.
+ */
+static int32_t check_owner(lua_State *L, int idx)
+{
+    if (lua_isnil(L, idx))
+        return 0;
+    const char *s = lua_tostring(L, idx);
+    if (lua_type(L, idx) != LUA_TSTRING || strcmp(s, "worker") != 0)
+        luaL_error(L, "dict:set: owner must be \"worker\" (the key goes when this worker exits)");
+    return (int32_t)getpid();
 }
 
 /* A number, not a string that looks like one: a dict's numbers keep their Lua subtype. */
@@ -178,7 +195,18 @@ static int write_op(lua_State *L, enum mh_shm_mode mode)
     }
     struct mh_shm_value v;
     to_value(L, 3, &v);
-    int64_t ttl = check_ttl(L, 4);
+    int64_t ttl;
+    if (lua_istable(L, 4)) { /* dict:set(k, v, { ttl =, owner = }) */
+        static const char *const known[] = {"ttl", "owner", NULL};
+        mh_lua_check_opts(L, 4, "dict:set", known, 1);
+        lua_getfield(L, 4, "ttl");
+        ttl = check_ttl(L, -1);
+        lua_getfield(L, 4, "owner");
+        v.owner = check_owner(L, -1);
+        lua_pop(L, 2);
+    } else {
+        ttl = check_ttl(L, 4);
+    }
     bool forced = false;
     const char *err = mh_shm_dict_write(d, mode, k, klen, &v, ttl, &forced);
     if (err)

@@ -409,6 +409,22 @@ static void on_watchdog(struct ev_loop *loop, ev_timer *t, int revents)
 
 static void on_stop(struct ev_loop *loop, ev_signal *s, int revents);
 
+/* The shared-dict keys a dead worker owned (dict:set(k, v, { owner = "worker" })) go with it. */
+static void forget_owned_keys(struct master *m, pid_t pid)
+{
+    const struct mh_shm_dicts *set = m->ops->shared;
+    for (size_t i = 0; set && i < set->n; i++) {
+        size_t n = 0;
+        const char *err = mh_shm_dict_forget_owner(set->v[i].dict, (int32_t)pid, &n);
+        if (err)
+            mh_log(MH_LOG_ERROR, "shared dict %s: the keys of worker %d stay: %s", set->v[i].name,
+                   (int)pid, err);
+        else if (n)
+            mh_log(MH_LOG_INFO, "shared dict %s: %zu keys of worker %d removed with it",
+                   set->v[i].name, n, (int)pid);
+    }
+}
+
 /* The old master's copies: the new master, or a stop's workers, hold their own. */
 static void close_listeners(struct master *m)
 {
@@ -545,6 +561,7 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
     if (m->ops->channels) /* a worker killed with subscribers: nobody wakes its slot any more */
         mh_shm_chan_forget(m->ops->channels, dead.pid);
     mh_shm_once_forget(m->ops->once, dead.pid); /* its once jobs go to the next claimer */
+    forget_owned_keys(m, dead.pid);
     char how[64];
     describe_exit(w->rstatus, how, sizeof how);
     if (m->stopping || m->upgrade->handed_over) {

@@ -387,6 +387,32 @@ static void test_killed_writer(void)
     mh_shm_dict_free(d);
 }
 
+/* Entries owned by a process go when it is forgotten; the others, and ownership given up, stay. */
+static void test_forget_owner(void)
+{
+    struct mh_shm_dict *d = new_dict(64 * 1024);
+    char k[32];
+    for (int i = 0; i < 300; i++) { /* many buckets, chains of several entries */
+        snprintf(k, sizeof k, "k%d", i);
+        struct mh_shm_value v = {.type = MH_SHM_INT, .i = i, .owner = i % 3 == 0 ? 0 : 100 + i % 3};
+        CHECK(mh_shm_dict_write(d, MH_SHM_SET, k, strlen(k), &v, 0, NULL) == NULL);
+    }
+    CHECK(put_int(d, MH_SHM_SET, "k1", 7) == NULL); /* overwritten without an owner: kept */
+    struct mh_shm_value one = {.type = MH_SHM_INT, .i = 1};
+    struct mh_shm_value out;
+    CHECK(mh_shm_dict_incr(d, "k2", 2, &one, NULL, 0, &out) == NULL); /* a count stays owned */
+    size_t removed = 0;
+    CHECK(mh_shm_dict_forget_owner(d, 101, &removed) == NULL && removed == 99);
+    CHECK(!strcmp(show(d, "k1"), "i:7") && !strcmp(show(d, "k4"), "") && !strcmp(show(d, "k3"), "i:3"));
+    CHECK(!strcmp(show(d, "k2"), "i:3"));
+    CHECK(mh_shm_dict_forget_owner(d, 102, &removed) == NULL && removed == 100);
+    CHECK(!strcmp(show(d, "k2"), "") && !strcmp(show(d, "k299"), "") && !strcmp(show(d, "k297"), "i:297"));
+    CHECK(mh_shm_dict_count(d) == 101);
+    CHECK(mh_shm_dict_forget_owner(d, 0, &removed) == NULL && removed == 0);
+    CHECK(mh_shm_dict_check(d) == NULL);
+    mh_shm_dict_free(d);
+}
+
 int main(void)
 {
     test_basic();
@@ -397,5 +423,6 @@ int main(void)
     test_model();
     test_fork_incr();
     test_killed_writer();
+    test_forget_owner();
     return unit_report();
 }
