@@ -22,11 +22,15 @@ set -e
 # Lua library, as an app would), and spec/docs_spec.lua runs that example.
 # lua-sec: moonhttp.test's TLS client (an app's https listeners, client
 # certificates), which spec/app_test_spec.lua drives.
+# pebble: Let's Encrypt's ACME test server, with pebble-challtestsrv in the
+# same package as its DNS; spec/pebble_helper.lua starts both on free
+# loopback ports so the automatic HTTPS specs get real certificates offline.
+# It ships no certificate for its own HTTPS API: the helper makes one.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 liblua5.4-dev lua5.4 libev-dev node-llhttp libnghttp2-dev zlib1g-dev libargon2-dev \
 media-types lua-busted lua-cjson lua-socket lua-sec lua-filesystem curl openssl procps ca-certificates haproxy wrk \
 redis-server postgresql python3 python3-websockets python3-h2 python3-h11 nghttp2-client \
-dpkg-dev debhelper fakeroot lintian systemd strace"
+dpkg-dev debhelper fakeroot lintian systemd strace pebble"
 if [ "$1" = "--bench" ]; then
     # golang-github-*: the Go peer of bench/tfb, built in GOPATH mode from
     # Debian's sources (no module download); gnuplot-nox: its charts.

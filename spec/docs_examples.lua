@@ -229,7 +229,7 @@ E["examples/guide/handlers.lua"] = {
     expect(app:get("/api/users/7"), 401)
     expect(app:get("/api/users/7", { Authorization = "Bearer x" }), 200, { id = "7" })
     -- the stream: an event every second; SIGTERM ends it without waiting
-    -- for shutdown_timeout (its http.sleep answers "stopping")
+    -- for shutdown_timeout (the loop checks http.draining())
     local c = app:connect()
     assert(c:send("GET /clock HTTP/1.1\r\nHost: a\r\n\r\n"))
     assert.equal("HTTP/1.1 200 OK", c:read_line())
@@ -633,6 +633,33 @@ end)
     local _, res = ws_open(app.port, "/chat")
     assert.equal(502, res.status)
     assert.equal("upstream unavailable\n", res.body)
+  end,
+}
+
+-- Against pebble (spec/pebble_helper.lua): the names resolve to 127.0.0.1 in its DNS, so
+-- example.com's certificate is issued by HTTP-01 on the plain listener and curl verifies it.
+E["docs/guide/automatic-https.md https_app.lua"] = {
+  pebble = true,
+  replace = { ['":80"'] = '"127.0.0.1:{acme_http}"', ['":443"'] = '"127.0.0.1:{acme_tls}"',
+              ['"https://acme-staging-v02.api.letsencrypt.org/directory"'] = '"{acme_directory}", ca = "{acme_ca}"',
+              ['"/var/lib/moonhttp/acme"'] = '"{dir}/acme"' },
+  start = { no_listen = true },
+  check = function(app, stand)
+    local ca = stand.pebble
+    local root = ca:root_file()
+    local cmd = ("curl -sS --max-time 5 --cacert %s --resolve www.example.com:%s:127.0.0.1 https://www.example.com:%s/")
+      :format(root, stand.acme_tls, stand.acme_tls)
+    local deadline, out, ok = H.now() + 20, nil, nil
+    repeat
+      out, ok = H.sh(cmd)
+      if not ok then H.sleep(0.1) end
+    until ok or H.now() > deadline
+    assert(ok, "no verified HTTPS: " .. out .. "\n" .. app:logtext())
+    assert.equal("hello over HTTPS\n", out)
+    app.port = ca.http_port
+    local status = cjson.decode(expect(app:get("/acme"), 200).body)
+    assert.same({ "example.com", "www.example.com" }, status[1].names)
+    assert.equal(0, status[1].failures)
   end,
 }
 

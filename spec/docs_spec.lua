@@ -175,23 +175,30 @@ local function start_stand_ins(row, stand)
     end
   end
   if row.upstream then stand.upstream = H.start(row.upstream) end
+  if row.pebble then
+    -- an ACME CA (spec/pebble_helper.lua): {acme_directory}, {acme_ca}, and the ports it validates on
+    local ca = require("pebble_helper").start()
+    stand.pebble, stand.acme_directory, stand.acme_ca = ca, ca.directory, ca.ca
+    stand.acme_http, stand.acme_tls = tostring(ca.http_port), tostring(ca.tls_port)
+  end
 end
 
 local function stop_stand_ins(stand)
   if stand.upstream then stand.upstream:stop() end
   if stand.redis then stand.redis:stop() end
   if stand.pg then stand.pg:stop() end
+  if stand.pebble then stand.pebble:stop() end
 end
 
 -- The example's source with the row's `replace` applied: each address or
 -- name the page shows (a port, a host off this machine) pointed at a stand-in;
 -- "{upstream}" is the upstream's host:port, "{redis}" and "{pg}" the ports,
--- "{dir}" the app's folder.
+-- "{dir}" the app's folder; a stand-in's other strings ("{acme_ca}") as they are.
 local function pointed(code, row, stand)
   for from, to in pairs(row.replace or {}) do
-    to = to:gsub("{(%w+)}", function(k)
+    to = to:gsub("{([%w_]+)}", function(k)
       local s = assert(stand[k], "no stand-in " .. k)
-      if k == "dir" then return s end
+      if type(s) == "string" then return s end
     return k == "upstream" and ("127.0.0.1:" .. s.port) or tostring(s.port)
     end)
     local s, e = code:find(from, 1, true)

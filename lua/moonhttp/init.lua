@@ -44,9 +44,23 @@ local M = {
 -- The cluster setting and { once = "cluster" } (lua/moonhttp/cluster.lua, docs/guide/cluster.md).
 local cluster = require "moonhttp.cluster"
 
+-- A listener's tls = { acme = {...} } (lua/moonhttp/acme.lua): only a server that has one loads it.
+local function has_acme(t)
+  if type(t) == "table" and type(t.tls) == "table" and t.tls.acme ~= nil then return true end
+  local listen = type(t) == "table" and t.listen
+  if type(listen) ~= "table" then return false end
+  for _, e in ipairs(listen.addr ~= nil and { listen } or listen) do
+    if type(e) == "table" and type(e.tls) == "table" and e.tls.acme ~= nil then return true end
+  end
+  return false
+end
+
 -- http.server{...}: the core reads the settings; the cluster setting's row (settings_table.c)
--- has it call cluster.configure.
-M.server = core.server
+-- has it call cluster.configure. The acme options inside listen entries are read here first.
+function M.server(t)
+  if has_acme(t) then require("moonhttp.acme").configure(M, t, 3) end
+  return core.server(t, 2) -- errors and the settings' line name the caller's line, not this one
+end
 
 -- A job's key, the same in every process that loads the script: where its function was
 -- written and how many jobs were made there before (as lua_timer.c's for { once = true }).
@@ -90,6 +104,14 @@ function M.every(...)
   end
   return core.every(...)
 end
+
+M.acme = {
+  -- http.acme.status() → one entry per listener with tls.acme (docs/reference/acme.md)
+  status = function()
+    local acme = package.loaded["moonhttp.acme"]
+    return acme and acme.status(M) or {}
+  end,
+}
 
 M.cluster = {
   -- http.cluster.instances() → the live instances of the cluster, or nil, err

@@ -1,9 +1,10 @@
 -- http.proxy(req, res, target [, opts]): a reverse proxy for one request
 -- (docs/guide/proxy.md). The policy is here: targets and groups, hooks, error
--- mapping, the body relay. Which fields go up and down (hop-by-hop ones,
--- forwarding headers, Via, framing) is decided in C, src/lua/lua_proxy.c, for
--- both paths: the plain one sends its head as built there, the hook path gets
--- the same fields as tables.
+-- mapping. Which fields go up and down (hop-by-hop ones, forwarding headers,
+-- Via, framing) is decided in C, src/lua/lua_proxy.c, for both paths: the
+-- plain one sends its head as built there, the hook path gets the same fields
+-- as tables. The bodies move in C too (src/lua/lua_proxy_body.c), both ways,
+-- except for moonhttp.cache's stand-in req and res.
 local core = require "moonhttp.core"
 local upstream = require "moonhttp.upstream"
 local upload = require "moonhttp.upload"
@@ -138,8 +139,8 @@ local function pass_trailers(res, resp)
   end
 end
 
--- Streams the response body, then its trailers.
-local function relay(res, resp)
+-- Streams the response body, then its trailers, for a stand-in res (moonhttp.cache's).
+local function relay_lua(res, resp)
   while true do
     local piece, kind, detail = resp:read(PIECE)
     if not piece then
@@ -155,6 +156,18 @@ local function relay(res, resp)
   end
 end
 
+-- Streams the response body, then its trailers: in C (core.proxy_relay, src/lua/
+-- lua_proxy_body.c), with back-pressure; a stand-in res through relay_lua.
+local function relay(req, res, resp)
+  local ok, kind, detail = core.proxy_relay(res, resp, req)
+  if ok == nil then
+    if kind == "stand-in" then return relay_lua(res, resp) end
+    -- the head is out: cut the client's connection rather than end the body as if complete
+    if kind ~= "stopping" then error(string.format("http.proxy: upstream %s: %s", kind, detail), 0) end
+  end
+  return true
+end
+
 local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: internal: options are read only") end })
 
 -- One exchange of the plain path: head (core.proxy_request's) sent to base over client (a
@@ -162,10 +175,18 @@ local NO_OPTS = setmetatable({}, { __newindex = function() error("http.proxy: in
 -- body streamed from req. Returns resp, or nil, kind, detail.
 local function plain_send(base, req, client, head, method, stream, o, host)
   local resp, kind, detail = core.proxy_fetch(client, base, head, method, stream, o, host)
-  if resp and stream then
-    resp, kind, detail = upload.send(resp, function() return req:read(PIECE) end, stream ~= true and stream or nil, 2)
+  if not resp or not stream then return resp, kind, detail end
+  -- the body goes up in C (core.proxy_upload), one piece in flight
+  local ok
+  ok, kind, detail = core.proxy_upload(resp, req, stream)
+  if ok == nil then
+    if kind ~= "stand-in" then
+      resp:close()
+      return nil, kind, detail
+    end
+    return upload.send(resp, function() return req:read(PIECE) end, stream ~= true and stream or nil, 2)
   end
-  return resp, kind, detail
+  return core.fetch_head(resp)
 end
 
 -- A group's attempt at server s: the head built once for every attempt.
@@ -202,7 +223,7 @@ local function plain(req, res, target, base, prefix, authority, opts)
   -- least_conn counts the request in flight until its body is relayed, however that ends
   local _ <close> = server
   send_head(req, res, resp, opts)
-  local ok = relay(res, resp)
+  local ok = relay(req, res, resp)
   resp:close()
   return ok
 end
@@ -273,7 +294,7 @@ function M.proxy(http, req, res, target, opts)
   -- least_conn counts the request in flight until its body is relayed, however that ends
   local _ <close> = server
   send_head(req, res, resp, opts)
-  local ok = relay(res, resp)
+  local ok = relay(req, res, resp)
   resp:close()
   return ok
 end

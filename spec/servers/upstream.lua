@@ -71,6 +71,10 @@ routes["/reset"] = function() return { head("200 OK", cl(string.rep("r", 1000)))
 routes["/rst"] = function() return { head("200 OK", cl(string.rep("r", 1000))) .. "rrrr", 0.05, "rst" } end
 routes["/rsthead"] = function() return { 0.05, "rst" } end
 routes["/drop"] = function() return { false } end
+-- a chunked body that ends with a close after its first chunk: no last chunk
+routes["/chunkcut"] = function()
+  return { head("200 OK", { "Transfer-Encoding: chunked" }) .. "5\r\nhello\r\n", 0.05, false }
+end
 -- 20 body bytes, one every 0.1 s: slow, never stalled.
 routes["/drip"] = function()
   local steps = { head("200 OK", cl(string.rep("d", 20))) }

@@ -448,6 +448,16 @@ const struct mh_client_req *mh_lua_client_exchange(lua_State *L, int idx)
     return r->closed ? NULL : &r->req;
 }
 
+struct mh_client_req *mh_lua_client_pump(lua_State *L, int idx)
+{
+    struct lresp *r = luaL_checkudata(L, idx, RESP_MT);
+    if (r->closed)
+        luaL_error(L, "response is closed");
+    if (r->waiter)
+        luaL_error(L, "response is already being read by another task");
+    return &r->req;
+}
+
 static int l_resp_tostring(lua_State *L)
 {
     struct lresp *r = luaL_checkudata(L, 1, RESP_MT);

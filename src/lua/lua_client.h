@@ -21,4 +21,11 @@ void mh_client_open(lua_State *L);
  */
 const struct mh_client_req *mh_lua_client_exchange(lua_State *L, int idx);
 
+/*
+ * The exchange of the open moonhttp.ClientResponse at idx, for a C pump of
+ * its body (lua_proxy_body.c), which takes its on_event while it runs and
+ * gives it back. Raises for a closed response or one a task waits on.
+ */
+struct mh_client_req *mh_lua_client_pump(lua_State *L, int idx);
+
 #endif

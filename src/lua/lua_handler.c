@@ -1,4 +1,5 @@
 #include "lua_handler.h"
+#include "lua_proxy_body.h"
 
 #include "dispatch.h"
 #include "log.h"
@@ -114,6 +115,8 @@ static void request_stopping(struct mh_req *r)
             return;
     } else if (mh_relay_inner(r)) {
         h = mh_relay_inner(r); /* an upgrade relay (relay.c): its task hears "stopping" */
+    } else if (mh_lua_proxy_body_inner(r)) {
+        h = mh_lua_proxy_body_inner(r); /* http.proxy's body relay: likewise */
     }
     /* A handler waiting elsewhere (a channel, a Redis read, a sleep) hears "stopping". */
     if (h && h->ops == &route_ops && t)

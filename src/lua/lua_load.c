@@ -29,6 +29,7 @@
 #include "lua_web.h"
 #include "lua_vm.h"
 #include "lua_proxy.h"
+#include "lua_proxy_body.h"
 #include "lua_relay.h"
 #include "lua_ws.h"
 #include "req.h"
@@ -372,6 +373,7 @@ static int open_core(lua_State *L)
     mh_lua_ws_core_open(L);
     mh_lua_relay_core_open(L);
     mh_lua_proxy_open(L);
+    mh_lua_proxy_body_open(L);
     mh_thread_open(L);
     mh_timer_open(L);
     mh_json_open(L);

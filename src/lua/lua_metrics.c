@@ -172,7 +172,12 @@ static int l_declare(lua_State *L)
     size_t nlen, hlen;
     const char *name = luaL_checklstring(L, 1, &nlen);
     const char *help = luaL_checklstring(L, 2, &hlen);
-    const char *e = mh_app_metrics_check_name(name, nlen);
+    /* Upvalue 3: the server's own Lua modules (acme.lua), whose metrics are
+     * moonhttp_* as the C core's are; an app's may not take that prefix. */
+    bool own = lua_toboolean(L, lua_upvalueindex(3));
+    const char *e = own && (nlen < 9 || memcmp(name, "moonhttp_", 9) != 0)
+                        ? "the server's own metrics start with moonhttp_"
+                        : mh_app_metrics_check_name(name + (own ? 9 : 0), nlen - (own ? 9 : 0));
     if (e)
         return luaL_error(L, "%s: name \"%s\": %s", what, name, e);
     if (hlen >= MH_APP_METRICS_HELP_MAX || memchr(help, 0, hlen))
@@ -439,10 +444,17 @@ void mh_lua_metrics_open(lua_State *L, mh_lua_metrics_env_fn env)
     new_mt(L, GAUGE_MT, gauge);
     new_mt(L, HISTOGRAM_MT, histogram);
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        lua_pushinteger(L, kinds[i].type);
-        lua_pushvalue(L, boxi);
-        lua_pushcclosure(L, l_declare, 2);
-        lua_setfield(L, core, kinds[i].field);
+        for (int own = 0; own <= 1; own++) {
+            lua_pushinteger(L, kinds[i].type);
+            lua_pushvalue(L, boxi);
+            lua_pushboolean(L, own);
+            lua_pushcclosure(L, l_declare, 3);
+            /* core.own_metric_<type>: the same, for the server's own moonhttp_* names */
+            lua_pushfstring(L, "%s%s", own ? "own_" : "", kinds[i].field);
+            lua_insert(L, -2);
+            lua_setfield(L, core, lua_tostring(L, -2));
+            lua_pop(L, 1);
+        }
     }
     lua_settop(L, core);
 }

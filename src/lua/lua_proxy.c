@@ -1,7 +1,7 @@
 /*
  * http.proxy's header rules, the one copy (lua/moonhttp/proxy.lua holds the
- * policy: targets, hooks, errors, the body relay). The upstream request's
- * fields (hop-by-hop ones and those Connection names dropped through hop.c,
+ * policy: targets, hooks, errors; lua_proxy_body.c moves the bodies). The
+ * upstream request's fields (hop-by-hop ones and those Connection names dropped through hop.c,
  * the forwarding headers per trust, Via, the framing) and the response's
  * going down (the same drops, the server's own Date and Server, Trailer,
  * Via) are chosen here for both of proxy.lua's paths:

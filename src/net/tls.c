@@ -215,7 +215,9 @@ static int on_cert(mbedtls_ssl_context *ssl)
         return 0;
     size_t len = 0;
     const unsigned char *name = mbedtls_ssl_get_hs_sni(ssl, &len);
-    if (!(s->acme_cert = mh_tls_acme_cert_find(name, len))) {
+    /* Called again for the second ClientHello after a HelloRetryRequest: the handshake's
+     * certificate list still points at the one found for the first, so keep it. */
+    if (!s->acme_cert && !(s->acme_cert = mh_tls_acme_cert_find(name, len))) {
         /* Best effort: the handshake fails either way, the alert only says why. */
         mbedtls_ssl_send_alert_message(ssl, MBEDTLS_SSL_ALERT_LEVEL_FATAL,
                                        MBEDTLS_SSL_ALERT_MSG_UNRECOGNIZED_NAME);

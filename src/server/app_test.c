@@ -18,8 +18,11 @@ static int write_helper(const char *dir, char *file, size_t filelen)
     size_t len;
     const char *src = mh_lua_embedded_source("moonhttp.test", &len);
     char sub[PATH_MAX];
-    snprintf(sub, sizeof sub, "%s/moonhttp", dir);
-    snprintf(file, filelen, "%s/test.lua", sub);
+    if ((size_t)snprintf(sub, sizeof sub, "%s/moonhttp", dir) >= sizeof sub ||
+        (size_t)snprintf(file, filelen, "%s/test.lua", sub) >= filelen) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     if (!src || mkdir(sub, 0700) < 0)
         return -1;
     FILE *f = fopen(file, "w");
@@ -91,7 +94,12 @@ int mh_app_test_run(int argc, char **argv)
     self[n] = 0;
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX], file[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/moonhttp-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    file[0] = 0;
+    if ((size_t)snprintf(dir, sizeof dir, "%s/moonhttp-test.XXXXXX", tmp && *tmp ? tmp : "/tmp") >=
+        sizeof dir) {
+        fprintf(stderr, "moonhttp test: TMPDIR is too long a path\n");
+        return 1;
+    }
     if (!mkdtemp(dir)) {
         fprintf(stderr, "moonhttp test: %s: %s\n", dir, strerror(errno));
         return 1;
@@ -104,10 +112,11 @@ int mh_app_test_run(int argc, char **argv)
         put_first_on_lua_path(dir);
         rc = run_busted(argc, argv);
     }
-    unlink(file);
+    if (file[0])
+        unlink(file);
     char sub[PATH_MAX];
-    snprintf(sub, sizeof sub, "%s/moonhttp", dir);
-    rmdir(sub);
+    if ((size_t)snprintf(sub, sizeof sub, "%s/moonhttp", dir) < sizeof sub)
+        rmdir(sub);
     rmdir(dir);
     return rc;
 }

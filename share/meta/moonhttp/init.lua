@@ -168,6 +168,12 @@ function http.log(level, ...) end
 ---@type table<string, moonhttp.SharedDict>
 http.shared = {}
 
+http.acme = {}
+
+---Each listener with `tls = { acme = {...} }`: its certificate's state (docs/reference/acme.md).
+---@return { listener: integer, names: string[], not_after?: integer, failures: integer, last_error?: string, next_attempt?: integer }[]
+function http.acme.status() end
+
 http.cluster = {}
 
 ---The live instances of this server's cluster, sorted by `id`, or `nil, err`.

@@ -482,6 +482,45 @@ static void test_max_idle_per_host(struct ev_loop *loop)
     tear_down(p);
 }
 
+static void one_idle(struct mh_client_settings *s)
+{
+    s->max_idle = 1;
+}
+
+/* Two hosts park one connection each; max_idle = 1 keeps the most recently parked only. */
+static void test_max_idle(struct ev_loop *loop)
+{
+    struct mh_client_pool *p = set_up(loop, hello, one_idle);
+    struct exchange x, y;
+    fetch(loop, p, &x);
+    memset(&y, 0, sizeof y);
+    y.r = x.r; /* the same request to another name of the peer: another host of the pool */
+    y.r.ud = &y;
+    y.r.conn = NULL;
+    y.r.err = NULL;
+    y.r._deadline = 0;
+    strcpy(y.r.host, "localhost");
+    mh_client_start(&y.r);
+    run_until(loop, &y.head, 2);
+    CHECKF(y.head && !y.r.err, "%s", y.r.err ? y.r.err : "no head");
+    CHECK(read_all(loop, &x, "hello") && read_all(loop, &y, "hello"));
+    mh_client_req_finish(&x.r);
+    mh_client_req_finish(&y.r);
+    size_t idle, open;
+    const struct mh_client_stats *st = stats(p, &idle, &open);
+    CHECKF(st->dials == 2 && idle == 1 && open == 1, "dials %lu idle %zu open %zu", st->dials, idle,
+           open);
+    /* the one kept is localhost's, parked last */
+    y.head = y.body = false;
+    y.r._deadline = 0;
+    mh_client_start(&y.r);
+    run_until(loop, &y.head, 2);
+    CHECK(read_all(loop, &y, "hello"));
+    mh_client_req_finish(&y.r);
+    CHECKF(st->dials == 2 && st->reuses == 1, "dials %lu reuses %lu", st->dials, st->reuses);
+    tear_down(p);
+}
+
 int main(void)
 {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -499,6 +538,7 @@ int main(void)
     test_no_reuse_after_server_spoke(loop, true, false);
     test_no_reuse_after_server_spoke(loop, false, false);
     test_max_idle_per_host(loop);
+    test_max_idle(loop);
     ev_loop_destroy(loop);
     return unit_report();
 }
