@@ -139,14 +139,16 @@ local http = require "moonhttp"
 http.server{ listen = { "127.0.0.1:0", { addr = "127.0.0.1:0", tls = { cert = %q, key = %q } } } }
 http.handle("GET /{path...}", function(req, res) res:write("app " .. req.path) end)
 ]], dir .. "/srv.pem", dir .. "/srv.key"), { no_listen = true })
+    finally(function()
+      srv:stop()
+      os.execute("rm -rf " .. q(dir))
+    end)
     local p = ports(srv)
     local res = H.request(p[1], "GET", "/.well-known/acme-challenge/tok")
     assert.equal(200, res.status)
     assert.equal("app /.well-known/acme-challenge/tok", res.body)
     local out = s_client(p[2], "-servername localhost -alpn acme-tls/1")
     assert.truthy(out:find("no application protocol", 1, true), out)
-    srv:stop()
-    os.execute("rm -rf " .. q(dir))
   end)
 end)
 

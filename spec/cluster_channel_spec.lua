@@ -28,6 +28,19 @@ http.on_start(function()
     note(pid() .. " lobby " .. (msg or err))
   end
 end)
+-- and to this server's own lobby
+http.on_start(function()
+  local sub = assert(http.channel("lobby", { cluster = false }):subscribe())
+  while true do
+    local msg, err = sub:receive()
+    if err == "stopping" then return end
+    note(pid() .. " local " .. (msg or err))
+  end
+end)
+http.handle("GET /pub_local", function(req, res)
+  local ok, err = http.channel("lobby", { cluster = false }):publish(req:arg("m"))
+  res:write(ok and "ok" or ("error " .. tostring(err)))
+end)
 http.handle("GET /pub", function(req, res)
   local ok, err = http.channel(req:arg("ch") or "lobby"):publish(req:arg("m"))
   res:write(ok and "ok" or ("error " .. tostring(err)))
@@ -63,11 +76,13 @@ local PREFIX = "moonhttp:cluster:lobby:channel:"
 
 local redis_cli = C.redis_cli
 
-local function lines(path)
+local function lines_of(text)
   local out = {}
-  for line in (H.read_file(path) or ""):gmatch("[^\n]+") do out[#out + 1] = line end
+  for line in text:gmatch("[^\n]+") do out[#out + 1] = line end
   return out
 end
+
+local function lines(path) return lines_of(H.read_file(path) or "") end
 
 -- How many instances Redis says listen to channel name.
 local function listeners(port, name)
@@ -132,6 +147,23 @@ describe("channels across a cluster of three instances", function()
     end
     -- six workers listen; Redis sees one subscription connection per instance
     assert.equal(3, subscribed_clients(fx.redis.port))
+  end)
+
+  it("keep a { cluster = false } channel to its server", function()
+    start_three()
+    assert.equal("ok", fx.servers[1]:get("/pub_local?m=mine").body)
+    assert.equal("ok", fx.servers[1]:get("/pub?m=everyone").body)
+    for i = 1, 3 do
+      assert.truthy(O.wait_for(function() return count(lobby_of(i)) == 2 end, 5))
+    end
+    local text = H.read_file(fx.notes .. ".1")
+    assert.equal(2, select(2, text:gsub("%d+ local mine\n", "")), text)
+    for i = 2, 3 do
+      text = H.read_file(fx.notes .. "." .. i)
+      assert.falsy(text:find("local"), text)
+    end
+    -- Redis has the relay's own name and the lobby, not the local one
+    assert.equal(2, #lines_of(redis_cli(fx.redis.port, "PUBSUB CHANNELS '*'")))
   end)
 
   it("carry 2,000 room channels, each to its own room", function()

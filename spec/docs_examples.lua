@@ -229,7 +229,7 @@ E["examples/guide/handlers.lua"] = {
     expect(app:get("/api/users/7"), 401)
     expect(app:get("/api/users/7", { Authorization = "Bearer x" }), 200, { id = "7" })
     -- the stream: an event every second; SIGTERM ends it without waiting
-    -- for shutdown_timeout (its http.sleep answers "stopping")
+    -- for shutdown_timeout (the loop checks http.draining())
     local c = app:connect()
     assert(c:send("GET /clock HTTP/1.1\r\nHost: a\r\n\r\n"))
     assert.equal("HTTP/1.1 200 OK", c:read_line())

@@ -24,7 +24,7 @@ api:handle("GET /users/{id}", show_user)        -- GET /api/users/{id}
 
 http.handle("GET /clock", function(req, res)
   res:header("Content-Type", "text/event-stream")
-  while true do
+  while not http.draining() do
     if not res:write("data: " .. os.date("!%H:%M:%S") .. "\n\n") then return end
     if not http.sleep(1) then return end
   end

@@ -231,6 +231,8 @@ end })
 -- looks again; waiting is rare and short, so one channel serves all keys. The lock's
 -- value counts its waiters: a release without any publishes nothing.
 local CHANNEL = "moonhttp.cache"
+-- Kept to this server with a cluster too: the locks and the entries are in its shared dict.
+local LOCAL = { cluster = false }
 local channel -- made at the first wait: a channel cannot be made while the script loads
 
 -- A lock's own expiry frees it when its holder's worker died; a waiter polls the dict
@@ -256,7 +258,7 @@ function Lock:release()
   self.dict:delete(self.key)
   -- a waiter counted after the get sees the lock gone at its next look (POLL at most)
   if waiting and waiting > 0 then
-    channel = channel or core.channel(CHANNEL)
+    channel = channel or core.channel(CHANNEL, LOCAL)
     channel:publish(self.base) -- a key over 64 KiB is not sent: its waiters see the dict
   end
 end
@@ -276,7 +278,7 @@ end
 -- Waits until the lock on base is gone (released, or expired with its holder) or
 -- lock_timeout has passed.
 local function wait_unlock(self, base)
-  channel = channel or core.channel(CHANNEL)
+  channel = channel or core.channel(CHANNEL, LOCAL)
   local sub <close> = channel:subscribe() -- before the look, or a release could slip between
   local key = lock_key(base)
   if not self.dict:incr(key, 1) then return end -- released already

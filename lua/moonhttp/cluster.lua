@@ -263,12 +263,14 @@ local function relay_run()
           version = v
           local add, want = {}, {}
           for _, name in ipairs(names) do
+            if name:byte(1) == 0 then goto next_name end -- kept to this server (lua_channel.c)
             want[name] = true
             if not subscribed[name] then
               add[#add + 1] = prefix .. name
               subscribed[name] = true
               if lost then gap[name] = true end
             end
+            ::next_name::
           end
           local drop = {}
           for name in pairs(subscribed) do

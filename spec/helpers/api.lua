@@ -10,7 +10,7 @@ local A = {}
 
 -- The documented submodules of `require "moonhttp"`, each with its page
 -- docs/reference/<name>.md.
-A.MODULES = { "pg", "redis", "session", "csrf", "template", "test", "ratelimit", "cache" }
+A.MODULES = { "pg", "redis", "session", "csrf", "template", "test", "ratelimit", "cache", "presence" }
 
 -- Every function of the http module and of the A.MODULES, sorted: the
 -- module's tables walked one level down (http.json.encode), names starting

@@ -47,7 +47,7 @@
 
 #define MH_SHM_CHAN_SLOTS    64 /* workers, with the old ones of a reload still finishing */
 #define MH_SHM_CHAN_MAX      8192 /* entries: names listened to at once, up to half of it */
-#define MH_SHM_CHAN_NAME_MAX 64
+#define MH_SHM_CHAN_NAME_MAX 65 /* a channel's 64 bytes and lua_channel.c's mark of a local one */
 #define MH_SHM_CHAN_MSG_MAX  (64 * 1024)
 #define MH_SHM_CHAN_MIN_RING (4 * (MH_SHM_CHAN_MSG_MAX + 16))
 

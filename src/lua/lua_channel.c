@@ -26,9 +26,18 @@
 
 static const char REMOTE_KEY = 'p'; /* registry: the cluster's publish(name, msg), if any */
 
+/*
+ * A channel kept to this server even with a cluster ({ cluster = false }:
+ * the response cache's lock releases) has its name in the zone behind a
+ * zero byte, a name no cluster channel has: the relay leaves such names
+ * alone and no message from Redis reaches them.
+ */
+#define CHANNEL_NAME_MAX (MH_SHM_CHAN_NAME_MAX - 1)
+
 struct lchan {
     uint32_t id; /* 0: not looked up yet (the script may make channels while it loads) */
-    size_t len;
+    bool local_only;
+    size_t len; /* of name, the mark included */
     char name[MH_SHM_CHAN_NAME_MAX];
 };
 
@@ -66,16 +75,27 @@ static bool resolve(lua_State *L, struct lchan *c, struct mh_chan_endpoint *ep)
     return false;
 }
 
-/* http.channel(name) */
+/* http.channel(name [, { cluster = false }]) */
 static int l_channel(lua_State *L)
 {
+    static const char *const known[] = {"cluster", NULL};
     size_t len;
     const char *name = luaL_checklstring(L, 1, &len);
-    luaL_argcheck(L, len > 0 && len <= MH_SHM_CHAN_NAME_MAX, 1, "a channel name is 1 to 64 bytes");
+    luaL_argcheck(L, len > 0 && len <= CHANNEL_NAME_MAX, 1, "a channel name is 1 to 64 bytes");
+    luaL_argcheck(L, name[0] != 0, 1, "a channel name does not start with a zero byte");
+    bool local_only = false;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        mh_lua_check_opts(L, 2, "http.channel", known, 1);
+        local_only = lua_getfield(L, 2, "cluster") == LUA_TBOOLEAN && !lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
     struct lchan *c = lua_newuserdatauv(L, sizeof *c, 0);
     c->id = 0;
-    c->len = len;
-    memcpy(c->name, name, len);
+    c->local_only = local_only;
+    c->len = len + local_only;
+    c->name[0] = 0;
+    memcpy(c->name + local_only, name, len);
     luaL_setmetatable(L, CHANNEL_MT);
     return 1;
 }
@@ -98,7 +118,7 @@ static int l_publish(lua_State *L)
     const char *msg = luaL_checklstring(L, 2, &len);
     struct mh_chan_endpoint *ep = endpoint(L, "ch:publish");
     lua_settop(L, 2);
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &REMOTE_KEY) == LUA_TFUNCTION) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &REMOTE_KEY) == LUA_TFUNCTION && !c->local_only) {
         if (len > MH_SHM_CHAN_MSG_MAX) {
             lua_pushnil(L);
             lua_pushstring(L, mh_shm_chan_err_too_large);
@@ -281,14 +301,16 @@ static int l_close(lua_State *L)
 static int l_chan_tostring(lua_State *L)
 {
     struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
-    lua_pushfstring(L, "channel %s", c->name);
+    lua_pushliteral(L, "channel ");
+    lua_pushlstring(L, c->name + c->local_only, c->len - c->local_only); /* not NUL-terminated */
+    lua_concat(L, 2);
     return 1;
 }
 
 static int l_name(lua_State *L)
 {
     struct lchan *c = luaL_checkudata(L, 1, CHANNEL_MT);
-    lua_pushlstring(L, c->name, c->len);
+    lua_pushlstring(L, c->name + c->local_only, c->len - c->local_only);
     return 1;
 }
 

@@ -7,7 +7,8 @@
  * base/channel.h). Names are 1 to 64 bytes; a name holds a place in the
  * zone while someone listens to it (and, for publishers only, until the
  * room is needed). With a cluster, publish goes through Redis instead
- * (lua/moonhttp/cluster.lua; see core.channel_remote below).
+ * (lua/moonhttp/cluster.lua; see core.channel_remote below), but for a
+ * channel made with { cluster = false }, which stays this server's.
  *
  *   ch:publish(msg)          → true; nil, "too large" (over 64 KiB) or
  *                              "too many channels". Never waits.
