@@ -619,6 +619,13 @@ def scenario(name, port):
         c.read(ended(3), timeout=4)
         c.note("slow_done_before_fast", int("status.1" in c.out))
         c.read(ended(1), timeout=4)
+    elif name == "stream_then_wake":  # stream 1 (H2_STREAM) waits; stream 3 (H2_WAKE) wakes it
+        first = lambda c: "data: first" in c.out.get("body.1", "")
+        c.send(c.headers(1, path=os.environ["H2_STREAM"]))
+        c.read(first, timeout=3)
+        c.note("first_before_wake", int(first(c)))
+        c.send(c.headers(3, path=os.environ["H2_WAKE"]))
+        c.read(lambda c: "data: second" in c.out.get("body.1", "") and ended(3)(c), timeout=3)
     else:
         raise SystemExit("unknown scenario " + name)
     return c

@@ -28,13 +28,11 @@ http.handle("GET /misuse", function(req, res)
 end)
 http.handle("GET /hold", function(req, res)
   local sub = http.channel("room"):subscribe()
-  res:write(me() .. "\n")
-  res:flush()
+  res:write(me() .. "\n") -- sent before the receive waits (the flush rule)
   while true do
     local msg = sub:receive()
     if not msg then return end
     res:write(msg .. "\n")
-    res:flush()
   end
 end)
 http.handle("GET /join", function(req, res)

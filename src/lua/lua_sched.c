@@ -430,8 +430,18 @@ static void task_resume(struct mh_task *t, int nargs)
     if (st == LUA_YIELD) {
         lua_pop(co, nres);
         if (t->wait != MH_WAIT_NONE) {
-            /* Flush policy: let the client see what was written before a long wait. */
-            if (t->request && t->wait == MH_WAIT_SLEEP && t->request->res.written)
+            /*
+             * The flush rule: what a handler wrote before it waits is sent
+             * before it waits. Every wait suspends here (http.sleep, a
+             * channel's receive, moonhttp.waiter, a socket read, a fetch, a
+             * Redis or PostgreSQL reply, the request body), and none can
+             * tell how long it lasts: a stream's event held until the next
+             * one wakes the handler is the next one's age late. Writes
+             * within one run of the handler still batch into one send, and
+             * a handler that never waits never gets here. Nothing written
+             * yet: the head stays open to status and headers.
+             */
+            if (t->request && t->request->res.written)
                 mh_req_flush(t->request);
             return;
         }
