@@ -84,6 +84,15 @@ function http.every(interval, fn, opts, ...) end
 ---@param opts? { once?: boolean|"cluster" }
 function http.on_start(fn, opts) end
 
+---@class moonhttp.WorkerExit
+---@field worker integer the dead worker's `http.worker_id()`
+---@field pid integer its process id
+---@field reason string `killed by signal 9`, `exit status 3`, `killed: stalled`
+
+---While the script loads: when a worker dies, one surviving worker runs fn once (docs/guide/operations.md).
+---@param fn fun(info: moonhttp.WorkerExit)
+function http.on_worker_exit(fn) end
+
 ---A TCP socket (docs/reference/sockets.md).
 ---@return moonhttp.Socket
 function http.tcp() end
