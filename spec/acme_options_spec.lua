@@ -142,3 +142,32 @@ print("id", proto.cert_id(require("moonhttp.core").acme.cert_info(pem)))
     assert.equal("aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE", kv.id)
   end)
 end)
+
+-- The wait after the n-th failure in a row: { n, Retry-After, lowest, highest } with
+-- retry_min 60 and retry_max 86400 (the defaults): doubled, its upper half at random,
+-- never before the CA's Retry-After, never past retry_max.
+local BACKOFF = {
+  { 1, nil, 30, 60 }, { 3, nil, 120, 240 }, { 20, nil, 43200, 86400 },
+  { 1, 3600, 3600, 3600 }, { 12, 60, 43200, 86400 }, { 1, 1e9, 86400, 86400 },
+}
+
+describe("the wait after a failed order", function()
+  for _, row in ipairs(BACKOFF) do
+    it(string.format("after failure %d with Retry-After %s is %d to %d s", row[1], tostring(row[2]), row[3], row[4]),
+      function()
+        local kv = run(string.format([[
+local acme = require "moonhttp.acme"
+local lo, hi = math.huge, 0
+for _ = 1, 200 do
+  local d = acme._backoff({ retry_min = 60, retry_max = 86400 }, %d, %s)
+  lo, hi = math.min(lo, d), math.max(hi, d)
+end
+print("lo", lo)
+print("hi", hi)
+]], row[1], tostring(row[2])))
+        assert.truthy(kv.lo >= row[3] and kv.hi <= row[4], kv.lo .. " .. " .. kv.hi)
+        -- the jitter spreads the waits (none when the bounds meet)
+        if row[3] < row[4] then assert.truthy(kv.hi - kv.lo > (row[4] - row[3]) / 4, kv.lo .. " .. " .. kv.hi) end
+      end)
+  end
+end)

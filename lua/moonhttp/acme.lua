@@ -280,6 +280,9 @@ local function backoff(l, n, retry_after)
   return d
 end
 
+-- For spec/acme_options_spec.lua's rows (not an API).
+A._backoff = function(opts, n, retry_after) return backoff({ opts = opts }, n, retry_after) end
+
 local function set_days_left(l, info)
   if metrics and info then
     metrics.days_left:set((info.not_after - os.time()) / 86400, { l.opts.domains[1] })
