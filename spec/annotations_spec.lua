@@ -28,7 +28,7 @@ local OBJECTS = {
   Channel = "ch", Subscription = "sub", SharedDict = "d", Counter = "counter", Gauge = "gauge",
   Histogram = "histogram", Socket = "sock", Upstream = "group", FetchResponse = "resp", Client = "client",
   Cache = "c", Pool = "db", Presence = "p", Limiter = "limiter", Redis = "r", Session = "s",
-  SessionStore = "store",
+  SessionStore = "store", SSE = "sse",
 }
 
 -- What a set of annotation files declares: functions ("http.fetch"),

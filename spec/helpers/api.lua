@@ -94,8 +94,9 @@ end
 -- __index table or a C __index over a methods table) inside a running
 -- server, all made without a network peer: Redis with auto_pipeline holds
 -- no connection until a command, the client WebSocket and the fetched
--- response talk to this same server. moonhttp.waiter is left out: it is one
--- of the modules the others are built from (docs/reference/README.md).
+-- response talk to this same server, an SSE stream is a second request.
+-- moonhttp.waiter is left out: it is one of the modules the others are
+-- built from (docs/reference/README.md).
 function A.object_methods()
   local srv = H.start([[
 local http = require "moonhttp"
@@ -142,6 +143,11 @@ http.handle("GET /ws", function(req, res)
   ws:receive()
 end)
 
+http.handle("GET /sse", function(req, res)
+  local sse = res:sse()
+  sse:send(table.concat(names(sse, "sse", {}), " "))
+end)
+
 http.handle("GET /objects", session.middleware{ secret = string.rep("k", 32) }(function(req, res)
   local base = "127.0.0.1:" .. req:arg("port")
   local ch = http.channel("walk")
@@ -177,11 +183,12 @@ http.handle("GET /objects", session.middleware{ secret = string.rep("k", 32) }(f
 end))
 ]])
   local res = srv:get("/objects?port=" .. srv.port)
+  local sse = srv:get("/sse")
   local log = srv:logtext()
   srv:stop()
-  assert(res and res.status == 200, log)
+  assert(res and res.status == 200 and sse and sse.status == 200, log)
   local list, seen = {}, {}
-  for name in res.body:gmatch("%S+") do
+  for name in (res.body .. " " .. sse.body):gmatch("[%w_]+:[%w_]+") do
     if not seen[name] then list[#list + 1] = name end
     seen[name] = true
   end
