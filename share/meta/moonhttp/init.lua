@@ -197,7 +197,7 @@ http.metrics = {}
 ---@param help string
 ---@param labels? string[]
 ---@param opts? table
----@return moonhttp.Metric
+---@return moonhttp.Counter
 function http.metrics.counter(name, help, labels, opts) end
 
 ---A gauge of the app.
@@ -205,7 +205,7 @@ function http.metrics.counter(name, help, labels, opts) end
 ---@param help string
 ---@param labels? string[]
 ---@param opts? table
----@return moonhttp.Metric
+---@return moonhttp.Gauge
 function http.metrics.gauge(name, help, labels, opts) end
 
 ---A histogram of the app.
@@ -213,7 +213,7 @@ function http.metrics.gauge(name, help, labels, opts) end
 ---@param help string
 ---@param labels? string[]
 ---@param buckets number[]
----@return moonhttp.Metric
+---@return moonhttp.Histogram
 function http.metrics.histogram(name, help, labels, buckets) end
 
 http.json = {}
