@@ -38,7 +38,7 @@
 #define MH_SHM_ONCE_SLOTS   256
 #define MH_SHM_ONCE_KEY_MAX 120
 #define MH_SHM_ONCE_EXITS   32
-#define MH_SHM_EXIT_REASON  48
+#define MH_SHM_EXIT_REASON  64
 
 enum mh_once_claim {
     MH_ONCE_MINE, /* the caller holds it (newly or still): run the job */

@@ -578,7 +578,7 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
         mh_shm_chan_forget(m->ops->channels, dead.pid);
     mh_shm_once_forget(m->ops->once, dead.pid); /* its once jobs go to the next claimer */
     forget_owned_keys(m, dead.pid);
-    char how[64];
+    char how[MH_SHM_EXIT_REASON]; /* what an on_worker_exit hook hears, uncut */
     describe_exit(w->rstatus, how, sizeof how);
     tell_worker_exit(m, &dead, w->rstatus, how);
     if (m->stopping || m->upgrade->handed_over) {
