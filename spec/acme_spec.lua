@@ -6,6 +6,7 @@
 local H = require "helper"
 local P = require "pebble_helper"
 local certs = require "helpers.certs"
+local O = require "ops_helper"
 
 local pending_reason = not P.available() and "pebble is not installed (scripts/deps.sh)" or nil
 local q = H.shell_quote
@@ -68,6 +69,67 @@ local function mode(path)
   return (H.sh("stat -c %a " .. q(path)):gsub("%s+$", ""))
 end
 
+-- Starts strace on pid's worker (pid itself with one worker), following its threads: process creation and
+-- exec only. Returns a function that stops it and returns the trace.
+local function trace_forks(pid)
+  local out, errs = os.tmpname(), os.tmpname()
+  local p = io.popen(string.format("strace -f -e trace=clone,clone3,fork,vfork,execve -p %d -o %s 2>%s & echo $!",
+    O.children(pid)[1] or pid, out, errs))
+  local spid = assert(p:read("n"))
+  p:close()
+  local deadline = H.now() + 10
+  while not (H.read_file(errs) or ""):find("attached", 1, true) and H.now() < deadline do H.sleep(0.02) end
+  assert((H.read_file(errs) or ""):find("attached", 1, true), "strace did not attach: " .. (H.read_file(errs) or ""))
+  return function()
+    os.execute("kill -INT " .. spid)
+    local text
+    deadline = H.now() + 5
+    repeat
+      H.sleep(0.1)
+      text = H.read_file(errs) or ""
+    until text:find("detached", 1, true) or H.now() > deadline
+    text = H.read_file(out) or ""
+    os.remove(out)
+    os.remove(errs)
+    return text
+  end
+end
+
+-- The lines of an strace trace that start a process: a thread (CLONE_THREAD) is not one.
+local function process_starts(trace)
+  local found = {}
+  for line in trace:gmatch("[^\n]+") do
+    local call = line:match("^%d+%s+(%w+)%(")
+    if call == "execve" or call == "fork" or call == "vfork"
+        or ((call == "clone" or call == "clone3") and not line:find("CLONE_THREAD", 1, true)) then
+      found[#found + 1] = line
+    end
+  end
+  return found
+end
+
+-- A storage the server cannot write: { what, make it so (storage, the CA folder) -> the path
+-- the error names, the system's words }. root ignores modes, so the folder is made immutable too.
+local function unwritable(dir)
+  H.must("chmod 0555 " .. q(dir))
+  if H.sh("id -u"):match("^0") then H.must("chattr +i " .. q(dir)) end
+end
+local BAD_STORAGE = {
+  { "a storage folder the server cannot write", function(storage, ca_dir)
+    unwritable(storage)
+    return ca_dir, { "Permission denied", "Operation not permitted" }
+  end },
+  { "a CA folder the server cannot write", function(_, ca_dir)
+    H.must("mkdir -m 0700 " .. q(ca_dir))
+    unwritable(ca_dir)
+    return ca_dir .. "/account.key", { "Permission denied", "Operation not permitted" }
+  end },
+  { "a file where the storage folder should be", function(storage, _)
+    H.must("rmdir " .. q(storage) .. " && touch " .. q(storage))
+    return storage, { "Not a directory" }
+  end },
+}
+
 describe("automatic HTTPS against pebble", function()
   if pending_reason then
     pending(pending_reason)
@@ -83,7 +145,7 @@ describe("automatic HTTPS against pebble", function()
     if srv then srv:stop() end
     if ca then ca:stop() end
     srv, ca = nil, nil
-    os.execute("rm -rf " .. q(storage))
+    os.execute("chattr -R -i " .. q(storage) .. " 2>/dev/null; rm -rf " .. q(storage))
   end)
 
   it("gets the first certificate by HTTP-01, served with a chain that verifies", function()
@@ -137,6 +199,41 @@ describe("automatic HTTPS against pebble", function()
     assert.falsy(log:find("ordering a certificate", 1, true), log)
     assert.falsy(log:find("failed", 1, true), log)
   end)
+  it("stores the account and the certificate without starting a process in the worker", function()
+    if not O.need_strace() then return end
+    ca = P.start()
+    ca:pause() -- the first order fails: strace attaches before the one that stores the certificate
+    srv = start(ca, storage, "retry_min = 0.5, retry_max = 1")
+    assert.truthy(srv:wait_log("order failed %(1 failure%)", 10), srv:logtext())
+    local stop = trace_forks(srv.pid)
+    ca:resume()
+    local dir = storage .. "/127.0.0.1_" .. ca.port .. "_dir"
+    local root = ca:root_file()
+    local body = wait_verified(ca, root)
+    local trace = stop()
+    assert.truthy(body, srv:logtext())
+    assert.equal("600", mode(dir .. "/a.test.key"))
+    assert.truthy(H.read_file(dir .. "/account.url"), srv:logtext())
+    local starts = process_starts(trace)
+    assert.equal(0, #starts, table.concat(starts, "\n"))
+  end)
+
+  for _, row in ipairs(BAD_STORAGE) do
+    it("says why with " .. row[1] .. ", and keeps serving", function()
+      ca = P.start()
+      local named, words = row[2](storage, storage .. "/127.0.0.1_" .. ca.port .. "_dir")
+      srv = start(ca, storage)
+      local line = srv:wait_log("order failed %(1 failure%): ([^\n]*)", 10)
+      assert.truthy(line, srv:logtext())
+      local said = false
+      for _, w in ipairs(words) do said = said or line:find(named .. ": " .. w, 1, true) ~= nil end
+      assert.truthy(said, line)
+      local res = srv:get("/")
+      assert.equal(200, res.status)
+      assert.equal("hello over http\n", res.body)
+    end)
+  end
+
   it("with 2 workers, completes the order in the other worker when the ordering one is killed", function()
     ca = P.start { va_sleep = 3 } -- pebble waits up to 3 s before validating: the order is in progress
     srv = start(ca, storage, nil, { workers = 2 })

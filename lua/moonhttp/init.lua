@@ -92,6 +92,9 @@ function M.on_start(fn, opts)
   return core.on_start(fn, opts)
 end
 
+-- http.on_worker_exit(fn): fn({ worker, pid, reason }) in one surviving worker (worker_exit.lua)
+function M.on_worker_exit(fn) require("moonhttp.worker_exit").add(fn) end
+
 -- http.every(interval, fn [, opts], ...)
 function M.every(...)
   local interval, fn, opts = ...

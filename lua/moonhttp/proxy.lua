@@ -215,7 +215,7 @@ local function plain(req, res, target, base, prefix, authority, opts)
     local client = opts.client
     resp, kind, detail = plain_send(base, req, client and client._c, head, method, stream, o)
   else
-    resp, server, detail = target:exchange(method, "", nil, stream == nil, req, nil, group_send,
+    resp, server, detail = target:_exchange(method, "", nil, stream == nil, req, nil, group_send,
       req, target.client._c, head, method, stream, o, host)
     if not resp then kind = server end
   end
@@ -287,7 +287,7 @@ function M.proxy(http, req, res, target, opts)
   else
     if opts.client then error("http.proxy: a group has its own client (http.upstream's client option)", 3) end
     -- a streamed body cannot be sent twice: only a request without one is retried
-    resp, server, detail = group:exchange(up.method, up.path, fopts, not has_body, req)
+    resp, server, detail = group:_exchange(up.method, up.path, fopts, not has_body, req)
     if not resp then kind = server end
   end
   if not resp then return fail(res, opts, kind, detail) end

@@ -259,7 +259,7 @@ function M.new(http, opts, level)
     s.good_key = "up:" .. g.name .. ":" .. s.addr .. ":good" -- good probes in a row while sick
   end
   if balance == "hash" then g.ring = M.ring(servers) end
-  if g.health then http.on_start(function() g:start_probes() end) end
+  if g.health then http.on_start(function() g:_start_probes() end) end
   return g
 end
 
@@ -281,7 +281,7 @@ end
 
 -- The state the marks live in: the shared dict (looked up at first use: a dict
 -- cannot be touched while the script loads), else this worker's own.
-function Group:state()
+function Group:_marks()
   local st = self._state
   if not st then
     if self.shared_name then
@@ -294,15 +294,15 @@ function Group:state()
   return st
 end
 
-function Group:is_down(s)
-  local st = self:state()
+function Group:_is_down(s)
+  local st = self:_marks()
   return st:get(s.down_key) ~= nil or st:get(s.sick_key) ~= nil
 end
 
 -- A failed attempt: max_fails of them within fail_timeout mark s down for fail_timeout.
-function Group:failed(s)
+function Group:_failed(s)
   if self.max_fails == 0 then return end
-  local st = self:state()
+  local st = self:_marks()
   local n = st:incr(s.fails_key, 1, 0, self.fail_timeout)
   if n and n >= self.max_fails then
     st:set(s.down_key, true, self.fail_timeout)
@@ -311,7 +311,7 @@ function Group:failed(s)
 end
 
 local function usable(self, s, tried)
-  return not tried[s] and not self:is_down(s)
+  return not tried[s] and not self:_is_down(s)
 end
 
 -- Smooth weighted round robin (nginx's): every usable server gains its
@@ -383,7 +383,7 @@ local function pick_hash(self, tried, req, key)
   end
 end
 
-function Group:pick(tried, req, key)
+function Group:_pick(tried, req, key)
   if self.balance == "least_conn" then return pick_least(self, tried) end
   if self.balance == "hash" then return pick_hash(self, tried, req, key) end
   return pick_rr(self, tried)
@@ -410,11 +410,11 @@ with a listed status is a failure, kept open until another server is found:
 when none is (all tried or down) or no retry follows, it is the answer.
 Each attempt is send(server, ...) when send is given (http.proxy's C path),
 else the group client's fetch of path with fopts. Returns resp, server (the
-caller releases it when the body is done: group:release(server), or the
+caller releases it when the body is done: group:_release(server), or the
 server as a `<close>` value), or nil, kind, detail; kind "unavailable" when
 no server is up.
 ]]
-function Group:exchange(method, path, fopts, replayable, req, key, send, ...)
+function Group:_exchange(method, path, fopts, replayable, req, key, send, ...)
   local r = self.retries
   local may_retry = replayable
     and (not r.idempotent_only or IDEMPOTENT[method] or IDEMPOTENT[method:upper()])
@@ -422,11 +422,11 @@ function Group:exchange(method, path, fopts, replayable, req, key, send, ...)
   local kept, kept_s, kind, detail
   local deadline = r.timeout and self.http.now() + r.timeout
   for attempt = 1, r.tries do
-    local s = self:pick(tried, req, key)
+    local s = self:_pick(tried, req, key)
     if not s then break end
     if kept then
       kept:close()
-      self:release(kept_s)
+      self:_release(kept_s)
       kept = nil
     end
     tried[s] = true
@@ -438,7 +438,7 @@ function Group:exchange(method, path, fopts, replayable, req, key, send, ...)
       resp, kind, detail = self.client:fetch(s.base .. path, fopts)
     end
     local cond = condition(self, resp, kind)
-    if cond then self:failed(s) end
+    if cond then self:_failed(s) end
     if not cond or attempt == r.tries or not may_retry or not r.on[cond]
         or (deadline and self.http.now() >= deadline) then
       if resp then return resp, s end
@@ -456,7 +456,7 @@ function Group:exchange(method, path, fopts, replayable, req, key, send, ...)
   return nil, "unavailable", "no healthy upstream"
 end
 
-function Group:release(s)
+function Group:_release(s)
   if s then s.inflight = s.inflight - 1 end
 end
 
@@ -476,10 +476,10 @@ function Group:fetch(path, opts)
   end
   if key ~= nil and type(key) ~= "string" then error("group:fetch: key must be a string", 2) end
   local replayable = fopts.body == nil or type(fopts.body) == "string"
-  local resp, s_or_kind, detail = self:exchange(fopts.method or "GET", path, fopts, replayable, nil, key)
+  local resp, s_or_kind, detail = self:_exchange(fopts.method or "GET", path, fopts, replayable, nil, key)
   if not resp then return nil, s_or_kind, detail end
   -- least_conn counts a fetch in flight until its head has come
-  self:release(s_or_kind)
+  self:_release(s_or_kind)
   return resp
 end
 
@@ -488,7 +488,7 @@ end
 -- WebSocket opened with http.websocket); nil, "unavailable" when none is up.
 -- No retry and no in-flight count: the caller owns that exchange.
 function Group:url(req)
-  local s = self:pick({}, req)
+  local s = self:_pick({}, req)
   if not s then return nil, "unavailable" end
   return s.base
 end
@@ -497,7 +497,7 @@ end
 -- health.fall bad probes in a row mark s down, health.rise good ones in a row
 -- mark it up again. The counts live beside the marks, so a prober that
 -- moves to another worker carries on from them.
-function Group:probe(s)
+function Group:_probe(s)
   if s.probing then return end -- the last probe is still waiting
   s.probing = true
   local h = self.health
@@ -506,7 +506,7 @@ function Group:probe(s)
   local ok = resp and resp.status == h.expect
   if resp then resp:close() end
   s.probing = false
-  local st = self:state()
+  local st = self:_marks()
   -- a mark or a count outlives a few missed probes only: a prober that stops
   -- (a reload, a stop) leaves no server down for good
   local ttl = (math.max(h.rise, h.fall) + 2) * h.interval + h.timeout
@@ -534,11 +534,11 @@ end
 
 -- One timer per server. With a shared dict, { once = true } makes one worker
 -- at a time the server's prober; the others read its marks from the dict.
-function Group:start_probes()
+function Group:_start_probes()
   local http = self.http
   local once = self.shared_name ~= nil
   for _, s in ipairs(self.servers) do
-    http.every(self.health.interval, function() self:probe(s) end, { once = once })
+    http.every(self.health.interval, function() self:_probe(s) end, { once = once })
   end
 end
 

@@ -1,7 +1,8 @@
 -- moonhttp's Lua API as the binary has it, for the specs that hold
 -- something to it (docs/reference/ in docs_spec, the editor annotations in
 -- annotations_spec): the module functions ("http.fetch", "pg.pool", ...),
--- the methods of req, res and ws ("req:header", ...), and whether a page
+-- the methods of req, res and ws ("req:header", ...) and of the other
+-- objects an app gets ("sock:send", "d:get", ...), and whether a page
 -- names a function.
 local H = require "helper"
 local W = require "helpers.ws"
@@ -86,46 +87,132 @@ end)
   return list
 end
 
--- Every method of the objects the modules hand out, by the name the
--- reference calls them: a PostgreSQL pool ("db:query", as docs/reference/pg.md
--- writes it) and an HTTP client ("client:fetch"); names starting with "_"
--- left out. Read from the objects themselves (a Lua __index table, or a C
--- __index over a methods table), made without a server to talk to.
+-- Every method of the objects the API hands an app, by the name the
+-- reference calls them ("db:query" as docs/reference/pg.md writes it,
+-- "sock:send", "d:get", ...), sorted; names starting with "_" left out.
+-- Read from the objects themselves (their own function fields, and a Lua
+-- __index table or a C __index over a methods table) inside a running
+-- server, all made without a network peer: Redis with auto_pipeline holds
+-- no connection until a command, the client WebSocket and the fetched
+-- response talk to this same server, an SSE stream is a second request.
+-- moonhttp.waiter is left out: it is one of the modules the others are
+-- built from (docs/reference/README.md).
 function A.object_methods()
-  local script = H.script([[
+  local srv = H.start([[
 local http = require "moonhttp"
 local pg = require "moonhttp.pg"
-local objects = {
-  db = pg.pool{ host = "127.0.0.1", port = 1, user = "x", database = "x" },
-  client = http.client{},
+local redis = require "moonhttp.redis"
+local session = require "moonhttp.session"
+http.server{ shared = { walk = "1m" } }
+local metrics = {
+  counter = http.metrics.counter("walk_total", "x"),
+  gauge = http.metrics.gauge("walk_now", "x"),
+  histogram = http.metrics.histogram("walk_seconds", "x"),
 }
-local out = {}
-for name, o in pairs(objects) do
-  local index = getmetatable(o).__index
-  if type(index) == "function" then index = select(2, debug.getupvalue(index, 1)) end
-  for k, v in pairs(index) do
-    if type(v) == "function" and not k:find("^_") then out[#out + 1] = name .. ":" .. k end
+local api = http.group("/api")
+
+-- The methods of o: its own function fields and its metatable's __index
+-- (a table, or a function whose upvalues hold the methods table).
+local function names(o, prefix, out)
+  local seen = {}
+  local function add(t)
+    for k, v in pairs(t) do
+      if type(k) == "string" and type(v) == "function" and not k:find("^_") and not seen[k] then
+        seen[k] = true
+        out[#out + 1] = prefix .. ":" .. k
+      end
+    end
   end
+  if type(o) == "table" then add(o) end
+  local mt = getmetatable(o)
+  local index = type(mt) == "table" and mt.__index
+  if type(index) == "table" then add(index)
+  elseif type(index) == "function" then
+    for i = 1, math.huge do
+      local name, v = debug.getupvalue(index, i)
+      if not name then break end
+      if type(v) == "table" and name ~= "_ENV" then add(v) end
+    end
+  end
+  return out
 end
-table.sort(out)
-print(table.concat(out, " "))
+
+http.handle("GET /ws", function(req, res)
+  local ws = assert(req:websocket())
+  ws:send("hello")
+  ws:receive()
+end)
+
+http.handle("GET /sse", function(req, res)
+  local sse = res:sse()
+  sse:send(table.concat(names(sse, "sse", {}), " "))
+end)
+
+http.handle("GET /objects", session.middleware{ secret = string.rep("k", 32) }(function(req, res)
+  local base = "127.0.0.1:" .. req:arg("port")
+  local ch = http.channel("walk")
+  local sub <close> = ch:subscribe()
+  local ws <close> = assert(http.websocket("ws://" .. base .. "/ws"))
+  local resp <close> = assert(http.fetch("http://" .. base .. "/api/none"))
+  local objects = {
+    db = pg.pool{ host = "127.0.0.1", port = 1, user = "x", database = "x" },
+    client = http.client{},
+    resp = resp,
+    ws = ws,
+    sock = http.tcp(),
+    t = http.spawn(function() end),
+    timer = http.timer(3600, function() end),
+    ch = ch,
+    sub = sub,
+    d = http.shared.walk,
+    r = redis.connect{ host = "127.0.0.1", port = 1, auto_pipeline = true },
+    group = http.upstream{ servers = { "127.0.0.1:1" } },
+    limiter = require("moonhttp.ratelimit").new{ limit = 10, window = 1, dict = "walk" },
+    c = require("moonhttp.cache").new{ dict = http.shared.walk },
+    p = require("moonhttp.presence").new{ dict = "walk" },
+    store = session.shared_store(http.shared.walk),
+    s = session.of(req),
+    api = api,
+  }
+  for k, v in pairs(metrics) do objects[k] = v end
+  local out = {}
+  for prefix, o in pairs(objects) do names(o, prefix, out) end
+  names(session.cookie_store(), "store", out)
+  objects.timer:cancel()
+  res:write(table.concat(out, " "))
+end))
 ]])
-  local p = assert(io.popen(H.shell_quote(H.bin) .. " run " .. H.shell_quote(script) .. " 2>&1"))
-  local text = p:read("a")
-  p:close()
-  os.remove(script)
-  local list = {}
-  for name in text:gmatch("%S+") do list[#list + 1] = name end
-  assert(#list > 5, text)
+  local res = srv:get("/objects?port=" .. srv.port)
+  local sse = srv:get("/sse")
+  local log = srv:logtext()
+  srv:stop()
+  assert(res and res.status == 200 and sse and sse.status == 200, log)
+  local list, seen = {}, {}
+  for name in (res.body .. " " .. sse.body):gmatch("[%w_]+:[%w_]+") do
+    if not seen[name] then list[#list + 1] = name end
+    seen[name] = true
+  end
+  table.sort(list)
+  assert(#list > 60, res.body)
   return list
 end
 
--- The text of docs/reference/ pages that name the functions: http.md and
--- one page per module of A.MODULES.
+-- The text of docs/reference/ pages that name the functions and methods:
+-- http.md, the pages of its objects, and one page per module of A.MODULES.
 function A.reference_text()
-  local text = assert(H.read_file("docs/reference/http.md")) .. assert(H.read_file("docs/reference/client.md"))
-  for _, m in ipairs(A.MODULES) do
-    text = text .. assert(H.read_file("docs/reference/" .. m .. ".md"), "docs/reference/" .. m .. ".md")
+  local text = ""
+  for _, page in ipairs { "http", "client", "sockets", "websocket-client", table.unpack(A.MODULES) } do
+    text = text .. assert(H.read_file("docs/reference/" .. page .. ".md"), "docs/reference/" .. page .. ".md")
+  end
+  return text
+end
+
+-- The reference's text and the guide pages that hold the tables of req,
+-- res and a server's ws (docs/reference/http.md sends readers there).
+function A.method_pages_text()
+  local text = A.reference_text()
+  for _, page in ipairs { "handlers", "web-apps", "websocket" } do
+    text = text .. assert(H.read_file("docs/guide/" .. page .. ".md"), "docs/guide/" .. page .. ".md")
   end
   return text
 end

@@ -21,6 +21,10 @@ struct zone {
     pthread_mutex_t lock;
     uint32_t epoch;
     struct slot slots[MH_SHM_ONCE_SLOTS];
+    /* Worker deaths: events [claimed, appended) wait, at appended % MH_SHM_ONCE_EXITS. */
+    bool exits_wanted; /* some worker's code has the hook: until then, deaths are not kept */
+    uint64_t exits_appended, exits_claimed;
+    struct mh_worker_exit exits[MH_SHM_ONCE_EXITS];
 };
 
 struct mh_shm_once {
@@ -178,4 +182,43 @@ void mh_shm_once_forget(struct mh_shm_once *o, pid_t pid)
         if (o->z->slots[i].holder == pid)
             o->z->slots[i].holder = 0;
     unlock(o->z);
+}
+
+void mh_shm_once_worker_exited(struct mh_shm_once *o, const struct mh_worker_exit *e)
+{
+    if (!o || lock(o->z))
+        return;
+    struct zone *z = o->z;
+    if (!z->exits_wanted) {
+        unlock(z);
+        return;
+    }
+    if (z->exits_appended - z->exits_claimed == MH_SHM_ONCE_EXITS) {
+        /* Debug only: an app without the hook never claims, and that is no fault. */
+        mh_log(MH_LOG_DEBUG, "http.on_worker_exit: the exit of worker pid %d is dropped unheard",
+               (int)z->exits[z->exits_claimed % MH_SHM_ONCE_EXITS].pid);
+        z->exits_claimed++;
+    }
+    z->exits[z->exits_appended++ % MH_SHM_ONCE_EXITS] = *e;
+    unlock(z);
+}
+
+void mh_shm_once_want_exits(struct mh_shm_once *o)
+{
+    if (!o || lock(o->z))
+        return;
+    o->z->exits_wanted = true;
+    unlock(o->z);
+}
+
+bool mh_shm_once_claim_exit(struct mh_shm_once *o, struct mh_worker_exit *out)
+{
+    if (!o || lock(o->z))
+        return false;
+    struct zone *z = o->z;
+    bool got = z->exits_claimed < z->exits_appended;
+    if (got)
+        *out = z->exits[z->exits_claimed++ % MH_SHM_ONCE_EXITS];
+    unlock(z);
+    return got;
 }

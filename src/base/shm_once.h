@@ -18,6 +18,14 @@
  * (mh_shm_once_forget), and a holder that no longer exists (kill(pid, 0)
  * says so) is taken for gone too, so no job stays with a dead worker.
  *
+ * The same zone carries the news of workers that died (http.on_worker_exit):
+ * the master appends each to a small ring, and the first worker that claims
+ * an event runs the app's hook for it, so each runs in exactly one worker.
+ * Deaths are kept only once some worker's code registered a hook (a server
+ * without one never fills the ring with news nobody asked for).
+ * The ring keeps the last MH_SHM_ONCE_EXITS events; one no worker claimed
+ * before MH_SHM_ONCE_EXITS later deaths is dropped.
+ *
  * Every operation takes a robust process-shared mutex; each one stores a
  * whole slot's fields before it unlocks, and a slot half written by a
  * process killed inside is at worst a lease with no holder.
@@ -29,6 +37,8 @@
 
 #define MH_SHM_ONCE_SLOTS   256
 #define MH_SHM_ONCE_KEY_MAX 120
+#define MH_SHM_ONCE_EXITS   32
+#define MH_SHM_EXIT_REASON  64
 
 enum mh_once_claim {
     MH_ONCE_MINE, /* the caller holds it (newly or still): run the job */
@@ -38,6 +48,13 @@ enum mh_once_claim {
 };
 
 struct mh_shm_once;
+
+/* A worker that died, as the master saw it. */
+struct mh_worker_exit {
+    int worker; /* its http.worker_id() */
+    pid_t pid;
+    char reason[MH_SHM_EXIT_REASON]; /* "killed by signal 9", "exit status 3" */
+};
 
 /* Maps the table (epoch 1). NULL with errno. */
 struct mh_shm_once *mh_shm_once_new(void);
@@ -64,5 +81,12 @@ void mh_shm_once_done(struct mh_shm_once *o, const char *key, size_t len, uint32
 void mh_shm_once_release(struct mh_shm_once *o, const char *key, size_t len, pid_t pid);
 /* pid exited, or is stopping: every lease it holds is given back. */
 void mh_shm_once_forget(struct mh_shm_once *o, pid_t pid);
+
+/* The master: a worker died and the app's hook (in a surviving worker) should hear of it. */
+void mh_shm_once_worker_exited(struct mh_shm_once *o, const struct mh_worker_exit *e);
+/* A worker whose code has the hook: from now on the master keeps deaths. */
+void mh_shm_once_want_exits(struct mh_shm_once *o);
+/* A worker: takes the oldest event nobody claimed into *out. false: none. */
+bool mh_shm_once_claim_exit(struct mh_shm_once *o, struct mh_worker_exit *out);
 
 #endif

@@ -9,6 +9,7 @@
 #include "lua_pgauth.h"
 #include "lua_pgbind.h"
 #include "lua_pgrows.h"
+#include "lua_private_file.h"
 #include "lua_redis_resp.h"
 #include "lua_waiter.h"
 #include "lua_channel.h"
@@ -385,6 +386,7 @@ static int open_core(lua_State *L)
     mh_channel_open(L);
     mh_lua_metrics_open(L, metrics_env);
     mh_lua_acme_open(L);
+    mh_lua_private_file_open(L);
     return 1;
 }
 

@@ -318,6 +318,36 @@ static int l_once_done(lua_State *L)
     return 0;
 }
 
+/*
+ * core.want_worker_exits() -> bool: the running worker's code has an
+ * http.on_worker_exit hook (worker_exit.lua); false where one process serves
+ * alone, so no other worker outlives it.
+ */
+static int l_want_worker_exits(lua_State *L)
+{
+    struct mh_shm_once *z = once_zone(mh_gen_of(L));
+    if (z)
+        mh_shm_once_want_exits(z);
+    lua_pushboolean(L, z != NULL);
+    return 1;
+}
+
+/* core.claim_worker_exit() -> { worker, pid, reason } | nil: a death no other worker claimed. */
+static int l_claim_worker_exit(lua_State *L)
+{
+    struct mh_worker_exit e;
+    if (!mh_shm_once_claim_exit(once_zone(mh_gen_of(L)), &e))
+        return 0;
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, e.worker);
+    lua_setfield(L, -2, "worker");
+    lua_pushinteger(L, e.pid);
+    lua_setfield(L, -2, "pid");
+    lua_pushstring(L, e.reason);
+    lua_setfield(L, -2, "reason");
+    return 1;
+}
+
 /* Pushes once.lua's runner, made on first use with claim, done, http.sleep and http.stopping. */
 static void push_runner(lua_State *L)
 {
@@ -413,6 +443,11 @@ void mh_timer_open(lua_State *L)
     mh_lua_register_type(L, &(struct mh_lua_type){.name = TIMER_MT, .methods = methods});
     mh_lua_register_type(L, &(struct mh_lua_type){.name = STATE_MT, .meta = state_meta});
     static const luaL_Reg fns[] = {
-        {"timer", l_timer}, {"every", l_every}, {"on_start", l_on_start}, {NULL, NULL}};
+        {"timer", l_timer},
+        {"every", l_every},
+        {"on_start", l_on_start},
+        {"want_worker_exits", l_want_worker_exits},
+        {"claim_worker_exit", l_claim_worker_exit},
+        {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }

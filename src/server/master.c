@@ -425,6 +425,22 @@ static void forget_owned_keys(struct master *m, pid_t pid)
     }
 }
 
+/*
+ * http.on_worker_exit: a worker that died (a signal, a failing exit status)
+ * may leave the app's state behind elsewhere, and a surviving worker's hook
+ * hears of it. A clean exit (a stop, a drained reload) ended its work itself,
+ * and in a stop nobody survives to run the hook.
+ */
+static void tell_worker_exit(struct master *m, const struct child *dead, int status,
+                             const char *how)
+{
+    if (m->stopping || m->upgrade->handed_over || (WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        return;
+    struct mh_worker_exit e = {.worker = dead->slot + 1, .pid = dead->pid};
+    snprintf(e.reason, sizeof e.reason, "%s", dead->stalled ? "killed: stalled" : how);
+    mh_shm_once_worker_exited(m->ops->once, &e);
+}
+
 /* The old master's copies: the new master, or a stop's workers, hold their own. */
 static void close_listeners(struct master *m)
 {
@@ -562,8 +578,9 @@ static void on_child_exit(struct ev_loop *loop, ev_child *w, int revents)
         mh_shm_chan_forget(m->ops->channels, dead.pid);
     mh_shm_once_forget(m->ops->once, dead.pid); /* its once jobs go to the next claimer */
     forget_owned_keys(m, dead.pid);
-    char how[64];
+    char how[MH_SHM_EXIT_REASON]; /* what an on_worker_exit hook hears, uncut */
     describe_exit(w->rstatus, how, sizeof how);
+    tell_worker_exit(m, &dead, w->rstatus, how);
     if (m->stopping || m->upgrade->handed_over) {
         mh_log(MH_LOG_DEBUG, "worker %d stopped (%s)", (int)dead.pid, how);
         if (m->nchildren == 0)

@@ -248,18 +248,113 @@ function Thread:kill() end
 
 ---@class moonhttp.Timer
 local Timer = {}
+---@return boolean pending
 function Timer:cancel() end
 
 ---@class moonhttp.Channel
 local Channel = {}
 ---@param msg string
 function Channel:publish(msg) end
----@return table subscription
-function Channel:subscribe() end
+---@param opts? { queue?: integer }
+---@return moonhttp.Subscription|nil sub
+---@return string? err
+function Channel:subscribe(opts) end
+---@return string
+function Channel:name() end
 
+---A channel's subscription: what is published from now on, in order.
+---@class moonhttp.Subscription
+local Subscription = {}
+---@param timeout? number
+---@return string|nil msg
+---@return string? err "missed", "gap", "timeout", "closed" or "stopping"
+---@return integer? missed
+function Subscription:receive(timeout) end
+function Subscription:close() end
+
+---A shared dict: `http.shared.<name>` (docs/guide/workers.md).
 ---@class moonhttp.SharedDict
+local SharedDict = {}
+---@param k string
+---@return string|number|boolean|nil
+function SharedDict:get(k) end
+---@param k string
+---@param v string|number|boolean|nil
+---@param ttl? number|{ ttl?: number, owner?: "worker" }
+---@return boolean|nil ok
+---@return string|boolean|nil err_or_evicted
+function SharedDict:set(k, v, ttl) end
+---@param k string
+---@param v string|number|boolean
+---@param ttl? number
+---@return boolean|nil ok
+---@return string? err
+function SharedDict:add(k, v, ttl) end
+---@param k string
+---@param v string|number|boolean
+---@param ttl? number
+---@return boolean|nil ok
+---@return string? err
+function SharedDict:replace(k, v, ttl) end
+---@param k string
+---@param n number
+---@param init? number
+---@param ttl? number
+---@return number|nil value
+---@return string? err
+function SharedDict:incr(k, n, init, ttl) end
+---@param k string
+---@return boolean
+function SharedDict:delete(k) end
+---@param k string
+---@return number|nil seconds
+---@return string? err
+function SharedDict:ttl(k) end
+---@param k string
+---@param ttl number
+---@return boolean|nil ok
+---@return string? err
+function SharedDict:expire(k, ttl) end
+---@param max? integer
+---@return string[]
+function SharedDict:keys(max) end
+function SharedDict:flush_all() end
+---@return integer bytes
+function SharedDict:free_space() end
 
----@class moonhttp.Metric
+---@class moonhttp.Counter
+local Counter = {}
+---@param n? number
+---@param values? table
+---@return true|nil ok
+---@return string? err
+function Counter:inc(n, values) end
+
+---@class moonhttp.Gauge
+local Gauge = {}
+---@param v number
+---@param values? table
+---@return true|nil ok
+---@return string? err
+function Gauge:set(v, values) end
+---@param n? number
+---@param values? table
+---@return true|nil ok
+---@return string? err
+function Gauge:inc(n, values) end
+---@param n? number
+---@param values? table
+---@return true|nil ok
+---@return string? err
+function Gauge:dec(n, values) end
+
+---@class moonhttp.Histogram
+local Histogram = {}
+---@param v number
+---@param values? table
+---@return true|nil ok
+---@return string? err
+function Histogram:observe(v, values) end
 
 ---A TCP socket (docs/reference/sockets.md).
 ---@class moonhttp.Socket
@@ -342,6 +437,11 @@ local Upstream = {}
 ---@return moonhttp.FetchResponse|nil resp
 ---@return string? err
 function Upstream:fetch(path, opts) end
+---The base URL of the server the group would send `req` to now.
+---@param req? moonhttp.Request
+---@return string|nil url
+---@return string? err
+function Upstream:url(req) end
 
 ---@class moonhttp.FetchResponse
 ---@field status integer

@@ -84,6 +84,15 @@ function http.every(interval, fn, opts, ...) end
 ---@param opts? { once?: boolean|"cluster" }
 function http.on_start(fn, opts) end
 
+---@class moonhttp.WorkerExit
+---@field worker integer the dead worker's `http.worker_id()`
+---@field pid integer its process id
+---@field reason string `killed by signal 9`, `exit status 3`, `killed: stalled`
+
+---While the script loads: when a worker dies, one surviving worker runs fn once (docs/guide/operations.md).
+---@param fn fun(info: moonhttp.WorkerExit)
+function http.on_worker_exit(fn) end
+
 ---A TCP socket (docs/reference/sockets.md).
 ---@return moonhttp.Socket
 function http.tcp() end
@@ -188,7 +197,7 @@ http.metrics = {}
 ---@param help string
 ---@param labels? string[]
 ---@param opts? table
----@return moonhttp.Metric
+---@return moonhttp.Counter
 function http.metrics.counter(name, help, labels, opts) end
 
 ---A gauge of the app.
@@ -196,7 +205,7 @@ function http.metrics.counter(name, help, labels, opts) end
 ---@param help string
 ---@param labels? string[]
 ---@param opts? table
----@return moonhttp.Metric
+---@return moonhttp.Gauge
 function http.metrics.gauge(name, help, labels, opts) end
 
 ---A histogram of the app.
@@ -204,7 +213,7 @@ function http.metrics.gauge(name, help, labels, opts) end
 ---@param help string
 ---@param labels? string[]
 ---@param buckets number[]
----@return moonhttp.Metric
+---@return moonhttp.Histogram
 function http.metrics.histogram(name, help, labels, buckets) end
 
 http.json = {}

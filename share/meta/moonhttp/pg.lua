@@ -52,4 +52,24 @@ function Pool:transaction(fn) end
 ---@return any
 function Pool:listen(channel, fn) end
 
+---Several statements, no parameters.
+---@param sql string
+---@return table|nil result
+---@return string|table? err
+function Pool:exec(sql) end
+
+---Queries sent at once on one connection.
+---@param fn function
+---@return any ...
+function Pool:pipeline(fn) end
+
+---A connection pinned to the caller until `:release()` (or `<close>`).
+---@return table|nil conn
+---@return string|table? err
+function Pool:acquire() end
+
+---The pool's counters.
+---@return table
+function Pool:stats() end
+
 return pg

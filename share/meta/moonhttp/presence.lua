@@ -15,4 +15,22 @@ local Presence = {}
 ---@return moonhttp.Presence
 function presence.new(opts) end
 
+---`member` is in `room` until `p:leave` or the end of the worker that joined it.
+---@param room string
+---@param member string
+---@param data? string|true
+---@return true|nil ok
+---@return string? err
+function Presence:join(room, member, data) end
+---@param room string
+---@param member string
+---@return true
+function Presence:leave(room, member) end
+---@param room string
+---@return table<string, string|true>
+function Presence:list(room) end
+---@param room string
+---@return integer
+function Presence:count(room) end
+
 return presence

@@ -56,16 +56,48 @@ local Redis = {}
 ---@return string? err
 function Redis:call(...) end
 
----Several commands in one round trip.
----@return table pipeline
-function Redis:pipeline() end
+---Several commands in one round trip: `fn(p)` calls them on `p` (`p:set(k, v)`).
+---@param fn fun(p: table)
+---@return table|nil replies
+---@return string? err
+function Redis:pipeline(fn) end
 
 ---A subscription on `...` channels.
 ---@param ... string
 ---@return table subscription
 function Redis:subscribe(...) end
 
----Gives the connection back to the pool.
+---Closes the connection (`r:keepalive()` parks it in the pool instead).
+---@return true
 function Redis:close() end
+
+---As `subscribe`, for channel patterns.
+---@param ... string
+---@return any reply
+---@return string? err
+function Redis:psubscribe(...) end
+
+---@param ... string
+---@return any reply
+---@return string? err
+function Redis:unsubscribe(...) end
+
+---The next message of a subscribed connection.
+---@return string|nil kind "message" or "pmessage", then channel and payload (pattern, channel, payload)
+---@return string ...
+function Redis:read_message() end
+
+---The seconds each command may take from now on.
+---@param seconds number
+function Redis:settimeout(seconds) end
+
+---Parks the connection in the worker's pool; the client is closed after.
+---@return true|nil ok
+---@return string? err
+function Redis:keepalive() end
+
+---How often this connection came from the pool (0: new).
+---@return integer
+function Redis:reused() end
 
 return redis

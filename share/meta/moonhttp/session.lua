@@ -20,12 +20,12 @@ function session.middleware(opts) end
 function session.of(req) end
 
 ---The default store: the data in the cookie itself.
----@return table
+---@return moonhttp.SessionStore
 function session.cookie_store() end
 
 ---The data in a shared dict, the cookie holds an id (logout revokes it).
 ---@param dict moonhttp.SharedDict
----@return table
+---@return moonhttp.SessionStore
 function session.shared_store(dict) end
 
 ---@class moonhttp.Session
@@ -34,5 +34,23 @@ local Session = {}
 function Session:save() end
 function Session:regenerate() end
 function Session:destroy() end
+
+---What `store =` takes: these two stores, or one of yours.
+---@class moonhttp.SessionStore
+local SessionStore = {}
+---The cookie's value for `data` until `expires`; `value` is the session's current one.
+---@param data table
+---@param expires number
+---@param value? string
+---@return string|nil value
+---@return string? err
+function SessionStore:encode(data, expires, value) end
+---@param value string
+---@return table|nil data
+---@return number? expires
+function SessionStore:decode(value) end
+---Optional: a server-side store forgets the session.
+---@param value string
+function SessionStore:destroy(value) end
 
 return session
