@@ -42,13 +42,6 @@ local function vm_hwm(pid)
   return tonumber(kb)
 end
 
--- A sanitizer build keeps freed memory in its quarantine: RSS says little there.
-local function sanitized(pid)
-  local f = assert(io.open("/proc/" .. pid .. "/maps"))
-  local text = f:read("a")
-  f:close()
-  return text:find("libasan", 1, true) ~= nil
-end
 
 describe("http.fetch streamed request bodies", function()
   local up, front, base
@@ -115,6 +108,6 @@ print("misuse", select(2, pcall(http.fetch, arg[1] .. "/echo", { method = "POST"
     assert.equal(200, resp.status, resp.body)
     assert.equal(tostring(size), resp.body)
     local grew = vm_hwm(front.pid) - before
-    if not sanitized(front.pid) then assert.is_true(grew < 16 * 1024, "front grew by " .. grew .. " kB") end
+    if not H.sanitized(front.pid) then assert.is_true(grew < 16 * 1024, "front grew by " .. grew .. " kB") end
   end)
 end)

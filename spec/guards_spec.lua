@@ -91,13 +91,6 @@ local function rss_kib(pid, field)
   return tonumber(text:match((field or "VmRSS") .. ":%s*(%d+)"))
 end
 
--- A sanitizer build keeps freed memory in its quarantine: RSS says little there.
-local function sanitized(pid)
-  local f = assert(io.open("/proc/" .. pid .. "/maps"))
-  local text = f:read("a")
-  f:close()
-  return text:find("libasan", 1, true) ~= nil
-end
 
 -- CPU seconds (user + system) a process has used, from /proc (in clock ticks of 1/100 s).
 local function cpu_seconds(pid)
@@ -261,7 +254,7 @@ describe("after a guard cut the worker", function()
       print(string.format("%s " .. row[4] .. ": Lua heap %d -> %d KiB, RSS %d -> %d KiB (peak %d KiB)", row[1],
         kib_before, kib_after, rss_before, rss_after, rss_kib(srv.pid, "VmHWM")))
       assert.truthy(kib_after <= 2 * kib_before + LUA_SLACK_KIB, kib_after)
-      if not sanitized(srv.pid) then
+      if not H.sanitized(srv.pid) then
         -- the handler did hoard (VmHWM: the peak), so the test can fail
         assert.truthy(rss_kib(srv.pid, "VmHWM") > 50 * 1024)
         assert.truthy(rss_after <= 2 * rss_before + SLACK_KIB,

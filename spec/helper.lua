@@ -52,6 +52,15 @@ function H.check_sanitizers(text, what)
   end
 end
 
+--- Whether process pid runs a sanitizer build: ASan keeps freed memory in its
+--- quarantine and maps shadow memory, so RSS bounds mean less there.
+function H.sanitized(pid)
+  local f = assert(io.open("/proc/" .. pid .. "/maps"))
+  local text = f:read("a")
+  f:close()
+  return text:find("libasan", 1, true) ~= nil
+end
+
 --- Runs the binary to completion: returns exit code and combined output.
 function H.run(args)
   local out = tmpname(".out")
