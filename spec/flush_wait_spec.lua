@@ -117,7 +117,8 @@ describe("output written before a handler waits", function()
   }
   for _, row in ipairs(batched) do
     it("is one response with a length when nothing was written before a wait: " .. row[1], function()
-      local res = srv:get(row[1])
+      local res, err = srv:get(row[1])
+      assert(res, "no complete response: " .. tostring(err))
       assert.equal(row[2], res.status)
       assert.equal("ab", res.body)
       assert.is_nil(res.headers["transfer-encoding"])
